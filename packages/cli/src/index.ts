@@ -1,0 +1,2 @@
+// Public entry of @kernelwarden/cli; its content lands with the package's own issue.
+export {};

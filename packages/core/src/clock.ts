@@ -1,0 +1,51 @@
+/** A scheduled callback that can be cancelled. */
+export interface Timer {
+  /** Cancels the callback if it has not run yet; calling it again does nothing. */
+  cancel(): void;
+}
+
+/**
+ * The source of time and timers for every kernelwarden component.
+ *
+ * Inject one (testkit's `ManualClock`) to drive time in tests instead of sleeping.
+ */
+export interface Clock {
+  /** Milliseconds on a monotonic scale; only differences are meaningful. */
+  now(): number;
+  /** Runs `callback` once after `ms` milliseconds. */
+  setTimer(callback: () => void, ms: number): Timer;
+}
+
+/**
+ * The real clock: `performance.now()` and Node's timers.
+ *
+ * The default everywhere a clock can be injected.
+ */
+export const systemClock: Clock = {
+  now: () => performance.now(),
+  setTimer(callback, ms) {
+    const handle = setTimeout(callback, Math.max(0, ms));
+    return { cancel: () => clearTimeout(handle) };
+  },
+};
+
+/**
+ * Resolves after `ms` milliseconds of `clock` time; rejects with the signal's reason if it aborts first.
+ *
+ * Use it for waits that tests should drive with a manual clock.
+ */
+export function sleep(ms: number, opts: { clock?: Clock; signal?: AbortSignal } = {}): Promise<void> {
+  const { clock = systemClock, signal } = opts;
+  if (signal?.aborted) return Promise.reject(signal.reason);
+  return new Promise<void>((resolve, reject) => {
+    const onAbort = () => {
+      timer.cancel();
+      reject(signal?.reason);
+    };
+    const timer = clock.setTimer(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}

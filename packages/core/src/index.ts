@@ -1,0 +1,7 @@
+export type { Clock, Timer } from './clock.js';
+export { sleep, systemClock } from './clock.js';
+export type { AbortScope, DeadlineOptions } from './deadline.js';
+export { abortScope, effectiveTimeout, raceSignal, withDeadline } from './deadline.js';
+export type { KernelwardenErrorOptions } from './errors.js';
+export { DeadlineExceededError, InvalidOptionsError, isTimeoutError, KernelwardenError } from './errors.js';
+export type { ExecuteError, ExecuteOptions, ExecuteResult, InputRequest, KernelHandle, Output } from './types.js';

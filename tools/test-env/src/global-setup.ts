@@ -1,0 +1,38 @@
+import { mkdirSync, mkdtempSync } from 'node:fs';
+import { join } from 'node:path';
+import type { TestProject } from 'vitest/node';
+import { startTestServer, type TestServer } from './jupyter-server.js';
+import { leakTeardown } from './leaks.js';
+
+declare module 'vitest' {
+  export interface ProvidedContext {
+    kernelwardenJupyter: { baseUrl: string; token: string; root: string; runtimeDir: string; logFile: string };
+  }
+}
+
+let server: TestServer | undefined;
+let root: string | undefined;
+
+/**
+ * Starts the test run's real jupyter-server and, at the end, fails the run if a kernel it lists or a kernel,
+ * server or sandbox process started under the run's root directory is still alive.
+ */
+export async function setup(project: TestProject): Promise<void> {
+  const base = process.env.KERNELWARDEN_TEST_TMP ?? '/tmp';
+  mkdirSync(base, { recursive: true });
+  root = mkdtempSync(join(base, 'kw-test-'));
+  process.env.KERNELWARDEN_TEST_ROOT = root;
+  server = await startTestServer({ root: join(root, 'gateway') });
+  project.provide('kernelwardenJupyter', {
+    baseUrl: server.baseUrl,
+    token: server.token,
+    root,
+    runtimeDir: server.runtimeDir,
+    logFile: server.logFile,
+  });
+}
+
+export async function teardown(): Promise<void> {
+  if (!server || !root) return;
+  await leakTeardown(server, root);
+}

@@ -1,0 +1,30 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { inject } from 'vitest';
+
+export type { TestServer } from './jupyter-server.js';
+export { freePort, startTestServer } from './jupyter-server.js';
+export type { Leak } from './leaks.js';
+export { findLeaks, leakTeardown, processesMentioning, waitForNoLeaks } from './leaks.js';
+
+/** The test run's real jupyter-server (started by the integration project's global setup). */
+export function testGateway(): { baseUrl: string; token: string; root: string; runtimeDir: string; logFile: string } {
+  const jupyter = inject('kernelwardenJupyter');
+  if (!jupyter)
+    throw new Error('No test jupyter-server: run integration tests through the "integration" vitest project');
+  return jupyter;
+}
+
+/** Pids of the processes serving kernel `kernelId` (found by its connection file `kernel-<id>.json`). */
+export function kernelPids(kernelId: string): number[] {
+  const pids: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const cmdline = readFileSync(`/proc/${entry}/cmdline`, 'utf8');
+      if (cmdline.includes(`kernel-${kernelId}.json`)) pids.push(Number(entry));
+    } catch {
+      // gone
+    }
+  }
+  return pids;
+}

@@ -1,0 +1,33 @@
+import { defineConfig } from 'vitest/config';
+
+const sources = ['packages/*/src/**/*.test.ts', 'tools/*/src/**/*.test.ts'];
+const integration = ['packages/*/src/**/*.integration.test.ts', 'tools/*/src/**/*.integration.test.ts'];
+
+const jsonReport = process.env.KERNELWARDEN_JSON_REPORT;
+
+export default defineConfig({
+  test: {
+    ...(jsonReport ? { reporters: ['default', 'json'], outputFile: { json: jsonReport } } : {}),
+    projects: [
+      {
+        test: {
+          name: 'unit',
+          include: sources,
+          exclude: [...integration, '**/node_modules/**', '**/dist/**'],
+          testTimeout: 20_000,
+        },
+      },
+      {
+        test: {
+          name: 'integration',
+          include: integration,
+          exclude: ['**/node_modules/**', '**/dist/**'],
+          globalSetup: ['tools/test-env/src/global-setup.ts'],
+          testTimeout: 120_000,
+          hookTimeout: 120_000,
+          maxWorkers: 2,
+        },
+      },
+    ],
+  },
+});

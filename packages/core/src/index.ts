@@ -4,4 +4,12 @@ export type { AbortScope, DeadlineOptions } from './deadline.js';
 export { abortScope, effectiveTimeout, raceSignal, withDeadline } from './deadline.js';
 export type { KernelwardenErrorOptions } from './errors.js';
 export { DeadlineExceededError, InvalidOptionsError, isTimeoutError, KernelwardenError } from './errors.js';
-export type { ExecuteError, ExecuteOptions, ExecuteResult, InputRequest, KernelHandle, Output } from './types.js';
+export type {
+  ExecuteError,
+  ExecuteOptions,
+  ExecuteResult,
+  InputRequest,
+  KernelHandle,
+  Output,
+  ReadIsolationPolicy,
+} from './types.js';

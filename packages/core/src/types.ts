@@ -109,3 +109,18 @@ export interface KernelHandle {
   /** Stops the kernel for good. Never throws: `confirmed` says whether the stop is known to have happened. */
   shutdown(opts?: { timeoutMs?: number; signal?: AbortSignal }): Promise<{ confirmed: boolean }>;
 }
+
+/**
+ * Which directories a kernel may not read (`roots`), and which directories inside them it may read again
+ * (`allowedRoots`). Canonical absolute paths.
+ *
+ * Made and enforced by `@kernelwarden/isolation`; carried by the supervisor to every kernel factory it calls.
+ */
+export interface ReadIsolationPolicy {
+  /** Directories hidden from the kernel. */
+  readonly roots: readonly string[];
+  /** Directories inside `roots` the kernel may still read. */
+  readonly allowedRoots: readonly string[];
+  /** The canonical system temporary directory the policy was checked against. */
+  readonly tempDir?: string;
+}

@@ -4,6 +4,7 @@
 // When something is missing it installs it (pip where PyPI answers, else apt-get as root on Debian);
 // otherwise it stops with the exact command a person should run.
 import { execFileSync, spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 
 const APT_PACKAGES = ['jupyter-server', 'python3-ipykernel', 'r-base-core', 'r-cran-irkernel', 'bubblewrap', 'tmux'];
 const quiet = process.argv.includes('--quiet');
@@ -13,14 +14,31 @@ function has(cmd) {
   return spawnSync('sh', ['-c', `command -v ${cmd}`], { stdio: 'ignore' }).status === 0;
 }
 
-function kernelspecs() {
-  if (!has('jupyter')) return {};
+function serverPython() {
+  // The interpreter jupyter-server runs under (its shebang), which is the one that knows its kernelspecs.
   try {
-    const out = execFileSync('jupyter', ['kernelspec', 'list', '--json'], {
-      encoding: 'utf8',
-      stdio: ['ignore', 'pipe', 'ignore'],
-    });
-    return JSON.parse(out).kernelspecs ?? {};
+    const path = execFileSync('sh', ['-c', 'command -v jupyter-server'], { encoding: 'utf8' }).trim();
+    const first = readFileSync(path, 'utf8').split('\n', 1)[0];
+    if (first.startsWith('#!')) return first.slice(2).trim().split(/\s+/)[0];
+  } catch {
+    // not installed
+  }
+  return undefined;
+}
+
+function kernelspecs() {
+  const python = serverPython();
+  if (!python) return {};
+  try {
+    const out = execFileSync(
+      python,
+      [
+        '-c',
+        'import json; from jupyter_client.kernelspec import find_kernel_specs; print(json.dumps(find_kernel_specs()))',
+      ],
+      { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] },
+    );
+    return JSON.parse(out);
   } catch {
     return {};
   }

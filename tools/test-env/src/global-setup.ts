@@ -34,5 +34,11 @@ export async function setup(project: TestProject): Promise<void> {
 
 export async function teardown(): Promise<void> {
   if (!server || !root) return;
-  await leakTeardown(server, root);
+  try {
+    await leakTeardown(server, root);
+  } catch (error) {
+    // vitest reports an error thrown here but keeps its exit code: set it so the run fails.
+    process.exitCode = 1;
+    throw error;
+  }
 }

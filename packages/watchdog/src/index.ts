@@ -1,2 +1,22 @@
-// Public entry of @kernelwarden/watchdog; its content lands with the package's own issue.
-export {};
+export type { CellTimeoutDetails } from './cell-timeout-error.js';
+export {
+  CellTimeoutAbandonedError,
+  CellTimeoutBootstrapFailedError,
+  CellTimeoutError,
+  CellTimeoutLeaseReplacedError,
+  CellTimeoutRestartFailedError,
+  KernelNotExecutableError,
+  SlotEmptyError,
+} from './cell-timeout-error.js';
+export type {
+  EscalationReason,
+  Unsubscribe,
+  WatchdogEvent,
+  WatchdogEventType,
+  WatchdogListener,
+} from './events.js';
+export type { ResolvedWatchdogPolicy, WatchdogPolicy } from './policy.js';
+export { CELL_TIMEOUT_ENV, cellTimeoutFromEnv, DEFAULT_CELL_TIMEOUT_MS, resolveWatchdogPolicy } from './policy.js';
+export type { CellExecutor, CellRunRequest, WatchedKernel, WatchedLease, WatchedSupervisor } from './supervision.js';
+export type { Watchdog } from './watchdog.js';
+export { createWatchdog } from './watchdog.js';

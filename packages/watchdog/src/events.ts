@@ -1,0 +1,75 @@
+/** The rungs of the escalation ladder, in the order they can happen. */
+export type WatchdogEventType = 'interrupt' | 'kill' | 'restart' | 'bootstrap' | 'abandon';
+
+/** Why the ladder started: the cell's budget ran out, or the caller's signal aborted. */
+export type EscalationReason = 'timeout' | 'cancelled';
+
+/**
+ * One rung of the escalation ladder, emitted right after the watchdog took it.
+ *
+ * `leaseId` and `generation` name the lease the rung acted on (for `bootstrap`, the restarted lease); `acted` says
+ * whether the supervisor performed it (false for a stale lease or a failed step).
+ */
+export interface WatchdogEvent {
+  /** Which rung. */
+  type: WatchdogEventType;
+  /** Why the ladder started. */
+  reason: EscalationReason;
+  /** The supervisor slot. */
+  slot: string;
+  /** The cell id sent to the kernel. */
+  cellId: string;
+  /** The `origin` label of the cell, when it had one. */
+  origin?: string;
+  /** Id of the lease the rung acted on. */
+  leaseId: string;
+  /** Generation of the lease the rung acted on. */
+  generation: number;
+  /** True when the supervisor performed the step on the exact lease. */
+  acted: boolean;
+  /** For `restart`: the lease the restart produced (generation + 1, same kernel object). */
+  replacement?: { leaseId: string; generation: number };
+  /** The error of a failed step (restart or bootstrap). */
+  error?: unknown;
+  /** The watchdog clock's time when the rung was taken. */
+  at: number;
+}
+
+/** Stops a listener added with `on()`. Calling it again does nothing. */
+export type Unsubscribe = () => void;
+
+/** Receives watchdog events. */
+export type WatchdogListener = (event: WatchdogEvent) => void;
+
+/**
+ * Listeners per event type, called synchronously; a listener that throws is isolated so it can never break the
+ * ladder that emitted the event.
+ */
+export class WatchdogEvents {
+  readonly #listeners = new Map<WatchdogEventType | '*', Set<WatchdogListener>>();
+
+  /** Calls `listener` for every event of `type` (`'*'`: every event); returns the function that removes it. */
+  on(type: WatchdogEventType | '*', listener: WatchdogListener): Unsubscribe {
+    let set = this.#listeners.get(type);
+    if (!set) this.#listeners.set(type, (set = new Set()));
+    set.add(listener);
+    return () => {
+      set.delete(listener);
+    };
+  }
+
+  /** Delivers `event` to the listeners of its type, then to the `'*'` listeners. */
+  emit(event: WatchdogEvent): void {
+    for (const key of [event.type, '*'] as const) {
+      const set = this.#listeners.get(key);
+      if (!set) continue;
+      for (const listener of [...set]) {
+        try {
+          listener(event);
+        } catch {
+          // An observer's failure must not stop the escalation.
+        }
+      }
+    }
+  }
+}

@@ -1,0 +1,256 @@
+import { randomUUID } from 'node:crypto';
+import type { ExecuteOptions, ExecuteResult, InputRequest } from '@kernelwarden/core';
+import { CellBudget } from './budget.js';
+import {
+  CellTimeoutAbandonedError,
+  CellTimeoutBootstrapFailedError,
+  CellTimeoutError,
+  CellTimeoutLeaseReplacedError,
+  CellTimeoutRestartFailedError,
+  KernelNotExecutableError,
+  SlotEmptyError,
+} from './cell-timeout-error.js';
+import {
+  type EscalationReason,
+  type Unsubscribe,
+  type WatchdogEvent,
+  WatchdogEvents,
+  type WatchdogEventType,
+  type WatchdogListener,
+} from './events.js';
+import { type ResolvedWatchdogPolicy, resolveWatchdogPolicy, type WatchdogPolicy } from './policy.js';
+import type { CellExecutor, CellRunRequest, WatchedKernel, WatchedLease } from './supervision.js';
+
+/**
+ * A cell executor that bounds every cell with a budget and, when the budget runs out or the caller aborts, climbs
+ * the escalation ladder on the exact lease the cell ran on: interrupt → grace → kill → grace → restart (generation
+ * + 1, same kernel) → bootstrap → `CellTimeoutError`.
+ *
+ * Plug it into a `KernelSession` (`executor: createWatchdog()`), or call `run()` directly with a supervisor.
+ */
+export interface Watchdog extends CellExecutor {
+  /** The policy in force, with defaults applied. */
+  readonly policy: ResolvedWatchdogPolicy;
+  /**
+   * Runs one cell on `req.lease`, else on the slot's current lease, and resolves with its result — also when an
+   * interrupt stopped it (then `timedOut` or `cancelled` is true and the kernel's variables survive). Rejects with a
+   * `CellTimeoutError` (or a variant) when the kernel had to be killed after a timeout, with the signal's reason when
+   * it had to be killed after the caller aborted, and with the kernel's own error when `execute` rejected.
+   */
+  run(req: CellRunRequest): Promise<ExecuteResult>;
+  /** Calls `listener` after every rung of type `type` (`'*'`: every rung) of every cell; returns the remover. */
+  on(type: WatchdogEventType | '*', listener: WatchdogListener): Unsubscribe;
+}
+
+/**
+ * Creates a watchdog. The policy is validated at once (`InvalidOptionsError` naming the field), and
+ * `KERNELWARDEN_CELL_TIMEOUT` is read now when `cellTimeoutMs` is absent.
+ *
+ * Use one watchdog per session (or per process): it holds no state between cells besides its listeners.
+ */
+export function createWatchdog(policy?: WatchdogPolicy): Watchdog {
+  const resolved = resolveWatchdogPolicy(policy);
+  const events = new WatchdogEvents();
+  return {
+    policy: resolved,
+    run: (req) => new CellWatch(req, resolved, events).run(),
+    on: (type, listener) => events.on(type, listener),
+  };
+}
+
+type Settled = { ok: true; value: ExecuteResult } | { ok: false; error: unknown };
+
+/** One cell under watch: its execution, its budget and, if needed, its escalation. */
+class CellWatch {
+  readonly #req: CellRunRequest;
+  readonly #policy: ResolvedWatchdogPolicy;
+  readonly #events: WatchdogEvents;
+  readonly #cellId: string;
+  #settled: Settled | undefined;
+
+  constructor(req: CellRunRequest, policy: ResolvedWatchdogPolicy, events: WatchdogEvents) {
+    this.#req = req;
+    this.#policy = policy;
+    this.#events = events;
+    this.#cellId = req.cellId ?? randomUUID();
+  }
+
+  async run(): Promise<ExecuteResult> {
+    const { supervisor, slot, signal, code } = this.#req;
+    signal?.throwIfAborted();
+    const lease = this.#req.lease ?? supervisor.lease(slot);
+    if (!lease) throw new SlotEmptyError(slot);
+    const kernel = lease.kernel as WatchedKernel;
+    if (typeof kernel?.execute !== 'function') throw new KernelNotExecutableError(slot);
+
+    let trip!: (reason: EscalationReason) => void;
+    const tripped = new Promise<EscalationReason>((resolve) => {
+      trip = resolve;
+    });
+    const budget = new CellBudget(this.#policy.clock, this.#policy.cellTimeoutMs, () => trip('timeout'));
+    const onAbort = () => trip('cancelled');
+    signal?.addEventListener('abort', onAbort, { once: true });
+
+    const userOnInput = this.#req.onInput;
+    const options: ExecuteOptions = {
+      cellId: this.#cellId,
+      ...(this.#req.origin === undefined ? {} : { origin: this.#req.origin }),
+      ...(this.#req.onOutput === undefined ? {} : { onOutput: this.#req.onOutput }),
+      ...(userOnInput === undefined
+        ? {}
+        : {
+            // Waiting for the user's answer is not the cell's time: the budget stands still until it arrives.
+            onInput: async (request: InputRequest) => {
+              budget.pause();
+              try {
+                return await userOnInput(request);
+              } finally {
+                budget.resume();
+              }
+            },
+          }),
+    };
+    // No signal goes to the kernel: aborting one would make it interrupt and settle at once, taking the grace
+    // periods out of the watchdog's hands.
+    const execution = (async () => kernel.execute!(code, options))().then(
+      (value): Settled => (this.#settled = { ok: true, value }),
+      (error: unknown): Settled => (this.#settled = { ok: false, error }),
+    );
+
+    budget.start();
+    try {
+      const first = await Promise.race([execution, tripped]);
+      if (typeof first !== 'string') return this.#finish(first, undefined);
+      return await this.#escalate(lease, first, execution);
+    } finally {
+      budget.dispose();
+      signal?.removeEventListener('abort', onAbort);
+    }
+  }
+
+  async #escalate(
+    lease: WatchedLease<any>,
+    reason: EscalationReason,
+    execution: Promise<Settled>,
+  ): Promise<ExecuteResult> {
+    const { supervisor } = this.#req;
+    if (this.#settled) return this.#finish(this.#settled, reason);
+
+    const delivered = await attempt(() => supervisor.interruptIfCurrent(lease));
+    this.#emit('interrupt', reason, lease, delivered);
+    // An interrupt that reached nothing cannot stop the cell: go on to the kill at once.
+    if (await this.#settleWithin(delivered ? this.#policy.interruptGraceMs : 0, execution)) {
+      return this.#finish(this.#settled!, reason);
+    }
+
+    const killed = await attempt(() => supervisor.killIfCurrent(lease));
+    this.#emit('kill', reason, lease, killed);
+    if (!(await this.#settleWithin(this.#policy.killGraceMs, execution))) {
+      const abandoned = await attempt(() => supervisor.shutdownIfCurrent(lease, 'watchdog_abandoned'));
+      this.#emit('abandon', reason, lease, abandoned);
+      throw this.#failure(reason, lease, abandoned ? CellTimeoutAbandonedError : CellTimeoutLeaseReplacedError);
+    }
+    // Nothing was killed (a stale lease, or a kernel the supervisor could not kill): the cell's own answer stands.
+    if (!killed) return this.#finish(this.#settled!, reason);
+
+    let restarted: WatchedLease<any> | undefined;
+    try {
+      restarted = await supervisor.restartIfCurrent(lease);
+    } catch (error) {
+      this.#emit('restart', reason, lease, false, { error });
+      await attempt(() => supervisor.shutdownIfCurrent(lease, 'watchdog_restart_failed'));
+      throw this.#failure(reason, lease, CellTimeoutRestartFailedError, error);
+    }
+    this.#emit(
+      'restart',
+      reason,
+      lease,
+      restarted !== undefined,
+      restarted ? { replacement: { leaseId: restarted.id, generation: restarted.generation } } : {},
+    );
+    if (!restarted) throw this.#failure(reason, lease, CellTimeoutLeaseReplacedError);
+
+    const { bootstrap } = this.#req;
+    if (bootstrap) {
+      try {
+        await bootstrap(restarted);
+      } catch (error) {
+        this.#emit('bootstrap', reason, restarted, false, { error });
+        await attempt(() => supervisor.shutdownIfCurrent(restarted, 'bootstrap_failed'));
+        throw this.#failure(reason, lease, CellTimeoutBootstrapFailedError, error);
+      }
+      this.#emit('bootstrap', reason, restarted, true);
+    }
+    throw this.#failure(reason, lease, CellTimeoutError);
+  }
+
+  /** True once the execution has settled, waiting at most `ms` of clock time for it. */
+  async #settleWithin(ms: number, execution: Promise<Settled>): Promise<boolean> {
+    if (this.#settled) return true;
+    if (ms <= 0) return false;
+    let timer: { cancel(): void } | undefined;
+    const elapsed = new Promise<false>((resolve) => {
+      timer = this.#policy.clock.setTimer(() => resolve(false), ms);
+    });
+    try {
+      return await Promise.race([execution.then(() => true), elapsed]);
+    } finally {
+      timer?.cancel();
+    }
+  }
+
+  #finish(settled: Settled, reason: EscalationReason | undefined): ExecuteResult {
+    if (!settled.ok) throw settled.error;
+    const result = settled.value;
+    if (reason === undefined) return result;
+    return reason === 'timeout' ? { ...result, timedOut: true } : { ...result, cancelled: true };
+  }
+
+  #failure(
+    reason: EscalationReason,
+    lease: WatchedLease<any>,
+    Kind: new (details: ConstructorParameters<typeof CellTimeoutError>[0]) => CellTimeoutError,
+    cause?: unknown,
+  ): unknown {
+    // A caller's abort rejects with the caller's own reason; the events tell what the kernel went through.
+    if (reason === 'cancelled') return this.#req.signal?.reason;
+    return new Kind({
+      timeoutMs: this.#policy.cellTimeoutMs ?? 0,
+      slot: this.#req.slot,
+      cellId: this.#cellId,
+      leaseId: lease.id,
+      generation: lease.generation,
+      ...(cause === undefined ? {} : { cause }),
+    });
+  }
+
+  #emit(
+    type: WatchdogEventType,
+    reason: EscalationReason,
+    lease: WatchedLease<any>,
+    acted: boolean,
+    extra: Pick<WatchdogEvent, 'replacement' | 'error'> = {},
+  ): void {
+    this.#events.emit({
+      type,
+      reason,
+      slot: this.#req.slot,
+      cellId: this.#cellId,
+      ...(this.#req.origin === undefined ? {} : { origin: this.#req.origin }),
+      leaseId: lease.id,
+      generation: lease.generation,
+      acted,
+      ...extra,
+      at: this.#policy.clock.now(),
+    });
+  }
+}
+
+/** Runs one supervisor step; a step that throws counts as not performed. */
+async function attempt(step: () => boolean | Promise<boolean>): Promise<boolean> {
+  try {
+    return (await step()) === true;
+  } catch {
+    return false;
+  }
+}

@@ -1,0 +1,100 @@
+import { KernelwardenError } from '@kernelwarden/core';
+
+/**
+ * A kernel factory threw, or returned a kernel that was already dead. The slot's current kernel and generation are
+ * unchanged. The factory's own error is the `cause`.
+ *
+ * Retryable when the cause says so (a gateway that was briefly unavailable).
+ */
+export class KernelFactoryError extends KernelwardenError {
+  static override readonly brand: string = 'KernelFactoryError';
+  /** The slot the kernel was built for. */
+  readonly slot: string;
+  /** The key the kernel was built for. */
+  readonly key: string;
+  constructor(slot: string, key: string, reason: string, cause?: unknown) {
+    const retryable = KernelwardenError.isInstance(cause) ? cause.retryable : false;
+    super(`Failed to build the "${slot}" kernel (key "${key}"): ${reason}`, {
+      code: 'KERNEL_FACTORY',
+      cause,
+      retryable,
+    });
+    this.slot = slot;
+    this.key = key;
+  }
+}
+
+/**
+ * A kernel build was cancelled before it was published: the slot was stopped, the supervisor shut down, or a newer
+ * `ensure` with another key superseded it. The built kernel (if any) is shut down.
+ *
+ * Retryable: ensuring again builds a fresh kernel.
+ */
+export class BuildCancelledError extends KernelwardenError {
+  static override readonly brand: string = 'BuildCancelledError';
+  constructor(slot: string, why: string) {
+    super(`The "${slot}" kernel build was cancelled: ${why}`, { code: 'BUILD_CANCELLED', retryable: true });
+  }
+}
+
+/**
+ * `restartIfCurrent` could not restart the kernel (it threw, had no `restart()`, or was dead afterwards). The slot
+ * is emptied with `endedReason: 'restart_failed'`, so the next `ensure` builds a fresh kernel.
+ */
+export class KernelRestartError extends KernelwardenError {
+  static override readonly brand: string = 'KernelRestartError';
+  constructor(slot: string, reason: string, cause?: unknown) {
+    super(`Failed to restart the "${slot}" kernel: ${reason}`, { code: 'KERNEL_RESTART', cause, retryable: true });
+  }
+}
+
+/**
+ * The session's `bootstrap` failed on a new generation. The lease it ran on is shut down
+ * (`endedReason: 'bootstrap_failed'`); the next execution builds a fresh kernel.
+ */
+export class BootstrapError extends KernelwardenError {
+  static override readonly brand: string = 'BootstrapError';
+  constructor(slot: string, cause: unknown) {
+    const reason = cause instanceof Error ? cause.message : String(cause);
+    super(`Kernel bootstrap failed on the "${slot}" slot: ${reason}`, {
+      code: 'BOOTSTRAP_FAILED',
+      cause,
+      retryable: true,
+    });
+  }
+}
+
+/** The supervisor or session was closed (`shutdownAll()` / `close()`); it starts no more kernels. */
+export class ClosedError extends KernelwardenError {
+  static override readonly brand: string = 'ClosedError';
+  constructor(what: 'supervisor' | 'session') {
+    super(`The kernel ${what} is closed; create a new one to run more code`, { code: 'CLOSED' });
+  }
+}
+
+/**
+ * A lifecycle request (`start()`, `setEnv()`) was queued behind a `stop()` that was issued after it: the stop wins
+ * and the request is dropped. Issue it again to act after the stop.
+ */
+export class SessionStoppedError extends KernelwardenError {
+  static override readonly brand: string = 'SessionStoppedError';
+  constructor(what: string) {
+    super(`${what} was cancelled by a stop() issued after it; issue it again`, { code: 'SESSION_STOPPED' });
+  }
+}
+
+/** An executor found no kernel to run on: the slot has no lease and the request carried none. */
+export class NoKernelError extends KernelwardenError {
+  static override readonly brand: string = 'NoKernelError';
+  constructor(slot: string, why = 'has no running kernel') {
+    super(`The "${slot}" slot ${why}`, { code: 'NO_KERNEL', retryable: true });
+  }
+}
+
+/** A background cell could not be started or looked up (unknown id, or too many running). */
+export class BackgroundCellError extends KernelwardenError {
+  static override readonly brand: string = 'BackgroundCellError';
+  constructor(message: string, code: 'BACKGROUND_NOT_FOUND' | 'BACKGROUND_LIMIT') {
+    super(message, { code, retryable: code === 'BACKGROUND_LIMIT' });
+  }
+}

@@ -1,0 +1,112 @@
+import type { SupervisedKernel } from './lease.js';
+import type { KernelFactory } from './supervisor.js';
+
+/** Options of `KernelSupervisor.configurePool()`. */
+export interface WarmPoolOptions<K extends SupervisedKernel> {
+  /** How many ready kernels to keep. `0` removes the pool. */
+  size: number;
+  /**
+   * Runs on each pooled kernel once it is started, before it counts as ready (a session's bootstrap). A kernel whose
+   * `prepare` throws is shut down and the refill pauses until the next hand-over or `configurePool`.
+   */
+  prepare?: (kernel: K, ctx: { slot: string; key: string; signal: AbortSignal }) => void | Promise<void>;
+}
+
+interface WarmPoolInit<K extends SupervisedKernel> extends WarmPoolOptions<K> {
+  slot: string;
+  key: string;
+  factory: KernelFactory<K>;
+  shutdown: (kernel: K) => Promise<void>;
+  track: (work: Promise<unknown>) => void;
+}
+
+/** True when the kernel says it is alive; a throwing `isAlive()` counts as dead. */
+export function isAlive(kernel: SupervisedKernel): boolean {
+  try {
+    return kernel.isAlive();
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Started, prepared spare kernels for one slot and key, refilled one at a time in the background.
+ * Internal to the supervisor: `KernelSupervisor.configurePool()` creates them.
+ */
+export class WarmPool<K extends SupervisedKernel> {
+  readonly slot: string;
+  readonly key: string;
+  readonly #init: WarmPoolInit<K>;
+  readonly #ready: K[] = [];
+  readonly #controller = new AbortController();
+  #filling = false;
+  #closed = false;
+  #lastError: unknown;
+
+  constructor(init: WarmPoolInit<K>) {
+    this.#init = init;
+    this.slot = init.slot;
+    this.key = init.key;
+  }
+
+  /** Hands over a ready, live kernel (or `undefined`), and starts a refill. */
+  take(): K | undefined {
+    let taken: K | undefined;
+    while (!taken && this.#ready.length > 0) {
+      const kernel = this.#ready.shift()!;
+      if (isAlive(kernel)) taken = kernel;
+      else this.#init.track(this.#init.shutdown(kernel));
+    }
+    this.#lastError = undefined;
+    this.fill();
+    return taken;
+  }
+
+  /** Starts building kernels until `size` are ready, unless a refill already runs or the last one failed. */
+  fill(): void {
+    if (this.#filling || this.#closed || this.#lastError !== undefined) return;
+    if (this.#ready.length >= this.#init.size) return;
+    this.#filling = true;
+    this.#init.track(this.#refill());
+  }
+
+  /** Stops refilling and shuts down every ready kernel; a kernel still being built is shut down when it arrives. */
+  async drain(): Promise<void> {
+    this.#closed = true;
+    this.#controller.abort(new Error('the warm pool was drained'));
+    await Promise.all(this.#ready.splice(0).map((kernel) => this.#init.shutdown(kernel)));
+  }
+
+  status(): { ready: number; filling: boolean; size: number; lastError?: unknown } {
+    const status: { ready: number; filling: boolean; size: number; lastError?: unknown } = {
+      ready: this.#ready.length,
+      filling: this.#filling,
+      size: this.#init.size,
+    };
+    if (this.#lastError !== undefined) status.lastError = this.#lastError;
+    return status;
+  }
+
+  async #refill(): Promise<void> {
+    const { slot, key, factory, prepare, shutdown } = this.#init;
+    const signal = this.#controller.signal;
+    try {
+      while (!this.#closed && this.#ready.length < this.#init.size) {
+        const kernel = await factory({ slot, key, purpose: 'pool', signal });
+        try {
+          if (this.#closed) break;
+          if (!isAlive(kernel)) throw new Error('the factory returned a dead kernel');
+          await prepare?.(kernel, { slot, key, signal });
+          if (this.#closed || !isAlive(kernel)) break;
+          this.#ready.push(kernel);
+        } finally {
+          if (!this.#ready.includes(kernel)) await shutdown(kernel);
+        }
+      }
+    } catch (error) {
+      if (!this.#closed) this.#lastError = error ?? new Error('pool refill failed');
+    } finally {
+      this.#filling = false;
+    }
+  }
+}

@@ -1,0 +1,651 @@
+import {
+  type Clock,
+  effectiveTimeout,
+  InvalidOptionsError,
+  raceSignal,
+  systemClock,
+  type Timer,
+} from '@kernelwarden/core';
+import { BuildCancelledError, ClosedError, KernelFactoryError, KernelRestartError } from './errors.js';
+import { TypedEmitter, type Unsubscribe } from './events.js';
+import type { EndedReason, Lease, SlotStatus, SupervisedKernel } from './lease.js';
+import { isAlive, WarmPool, type WarmPoolOptions } from './pool.js';
+
+/** What a kernel factory is told when the supervisor calls it. */
+export interface BuildContext {
+  /** The slot the kernel is for. */
+  slot: string;
+  /** The key it is built for. */
+  key: string;
+  /** `'main'` for a kernel `ensure` will publish; `'pool'` for a warm spare. */
+  purpose: 'main' | 'pool';
+  /** Aborts when the build is no longer wanted (stop, shutdown, superseded, the caller gave up). */
+  signal: AbortSignal;
+}
+
+/**
+ * Builds one kernel for a slot. It runs outside any lock; it may take as long as a kernel start takes.
+ *
+ * Return a started, live kernel or throw. Honour `ctx.signal` so a stop does not leave a kernel starting.
+ */
+export type KernelFactory<K extends SupervisedKernel> = (ctx: BuildContext) => K | Promise<K>;
+
+/** Options of `new KernelSupervisor()`. */
+export interface KernelSupervisorOptions {
+  /**
+   * A slot whose kernel was not used (ensured, held or published) for this long is shut down and reports
+   * `state: 'ended', endedReason: 'idle_ttl'`. A slot under `hold()` never expires. `0` or absent disables it.
+   * @defaultValue 0 (disabled)
+   */
+  idleTtlMs?: number;
+  /** The clock for the idle timers. @defaultValue systemClock */
+  clock?: Clock;
+  /** Passed to every `kernel.shutdown({ timeoutMs })` the supervisor makes. `0` or absent: the kernel's default. */
+  shutdownTimeoutMs?: number;
+}
+
+/** Options of `acquire` / `ensure`. */
+export interface EnsureOptions {
+  /** Gives up waiting for the build; the build is cancelled when no other caller waits for it. */
+  signal?: AbortSignal;
+}
+
+/** The answer of `acquire`: the lease and how it was obtained. */
+export interface AcquireResult<K extends SupervisedKernel> {
+  lease: Lease<K>;
+  /** `'reused'`: the live same-key kernel; `'built'`: a new generation from the factory; `'pooled'`: a new
+   * generation taken from the warm pool (already prepared). */
+  outcome: 'reused' | 'built' | 'pooled';
+  /** The lease this one replaced, when it replaced one. */
+  previous?: Lease<K>;
+}
+
+/** Options of `stop()`. */
+export interface StopOptions {
+  /** Recorded as the slot's `endedReason`. @defaultValue 'manual_stop' */
+  reason?: EndedReason;
+  /** Marks the slot as manually stopped (`state: 'stopped'`) rather than ended. @defaultValue reason === 'manual_stop' */
+  manual?: boolean;
+}
+
+/** A kernel that stays usable while a caller holds the slot: see `hold()`. */
+export interface SlotHold extends Disposable {
+  /** Ends the hold and counts as activity. Idempotent. */
+  release(): void;
+}
+
+/** Events of a `KernelSupervisor`, by `type`. */
+export type SupervisorEvent<K extends SupervisedKernel = SupervisedKernel> =
+  | { type: 'published'; slot: string; lease: Lease<K>; previous?: Lease<K>; outcome: 'built' | 'pooled' }
+  | { type: 'restarted'; slot: string; lease: Lease<K>; previous: Lease<K> }
+  | { type: 'ended'; slot: string; lease?: Lease<K>; reason: EndedReason; manual: boolean }
+  | { type: 'build_failed'; slot: string; key: string; error: unknown };
+
+interface Build<K extends SupervisedKernel> {
+  slot: string;
+  key: string;
+  controller: AbortController;
+  waiters: number;
+  revoked?: string;
+  promise: Promise<AcquireResult<K>>;
+}
+
+interface SlotRecord<K extends SupervisedKernel> {
+  name: string;
+  current?: Lease<K>;
+  lastKey?: string;
+  generation: number;
+  manualStop: boolean;
+  endedReason?: EndedReason;
+  builds: Set<Build<K>>;
+  restarting?: { leaseId: string; promise: Promise<Lease<K> | undefined> };
+  holds: number;
+  lastActivityAt?: number;
+  idleTimer?: Timer;
+}
+
+/**
+ * Slots of kernels with leases and generations. Each slot (`'python'`, `'r'`, …) holds at most one current kernel;
+ * every new kernel or restart in a slot is a new generation, and exact-lease operations act only on the generation
+ * they were given.
+ *
+ * Its "lock" is JavaScript's run-to-completion: every state change is a synchronous step, and factories, restarts,
+ * shutdowns and bootstraps run between steps, so `interrupt`, `status`, `lease` and `stop` never wait for them.
+ * Use it directly to supervise kernels, or through `KernelSession`.
+ */
+export class KernelSupervisor<K extends SupervisedKernel = SupervisedKernel> {
+  readonly #slots = new Map<string, SlotRecord<K>>();
+  readonly #pools = new Map<string, WarmPool<K>>();
+  readonly #pending = new Set<Promise<unknown>>();
+  readonly #shutDown = new WeakSet<object>();
+  readonly #events = new TypedEmitter<SupervisorEvent<K>>();
+  readonly #clock: Clock;
+  readonly #idleTtlMs: number | undefined;
+  readonly #shutdownTimeoutMs: number | undefined;
+  #closed = false;
+
+  constructor(opts: KernelSupervisorOptions = {}) {
+    validateSupervisorOptions(opts, 'options');
+    this.#clock = opts.clock ?? systemClock;
+    this.#idleTtlMs = effectiveTimeout(opts.idleTtlMs);
+    this.#shutdownTimeoutMs = effectiveTimeout(opts.shutdownTimeoutMs);
+  }
+
+  /** True once `shutdownAll()` was called. */
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  /** Listens to one kind of event; returns the function that stops listening. */
+  on<T extends SupervisorEvent<K>['type']>(
+    type: T,
+    listener: (event: Extract<SupervisorEvent<K>, { type: T }>) => void,
+  ): Unsubscribe {
+    return this.#events.on(type, listener);
+  }
+
+  /**
+   * Returns the slot's lease: the live kernel with the same key when there is one; otherwise a kernel from the warm
+   * pool, or a new one from `factory` — built first, and only once built swapped in (generation + 1) while the old
+   * one is shut down. A factory that throws or returns a dead kernel changes nothing and rejects with
+   * `KernelFactoryError`. Concurrent calls for the same slot and key share one build.
+   */
+  async ensure(slot: string, key: string, factory: KernelFactory<K>, opts: EnsureOptions = {}): Promise<Lease<K>> {
+    return (await this.acquire(slot, key, factory, opts)).lease;
+  }
+
+  /** Like `ensure`, and also says whether the lease was reused, built or taken from the pool. */
+  async acquire(
+    slot: string,
+    key: string,
+    factory: KernelFactory<K>,
+    opts: EnsureOptions = {},
+  ): Promise<AcquireResult<K>> {
+    checkSlotName(slot);
+    if (typeof key !== 'string') throw new InvalidOptionsError([{ path: 'key', message: 'expected a string' }]);
+    if (typeof factory !== 'function') {
+      throw new InvalidOptionsError([{ path: 'factory', message: 'expected a function' }]);
+    }
+    for (;;) {
+      this.#assertOpen();
+      opts.signal?.throwIfAborted();
+      const s = this.#slot(slot);
+      const cur = s.current;
+      if (cur && s.restarting?.leaseId === cur.id && cur.key === key) {
+        // The same-key kernel is being restarted (the watchdog's ladder): wait for the restart to settle.
+        await raceSignal(
+          s.restarting.promise.catch(() => undefined),
+          opts.signal,
+        );
+        continue;
+      }
+      if (cur && cur.key === key && isAlive(cur.kernel)) {
+        s.manualStop = false;
+        this.#touch(s);
+        return { lease: cur, outcome: 'reused' };
+      }
+      const shared = [...s.builds].find((b) => b.key === key && !b.revoked);
+      if (shared) return this.#waitFor(shared, opts.signal);
+      const pooled = this.#pools.get(poolId(slot, key))?.take();
+      if (pooled) {
+        this.#revokeBuilds(s, `superseded by a pooled "${key}" kernel`);
+        const result = this.#publish(s, key, pooled, 'pooled');
+        if (result.previous) await this.#shutdownKernel(result.previous.kernel);
+        return result;
+      }
+      return this.#waitFor(this.#startBuild(s, key, factory), opts.signal);
+    }
+  }
+
+  /** The slot's current lease, or `undefined` when it holds no kernel. Answers at once. */
+  lease(slot: string): Lease<K> | undefined {
+    return this.#slots.get(slot)?.current;
+  }
+
+  /** True while `lease` is the slot's current lease (same kernel, same generation). */
+  isCurrent(lease: Lease<K>): boolean {
+    const cur = this.#slots.get(lease.slot)?.current;
+    return cur !== undefined && cur.id === lease.id && cur.kernel === lease.kernel;
+  }
+
+  /** The names of every slot the supervisor has seen. */
+  slots(): string[] {
+    return [...this.#slots.keys()].sort();
+  }
+
+  /** The slot's state; answers at once whatever is being built, restarted or bootstrapped. */
+  status(slot: string): SlotStatus {
+    const s = this.#slots.get(slot);
+    if (!s)
+      return {
+        state: 'empty',
+        alive: false,
+        generation: 0,
+        key: undefined,
+        manualStop: false,
+        building: false,
+        restarting: false,
+      };
+    const alive = s.current !== undefined && isAlive(s.current.kernel);
+    let endedReason = s.endedReason;
+    if (s.current && !alive && !endedReason) endedReason = 'worker_died';
+    const state: SlotStatus['state'] = alive
+      ? 'running'
+      : s.manualStop
+        ? 'stopped'
+        : endedReason !== undefined
+          ? 'ended'
+          : 'empty';
+    const status: SlotStatus = {
+      state,
+      alive,
+      generation: Math.max(0, s.generation),
+      key: s.current?.key ?? s.lastKey,
+      manualStop: s.manualStop,
+      building: [...s.builds].some((b) => !b.revoked),
+      restarting: s.restarting !== undefined,
+    };
+    if (!alive && endedReason !== undefined) status.endedReason = endedReason;
+    if (s.current) status.leaseId = s.current.id;
+    if (s.lastActivityAt !== undefined) status.lastActivityAt = s.lastActivityAt;
+    return status;
+  }
+
+  /**
+   * Interrupts the current kernel of `slot`, or of every slot; resolves with how many interrupts were delivered.
+   * Never waits for a build, restart or bootstrap.
+   */
+  async interrupt(slot?: string): Promise<number> {
+    const leases = this.#targets(slot).flatMap((s) => (s.current ? [s.current] : []));
+    const delivered = await Promise.all(leases.map((lease) => deliverInterrupt(lease.kernel)));
+    return delivered.filter(Boolean).length;
+  }
+
+  /** Interrupts the kernel only while `lease` is current; true when the interrupt was delivered. */
+  async interruptIfCurrent(lease: Lease<K>): Promise<boolean> {
+    if (!this.isCurrent(lease)) return false;
+    return deliverInterrupt(lease.kernel);
+  }
+
+  /** Hard-stops the kernel's interpreter (`kill()`) only while `lease` is current; true when it did. */
+  async killIfCurrent(lease: Lease<K>): Promise<boolean> {
+    if (!this.isCurrent(lease) || typeof lease.kernel.kill !== 'function') return false;
+    try {
+      await lease.kernel.kill();
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  /**
+   * Restarts the kernel (same object, fresh interpreter) only while `lease` is current, and returns the new lease
+   * (generation + 1) — or `undefined` when the lease is stale or the slot changed during the restart. A restart that
+   * fails empties the slot (`endedReason: 'restart_failed'`) and rejects with `KernelRestartError`.
+   */
+  async restartIfCurrent(lease: Lease<K>, opts: { signal?: AbortSignal } = {}): Promise<Lease<K> | undefined> {
+    if (!this.isCurrent(lease)) return undefined;
+    const s = this.#slot(lease.slot);
+    if (s.restarting?.leaseId === lease.id) return s.restarting.promise;
+    const kernel = lease.kernel;
+    const run = async (): Promise<Lease<K> | undefined> => {
+      if (typeof kernel.restart !== 'function') {
+        await this.shutdownIfCurrent(lease, 'restart_failed');
+        throw new KernelRestartError(lease.slot, 'the kernel has no restart()');
+      }
+      try {
+        await kernel.restart(opts.signal ? { signal: opts.signal } : undefined);
+      } catch (error) {
+        await this.shutdownIfCurrent(lease, 'restart_failed');
+        throw new KernelRestartError(lease.slot, messageOf(error), error);
+      }
+      if (!this.isCurrent(lease)) return undefined;
+      if (!isAlive(kernel)) {
+        await this.shutdownIfCurrent(lease, 'restart_failed');
+        throw new KernelRestartError(lease.slot, 'the kernel was not alive after its restart');
+      }
+      s.generation += 1;
+      const next: Lease<K> = { slot: s.name, key: lease.key, generation: s.generation, id: newLeaseId(), kernel };
+      s.current = next;
+      this.#touch(s);
+      this.#events.emit({ type: 'restarted', slot: s.name, lease: next, previous: lease });
+      return next;
+    };
+    const promise = run().finally(() => {
+      if (s.restarting?.promise === promise) s.restarting = undefined;
+    });
+    s.restarting = { leaseId: lease.id, promise };
+    return promise;
+  }
+
+  /**
+   * Empties the slot and shuts the kernel down, only while `lease` is current; true when it did.
+   * @param reason - Recorded as the slot's `endedReason`. @defaultValue 'desynchronized'
+   */
+  async shutdownIfCurrent(lease: Lease<K>, reason: EndedReason = 'desynchronized'): Promise<boolean> {
+    if (!this.isCurrent(lease)) return false;
+    const s = this.#slot(lease.slot);
+    const detached = this.#detach(s, reason, false);
+    if (detached) await this.#shutdownKernel(detached.kernel);
+    return true;
+  }
+
+  /**
+   * Stops `slot` (or every slot): cancels its builds, empties it and shuts its kernel down. An explicit slot that
+   * never held a kernel is still marked, so "stopped before the first start" is recorded. Resolves with the number
+   * of kernels shut down; never waits for a build.
+   */
+  async stop(slot?: string, opts: StopOptions = {}): Promise<number> {
+    const reason = opts.reason ?? 'manual_stop';
+    const manual = opts.manual ?? reason === 'manual_stop';
+    const targets = slot === undefined ? [...this.#slots.values()] : [this.#slot(checkSlotName(slot))];
+    const detached: Lease<K>[] = [];
+    for (const s of targets) {
+      this.#revokeBuilds(s, 'the slot was stopped');
+      const lease = this.#detach(s, reason, manual);
+      if (lease) detached.push(lease);
+      else {
+        s.manualStop = manual;
+        if (s.endedReason === undefined || manual) s.endedReason = reason;
+      }
+    }
+    await Promise.all(detached.map((lease) => this.#shutdownKernel(lease.kernel)));
+    return detached.length;
+  }
+
+  /**
+   * Closes the supervisor: stops every slot (`endedReason: 'shutdown'`), drains the warm pools, and refuses further
+   * `ensure` calls. Builds still in flight are cancelled; await `settled()` to wait until their kernels are shut down.
+   */
+  async shutdownAll(): Promise<void> {
+    this.#closed = true;
+    const pools = [...this.#pools.values()];
+    this.#pools.clear();
+    await Promise.all([this.stop(undefined, { reason: 'shutdown', manual: false }), ...pools.map((p) => p.drain())]);
+  }
+
+  /** Resolves once every build, pool refill and shutdown the supervisor started has settled. */
+  async settled(): Promise<void> {
+    while (this.#pending.size > 0) await Promise.allSettled([...this.#pending]);
+  }
+
+  /**
+   * Keeps `slot` from idle expiry until the hold is released, and counts as activity at both ends. Take one around
+   * every use of a kernel when `idleTtlMs` is set (`KernelSession` does).
+   */
+  hold(slot: string): SlotHold {
+    const s = this.#slot(checkSlotName(slot));
+    s.holds += 1;
+    this.#touch(s);
+    let released = false;
+    const release = () => {
+      if (released) return;
+      released = true;
+      s.holds -= 1;
+      this.#touch(s);
+    };
+    return { release, [Symbol.dispose]: release };
+  }
+
+  /** Records activity on `slot` now, restarting its idle timer. */
+  touch(slot: string): void {
+    const s = this.#slots.get(slot);
+    if (s) this.#touch(s);
+  }
+
+  /**
+   * Keeps `size` started (and `prepare`d) kernels ready for `slot` with `key`, so that `ensure(slot, key)` on a slot
+   * without a live same-key kernel hands one over at once and refills in the background. Replaces an earlier pool
+   * for the same slot and key; `size: 0` removes it.
+   */
+  configurePool(slot: string, key: string, factory: KernelFactory<K>, opts: WarmPoolOptions<K>): void {
+    checkSlotName(slot);
+    if (!Number.isInteger(opts.size) || opts.size < 0) {
+      throw new InvalidOptionsError([{ path: 'pool.size', message: 'expected an integer >= 0' }], { subject: 'pool' });
+    }
+    this.#assertOpen();
+    const id = poolId(slot, key);
+    const old = this.#pools.get(id);
+    this.#pools.delete(id);
+    if (old) this.#track(old.drain());
+    if (opts.size === 0) return;
+    const pool = new WarmPool<K>({
+      slot,
+      key,
+      factory,
+      size: opts.size,
+      ...(opts.prepare ? { prepare: opts.prepare } : {}),
+      shutdown: (k) => this.#shutdownKernel(k),
+      track: (p) => this.#track(p),
+    });
+    this.#pools.set(id, pool);
+    pool.fill();
+  }
+
+  /** Shuts down the pooled kernels of `slot` (for one key, or all keys) and stops refilling them. */
+  async drainPool(slot: string, key?: string): Promise<void> {
+    const drained: Promise<void>[] = [];
+    for (const [id, pool] of this.#pools) {
+      if (pool.slot === slot && (key === undefined || pool.key === key)) {
+        this.#pools.delete(id);
+        drained.push(pool.drain());
+      }
+    }
+    await Promise.all(drained);
+  }
+
+  /** How many pooled kernels are ready for `slot` and `key`, and whether a refill is running. */
+  poolStatus(slot: string, key: string): { ready: number; filling: boolean; size: number; lastError?: unknown } {
+    const pool = this.#pools.get(poolId(slot, key));
+    if (!pool) return { ready: 0, filling: false, size: 0 };
+    return pool.status();
+  }
+
+  #assertOpen(): void {
+    if (this.#closed) throw new ClosedError('supervisor');
+  }
+
+  #slot(name: string): SlotRecord<K> {
+    let s = this.#slots.get(name);
+    if (!s) {
+      s = { name, generation: -1, manualStop: false, builds: new Set(), holds: 0 };
+      this.#slots.set(name, s);
+    }
+    return s;
+  }
+
+  #targets(slot: string | undefined): SlotRecord<K>[] {
+    if (slot === undefined) return [...this.#slots.values()];
+    const s = this.#slots.get(slot);
+    return s ? [s] : [];
+  }
+
+  #startBuild(s: SlotRecord<K>, key: string, factory: KernelFactory<K>): Build<K> {
+    this.#revokeBuilds(s, `superseded by an ensure with key "${key}"`);
+    const controller = new AbortController();
+    const build = { slot: s.name, key, controller, waiters: 0 } as Build<K>;
+    s.builds.add(build);
+    const run = async (): Promise<AcquireResult<K>> => {
+      let kernel: K;
+      try {
+        kernel = await factory({ slot: s.name, key, purpose: 'main', signal: controller.signal });
+      } catch (error) {
+        s.builds.delete(build);
+        if (build.revoked) throw new BuildCancelledError(s.name, build.revoked);
+        const failure = new KernelFactoryError(s.name, key, messageOf(error), error);
+        this.#events.emit({ type: 'build_failed', slot: s.name, key, error: failure });
+        throw failure;
+      }
+      s.builds.delete(build);
+      if (build.revoked) {
+        await this.#shutdownKernel(kernel);
+        throw new BuildCancelledError(s.name, build.revoked);
+      }
+      if (!isAlive(kernel)) {
+        await this.#shutdownKernel(kernel);
+        const failure = new KernelFactoryError(s.name, key, 'the factory returned a dead kernel');
+        this.#events.emit({ type: 'build_failed', slot: s.name, key, error: failure });
+        throw failure;
+      }
+      const result = this.#publish(s, key, kernel, 'built');
+      if (result.previous) await this.#shutdownKernel(result.previous.kernel);
+      return result;
+    };
+    build.promise = run();
+    build.promise.catch(() => {});
+    this.#track(build.promise);
+    return build;
+  }
+
+  async #waitFor(build: Build<K>, signal: AbortSignal | undefined): Promise<AcquireResult<K>> {
+    build.waiters += 1;
+    try {
+      return await raceSignal(build.promise, signal);
+    } catch (error) {
+      if (signal?.aborted && build.waiters === 1) this.#revoke(build, 'the caller gave up waiting');
+      throw error;
+    } finally {
+      build.waiters -= 1;
+    }
+  }
+
+  #revokeBuilds(s: SlotRecord<K>, why: string): void {
+    for (const build of s.builds) this.#revoke(build, why);
+  }
+
+  #revoke(build: Build<K>, why: string): void {
+    if (build.revoked) return;
+    build.revoked = why;
+    build.controller.abort(new BuildCancelledError(build.slot, why));
+  }
+
+  #publish(s: SlotRecord<K>, key: string, kernel: K, outcome: 'built' | 'pooled'): AcquireResult<K> {
+    const previous = s.current;
+    s.generation += 1;
+    const lease: Lease<K> = { slot: s.name, key, generation: s.generation, id: newLeaseId(), kernel };
+    s.current = lease;
+    s.lastKey = key;
+    s.manualStop = false;
+    s.endedReason = undefined;
+    this.#touch(s);
+    this.#events.emit({ type: 'published', slot: s.name, lease, outcome, ...(previous ? { previous } : {}) });
+    return previous ? { lease, outcome, previous } : { lease, outcome };
+  }
+
+  #detach(s: SlotRecord<K>, reason: EndedReason, manual: boolean): Lease<K> | undefined {
+    const lease = s.current;
+    s.idleTimer?.cancel();
+    s.idleTimer = undefined;
+    if (!lease) return undefined;
+    s.current = undefined;
+    s.manualStop = manual;
+    s.endedReason = reason;
+    this.#events.emit({ type: 'ended', slot: s.name, lease, reason, manual });
+    return lease;
+  }
+
+  #touch(s: SlotRecord<K>): void {
+    s.lastActivityAt = this.#clock.now();
+    s.idleTimer?.cancel();
+    s.idleTimer = undefined;
+    const ttl = this.#idleTtlMs;
+    if (ttl === undefined || !s.current || s.holds > 0 || this.#closed) return;
+    const lease = s.current;
+    s.idleTimer = this.#clock.setTimer(() => {
+      s.idleTimer = undefined;
+      if (s.holds > 0 || !this.isCurrent(lease)) return;
+      this.#revokeBuilds(s, 'the slot expired');
+      const detached = this.#detach(s, 'idle_ttl', false);
+      if (detached) this.#track(this.#shutdownKernel(detached.kernel));
+    }, ttl);
+  }
+
+  /** Shuts a kernel down exactly once, whatever asks for it; never throws. */
+  #shutdownKernel(kernel: K): Promise<void> {
+    if (this.#shutDown.has(kernel)) return Promise.resolve();
+    this.#shutDown.add(kernel);
+    let call: Promise<unknown>;
+    try {
+      call = Promise.resolve(
+        kernel.shutdown(this.#shutdownTimeoutMs === undefined ? undefined : { timeoutMs: this.#shutdownTimeoutMs }),
+      );
+    } catch {
+      call = Promise.resolve();
+    }
+    const done = call.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.#track(done);
+    return done;
+  }
+
+  #track(promise: Promise<unknown>): void {
+    const settled = promise.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.#pending.add(settled);
+    void settled.then(() => this.#pending.delete(settled));
+  }
+}
+
+async function deliverInterrupt(kernel: SupervisedKernel): Promise<boolean> {
+  try {
+    const result = await kernel.interrupt();
+    return (result as { delivered?: boolean } | undefined)?.delivered !== false;
+  } catch {
+    return false;
+  }
+}
+
+function poolId(slot: string, key: string): string {
+  return JSON.stringify([slot, key]);
+}
+
+function checkSlotName(slot: unknown): string {
+  if (typeof slot !== 'string' || slot.length === 0) {
+    throw new InvalidOptionsError([{ path: 'slot', message: 'expected a non-empty string' }]);
+  }
+  return slot;
+}
+
+function newLeaseId(): string {
+  return globalThis.crypto.randomUUID();
+}
+
+/** The message of an unknown thrown value. */
+export function messageOf(error: unknown): string {
+  if (error instanceof Error) return error.message;
+  return String(error);
+}
+
+function validateSupervisorOptions(opts: KernelSupervisorOptions, base: string): void {
+  const issues: { path: string; message: string }[] = [];
+  if (opts === null || typeof opts !== 'object') {
+    throw new InvalidOptionsError([{ path: '', message: 'expected an object' }], { subject: 'supervisor options' });
+  }
+  if (opts.idleTtlMs !== undefined && (typeof opts.idleTtlMs !== 'number' || Number.isNaN(opts.idleTtlMs))) {
+    issues.push({ path: `${base}.idleTtlMs`, message: 'expected a number of milliseconds' });
+  }
+  if (
+    opts.shutdownTimeoutMs !== undefined &&
+    (typeof opts.shutdownTimeoutMs !== 'number' || Number.isNaN(opts.shutdownTimeoutMs))
+  ) {
+    issues.push({ path: `${base}.shutdownTimeoutMs`, message: 'expected a number of milliseconds' });
+  }
+  if (opts.clock !== undefined && !isClock(opts.clock)) {
+    issues.push({ path: `${base}.clock`, message: 'expected a Clock with now() and setTimer()' });
+  }
+  if (issues.length > 0) throw new InvalidOptionsError(issues, { subject: 'supervisor options' });
+}
+
+/** True for an object with `now()` and `setTimer()`. */
+export function isClock(value: unknown): value is Clock {
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    typeof (value as Clock).now === 'function' &&
+    typeof (value as Clock).setTimer === 'function'
+  );
+}

@@ -12,6 +12,7 @@ export default defineConfig({
       {
         test: {
           name: 'unit',
+          sequence: { groupOrder: 0 },
           include: sources,
           exclude: [...integration, '**/node_modules/**', '**/dist/**'],
           testTimeout: 20_000,
@@ -20,6 +21,7 @@ export default defineConfig({
       {
         test: {
           name: 'integration',
+          sequence: { groupOrder: 1 },
           include: integration,
           exclude: ['**/node_modules/**', '**/dist/**'],
           globalSetup: ['tools/test-env/src/global-setup.ts'],

@@ -1,2 +1,29 @@
-// Public entry of @kernelwarden/gateway-client; its content lands with the package's own issue.
-export {};
+export type { ReconnectPolicy, WireProtocol } from './channel.js';
+export type { KernelDeathReason } from './errors.js';
+export {
+  GatewayAuthError,
+  GatewayRequestError,
+  GatewayUnavailableError,
+  KernelDiedError,
+  KernelStartError,
+  ProtocolError,
+} from './errors.js';
+export type { OutputCaps } from './execution.js';
+export { DEFAULT_OUTPUT_CAPS } from './execution.js';
+export type {
+  GatewayClientOptions,
+  KernelModel,
+  KernelOwnership,
+  KernelSpecModel,
+  KernelSpecsModel,
+  RequestOptions,
+  WebSocketClass,
+} from './gateway-client.js';
+export { GatewayClient } from './gateway-client.js';
+export type { GatewayKernelStartOptions, KernelInfo } from './gateway-kernel.js';
+export { GatewayKernel } from './gateway-kernel.js';
+export type { GatewayKernelEventMap, GatewayKernelListener, KernelStatus } from './kernel-events.js';
+export type { ChannelName, JupyterMessage, MessageHeader } from './message.js';
+export { createMessage } from './message.js';
+export { decodeLegacy, encodeLegacy } from './wire-legacy.js';
+export { decodeV1, encodeV1, V1_SUBPROTOCOL } from './wire-v1.js';

@@ -1,0 +1,359 @@
+import { type Clock, sleep } from '@kernelwarden/core';
+import { GatewayAuthError, GatewayUnavailableError, type ProtocolError } from './errors.js';
+import type { WebSocketClass } from './gateway-client.js';
+import type { JupyterMessage } from './message.js';
+import { decodeLegacy, encodeLegacy } from './wire-legacy.js';
+import { decodeV1, encodeV1, V1_SUBPROTOCOL } from './wire-v1.js';
+
+/** Which wire format to use: `'auto'` offers v1 and falls back to legacy when the server does not pick it. */
+export type WireProtocol = 'auto' | 'v1' | 'legacy';
+
+/** Reconnect policy of a kernel's channels socket. */
+export interface ReconnectPolicy {
+  /** Attempts after a drop before pending work fails; `0` disables reconnecting. @defaultValue 6 */
+  attempts: number;
+  /** Delay before the first attempt; doubles each time. @defaultValue 100 */
+  initialDelayMs: number;
+  /** Cap of the delay between attempts. @defaultValue 3000 */
+  maxDelayMs: number;
+}
+
+/** Internal options of a `KernelChannel`. */
+export interface KernelChannelOptions {
+  WebSocket: WebSocketClass;
+  url: string;
+  headers: Record<string, string>;
+  /** What errors name: the gateway's base URL and the kernel id (never the token). */
+  where: string;
+  protocol: WireProtocol;
+  stallWorkaround: boolean;
+  reconnect: ReconnectPolicy;
+  clock: Clock;
+  isRequestPending(): boolean;
+  onMessage(msg: JupyterMessage): void;
+  onProtocolError(error: ProtocolError): void;
+  onReconnecting(attempt: number, delayMs: number, cause: unknown): void;
+  onReconnected(): void;
+  onLost(error: Error): void;
+}
+
+const DEDUPE_WINDOW = 4096;
+const OPEN = 1;
+
+/**
+ * One kernel's channels WebSocket: negotiates the wire format, decodes frames strictly in arrival order, drops
+ * replayed duplicates, reconnects with the same session id after a drop, and (with the `ws` library) sends an
+ * unsolicited pong after each received message while a request is pending, which defeats the server's
+ * Nagle / delayed-ACK stall.
+ */
+export class KernelChannel {
+  #opts: KernelChannelOptions;
+  #socket: WebSocket | undefined;
+  #format: 'v1' | 'legacy' = 'v1';
+  #pong: (() => void) | undefined;
+  #closed = false;
+  #closeController = new AbortController();
+  #reconnecting = false;
+  #queue: JupyterMessage[] = [];
+  #seen = new Set<string>();
+  #ring: string[] = new Array<string>(DEDUPE_WINDOW);
+  #ringAt = 0;
+  /** Messages received (after dedupe); lets the kernel see whether the socket is quiet. */
+  received = 0;
+
+  constructor(opts: KernelChannelOptions) {
+    this.#opts = opts;
+  }
+
+  /** The negotiated wire format. */
+  get format(): 'v1' | 'legacy' {
+    return this.#format;
+  }
+
+  /** True while the socket is open (not while reconnecting or after close). */
+  get isOpen(): boolean {
+    return !this.#closed && !this.#reconnecting && this.#socket?.readyState === OPEN;
+  }
+
+  /** True while a dropped socket is being reopened. */
+  get isReconnecting(): boolean {
+    return this.#reconnecting;
+  }
+
+  /** Opens the socket, negotiating the format; rejects with the signal's reason on abort. */
+  async open(signal?: AbortSignal): Promise<void> {
+    const { protocol } = this.#opts;
+    if (protocol === 'legacy') {
+      this.#attach(await this.#connect('legacy', signal));
+      return;
+    }
+    try {
+      this.#attach(await this.#connect('v1', signal));
+    } catch (error) {
+      if (protocol === 'v1' || signal?.aborted || GatewayAuthError.isInstance(error) || this.#closed) throw error;
+      this.#attach(await this.#connect('legacy', signal));
+    }
+  }
+
+  /** Sends a message now, or queues it while the socket is being reopened. */
+  send(msg: JupyterMessage): void {
+    if (this.#closed) return;
+    const socket = this.#socket;
+    if (!socket || this.#reconnecting || socket.readyState !== OPEN) {
+      this.#queue.push(msg);
+      return;
+    }
+    socket.send(this.#format === 'v1' ? encodeV1(msg) : encodeLegacy(msg));
+  }
+
+  /** Closes the socket for good (no reconnect). Idempotent. */
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#closeController.abort();
+    this.#queue = [];
+    const socket = this.#socket;
+    this.#socket = undefined;
+    if (socket) detach(socket);
+    try {
+      socket?.close();
+    } catch {
+      // already closing
+    }
+  }
+
+  /**
+   * Closes the current socket and opens a new one with the same session id (after a server-side restart, whose
+   * new kernel process may listen on new ports). Messages sent meanwhile are queued.
+   */
+  async reopen(signal?: AbortSignal): Promise<void> {
+    if (this.#closed) return;
+    const old = this.#socket;
+    this.#socket = undefined;
+    this.#reconnecting = true;
+    if (old) {
+      detach(old);
+      try {
+        old.close();
+      } catch {
+        // already closing
+      }
+    }
+    try {
+      this.#attach(await this.#connect(this.#format, signal));
+    } finally {
+      this.#reconnecting = false;
+    }
+    this.#flush();
+  }
+
+  #attach(socket: WebSocket): void {
+    if (this.#closed) {
+      detach(socket);
+      socket.close();
+      return;
+    }
+    this.#socket = socket;
+    const pong = (socket as unknown as { pong?: () => void }).pong;
+    this.#pong =
+      this.#opts.stallWorkaround && typeof pong === 'function'
+        ? () => {
+            try {
+              pong.call(socket);
+            } catch {
+              // socket closing: nothing to acknowledge
+            }
+          }
+        : undefined;
+    socket.onmessage = (event: MessageEvent) => this.#receive(event.data);
+    socket.onclose = () => {
+      if (this.#socket === socket) this.#dropped(new Error('the channels WebSocket closed'));
+    };
+    socket.onerror = (event: Event) => {
+      if (this.#socket === socket) this.#dropped(errorOf(event));
+    };
+  }
+
+  #receive(data: unknown): void {
+    let msg: JupyterMessage;
+    try {
+      if (this.#format === 'v1') {
+        msg = decodeV1(toBytes(data, true) as Uint8Array);
+      } else {
+        msg = decodeLegacy(toBytes(data, false));
+      }
+    } catch (error) {
+      this.#opts.onProtocolError(error as ProtocolError);
+      return;
+    }
+    const id = msg.header.msg_id;
+    if (typeof id === 'string') {
+      if (this.#seen.has(id)) return;
+      const evicted = this.#ring[this.#ringAt];
+      if (evicted !== undefined) this.#seen.delete(evicted);
+      this.#ring[this.#ringAt] = id;
+      this.#ringAt = (this.#ringAt + 1) % DEDUPE_WINDOW;
+      this.#seen.add(id);
+    }
+    this.received++;
+    this.#opts.onMessage(msg);
+    if (this.#pong && this.#opts.isRequestPending()) this.#pong();
+  }
+
+  #dropped(cause: unknown): void {
+    const socket = this.#socket;
+    this.#socket = undefined;
+    if (socket) {
+      detach(socket);
+      try {
+        socket.close();
+      } catch {
+        // already closed
+      }
+    }
+    if (this.#closed || this.#reconnecting) return;
+    void this.#reconnectLoop(cause);
+  }
+
+  async #reconnectLoop(cause: unknown): Promise<void> {
+    const { attempts, initialDelayMs, maxDelayMs } = this.#opts.reconnect;
+    this.#reconnecting = true;
+    let last: unknown = cause;
+    for (let attempt = 1; attempt <= attempts; attempt++) {
+      const delayMs = Math.min(maxDelayMs, initialDelayMs * 2 ** (attempt - 1));
+      this.#opts.onReconnecting(attempt, delayMs, last);
+      try {
+        await sleep(delayMs, { clock: this.#opts.clock, signal: this.#closeController.signal });
+        const socket = await this.#connect(this.#format, this.#closeController.signal);
+        this.#reconnecting = false;
+        this.#attach(socket);
+        this.#flush();
+        this.#opts.onReconnected();
+        return;
+      } catch (error) {
+        if (this.#closed) return;
+        last = error;
+        if (GatewayAuthError.isInstance(error)) break;
+      }
+    }
+    this.#reconnecting = false;
+    if (this.#closed) return;
+    this.close();
+    this.#opts.onLost(
+      new GatewayUnavailableError(
+        `Lost the channels WebSocket of ${this.#opts.where} and could not reopen it after ${attempts} attempts`,
+        { url: this.#opts.where, cause: last },
+      ),
+    );
+  }
+
+  #flush(): void {
+    const queued = this.#queue;
+    this.#queue = [];
+    for (const msg of queued) this.send(msg);
+  }
+
+  #connect(format: 'v1' | 'legacy', signal?: AbortSignal): Promise<WebSocket> {
+    const { WebSocket: Impl, url, headers, where } = this.#opts;
+    if (signal?.aborted) return Promise.reject(signal.reason);
+    return new Promise<WebSocket>((resolve, reject) => {
+      let socket: WebSocket;
+      try {
+        socket = new Impl(url, format === 'v1' ? [V1_SUBPROTOCOL] : [], {
+          headers,
+          perMessageDeflate: false,
+          maxPayload: 2 ** 31,
+        } as { headers: Record<string, string> });
+      } catch (cause) {
+        reject(new GatewayUnavailableError(`Could not open the channels WebSocket of ${where}`, { url: where, cause }));
+        return;
+      }
+      if ((socket as { binaryType?: string }).binaryType !== 'nodebuffer') socket.binaryType = 'arraybuffer';
+      let settled = false;
+      const finish = (error: unknown) => {
+        if (settled) return;
+        settled = true;
+        signal?.removeEventListener('abort', onAbort);
+        if (error === undefined) {
+          detach(socket);
+          // A server that accepted the upgrade without picking v1 speaks legacy.
+          this.#format = format === 'v1' && socket.protocol === '' ? 'legacy' : format;
+          resolve(socket);
+          return;
+        }
+        detach(socket);
+        try {
+          socket.close();
+        } catch {
+          // never opened
+        }
+        reject(error);
+      };
+      const onAbort = () => finish(signal?.reason);
+      signal?.addEventListener('abort', onAbort, { once: true });
+      socket.onopen = () => finish(undefined);
+      socket.onerror = (event: Event) => finish(connectError(errorOf(event), where));
+      socket.onclose = (event: CloseEvent) =>
+        finish(
+          new GatewayUnavailableError(
+            `The channels WebSocket of ${where} closed before it opened (code ${event?.code ?? 'unknown'})`,
+            { url: where },
+          ),
+        );
+    });
+  }
+}
+
+function detach(socket: WebSocket): void {
+  socket.onopen = null;
+  socket.onmessage = null;
+  socket.onclose = null;
+  socket.onerror = () => {};
+}
+
+function errorOf(event: unknown): unknown {
+  const inner = (event as { error?: unknown } | undefined)?.error;
+  if (inner !== undefined) return inner;
+  const message = (event as { message?: unknown } | undefined)?.message;
+  if (typeof message === 'string') return new Error(message);
+  return event;
+}
+
+function connectError(cause: unknown, where: string): Error {
+  const text = cause instanceof Error ? cause.message : String(cause);
+  const status = /Unexpected server response: (\d+)/.exec(text)?.[1];
+  if (status === '401' || status === '403') {
+    return new GatewayAuthError(
+      `Gateway refused the token (${status}) when opening the channels WebSocket of ${where}: check the token`,
+      { status: Number(status), url: where, cause },
+    );
+  }
+  const reason = status ? `HTTP ${status}` : text;
+  return new GatewayUnavailableError(`Could not open the channels WebSocket of ${where} (${reason})`, {
+    url: where,
+    cause,
+  });
+}
+
+function toBytes(data: unknown, binaryOnly: boolean): string | Uint8Array {
+  if (data instanceof Uint8Array) return data;
+  if (data instanceof ArrayBuffer) return new Uint8Array(data);
+  if (ArrayBuffer.isView(data)) return new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+  if (typeof data === 'string') {
+    if (binaryOnly) return new TextEncoder().encode(data);
+    return data;
+  }
+  if (Array.isArray(data)) {
+    const chunks = data as Uint8Array[];
+    let total = 0;
+    for (const c of chunks) total += c.byteLength;
+    const out = new Uint8Array(total);
+    let at = 0;
+    for (const c of chunks) {
+      out.set(c, at);
+      at += c.byteLength;
+    }
+    return out;
+  }
+  return new Uint8Array(0);
+}

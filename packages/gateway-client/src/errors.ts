@@ -1,0 +1,113 @@
+import { KernelwardenError } from '@kernelwarden/core';
+
+/**
+ * The gateway could not be reached: connection refused, DNS failure, reset, or a WebSocket that would not open.
+ *
+ * Thrown by every REST call and by channel connects; retryable, since the server may come back.
+ */
+export class GatewayUnavailableError extends KernelwardenError {
+  static override readonly brand: string = 'GatewayUnavailableError';
+  /** The gateway's base URL (never with a token). */
+  readonly url: string;
+
+  constructor(message: string, options: { url: string; cause?: unknown }) {
+    super(message, { code: 'GATEWAY_UNAVAILABLE', cause: options.cause, retryable: true });
+    this.url = options.url;
+  }
+}
+
+/**
+ * The gateway refused our credentials (HTTP 401 or 403, on REST or on the WebSocket upgrade).
+ *
+ * Check the token given to `GatewayClient`; not retryable.
+ */
+export class GatewayAuthError extends KernelwardenError {
+  static override readonly brand: string = 'GatewayAuthError';
+  /** The HTTP status the gateway answered with. */
+  readonly status: number;
+  /** The gateway's base URL (never with a token). */
+  readonly url: string;
+
+  constructor(message: string, options: { status: number; url: string; cause?: unknown }) {
+    super(message, { code: 'GATEWAY_AUTH', cause: options.cause });
+    this.status = options.status;
+    this.url = options.url;
+  }
+}
+
+/**
+ * A REST call answered with an unexpected HTTP status (anything but auth failures, which are `GatewayAuthError`).
+ *
+ * Carries `status`; retryable for 5xx answers.
+ */
+export class GatewayRequestError extends KernelwardenError {
+  static override readonly brand: string = 'GatewayRequestError';
+  /** The HTTP status the gateway answered with. */
+  readonly status: number;
+  /** The request's method and path, e.g. `POST /api/kernels/abc/interrupt`. */
+  readonly request: string;
+
+  constructor(message: string, options: { status: number; request: string; cause?: unknown }) {
+    super(message, { code: 'GATEWAY_HTTP', cause: options.cause, retryable: options.status >= 500 });
+    this.status = options.status;
+    this.request = options.request;
+  }
+}
+
+/**
+ * A kernel could not be created or initialised: the create request failed (`status` is its HTTP status), or the
+ * environment step or prelude raised.
+ *
+ * Thrown by `GatewayKernel.start()` and `GatewayClient.createKernel()`.
+ */
+export class KernelStartError extends KernelwardenError {
+  static override readonly brand: string = 'KernelStartError';
+  /** The HTTP status of the failed create, when the failure was an HTTP answer. */
+  readonly status: number | undefined;
+
+  constructor(message: string, options: { status?: number; cause?: unknown; retryable?: boolean } = {}) {
+    super(message, {
+      code: 'KERNEL_START',
+      cause: options.cause,
+      retryable: options.retryable ?? (options.status !== undefined && options.status >= 500),
+    });
+    this.status = options.status;
+  }
+}
+
+/** Why a `KernelDiedError` was raised. */
+export type KernelDeathReason = 'dead' | 'restarted' | 'gone' | 'connection-lost' | 'shutdown';
+
+/**
+ * The kernel stopped answering for good while work was pending: it died (and maybe was restarted by the server,
+ * losing its state), vanished from the gateway, or its connection could not be re-established.
+ *
+ * Pending executions reject with it; `reason` says which. Retrying the cell on the same handle may work after a
+ * `'restarted'` death.
+ */
+export class KernelDiedError extends KernelwardenError {
+  static override readonly brand: string = 'KernelDiedError';
+  /** What happened to the kernel. */
+  readonly reason: KernelDeathReason;
+  /** The gateway's kernel id. */
+  readonly kernelId: string;
+
+  constructor(message: string, options: { reason: KernelDeathReason; kernelId: string; cause?: unknown }) {
+    super(message, { code: 'KERNEL_DIED', cause: options.cause, retryable: options.reason === 'restarted' });
+    this.reason = options.reason;
+    this.kernelId = options.kernelId;
+  }
+}
+
+/**
+ * The gateway sent something that breaks the Jupyter protocol: a malformed frame, or a REST body of the wrong shape.
+ *
+ * On a channel it is reported as a `protocol-error` event and the frame is skipped; from REST calls it is thrown.
+ */
+export class ProtocolError extends KernelwardenError {
+  static override readonly brand: string = 'ProtocolError';
+
+  constructor(message: string, options: { cause?: unknown } = {}) {
+    super(message, { code: 'PROTOCOL', cause: options.cause });
+  }
+}

@@ -1,0 +1,217 @@
+import type { ExecuteError, ExecuteOptions, ExecuteResult, Output } from '@kernelwarden/core';
+import type { JupyterMessage } from './message.js';
+
+/** How much of a cell's output a result keeps. Memory stays bounded by these, not by the cell's output size. */
+export interface OutputCaps {
+  /** Characters of stdout (and, separately, of stderr) kept. @defaultValue 1048576 (1 MiB) */
+  maxStreamChars: number;
+  /** Entries kept in `outputs` (consecutive stream chunks of one stream share an entry). @defaultValue 1000 */
+  maxOutputs: number;
+}
+
+/** The caps used when `GatewayKernel.start()` is not given `outputCaps`. */
+export const DEFAULT_OUTPUT_CAPS: OutputCaps = { maxStreamChars: 1_048_576, maxOutputs: 1000 };
+
+const DROP_NOTICES = ['IOPub data rate exceeded', 'IOPub message rate exceeded'];
+
+/**
+ * One running cell: collects its outputs under the caps and completes once both its `execute_reply` and its
+ * `status: idle` arrived (in either order). Internal to the kernel.
+ */
+export class CellExecution {
+  readonly msgId: string;
+  readonly cellId: string;
+  readonly opts: ExecuteOptions;
+  replied = false;
+  idle = false;
+  settled = false;
+  status: ExecuteResult['status'] = 'ok';
+  executionCount: number | undefined;
+  error: ExecuteError | undefined;
+  stdout = '';
+  stderr = '';
+  outputs: Output[] = [];
+  truncated = false;
+  stdinRequested = false;
+  outputDropped = false;
+  #caps: OutputCaps;
+  #lastStream: Extract<Output, { type: 'stream' }> | undefined;
+  #onDropped: (() => void) | undefined;
+  readonly #resolve: (result: ExecuteResult) => void;
+  readonly #reject: (error: unknown) => void;
+  /** Called once when the execution settles, whatever the way (cleans up listeners and timers). */
+  onSettled: (() => void) | undefined;
+
+  constructor(
+    msgId: string,
+    cellId: string,
+    opts: ExecuteOptions,
+    caps: OutputCaps,
+    resolve: (result: ExecuteResult) => void,
+    reject: (error: unknown) => void,
+    onDropped?: () => void,
+  ) {
+    this.msgId = msgId;
+    this.cellId = cellId;
+    this.opts = opts;
+    this.#caps = caps;
+    this.#resolve = resolve;
+    this.#reject = reject;
+    this.#onDropped = onDropped;
+  }
+
+  /** Handles an iopub message whose parent is this cell; returns true when the cell is complete. */
+  iopub(msg: JupyterMessage): boolean {
+    const content = msg.content;
+    switch (msg.header.msg_type) {
+      case 'status':
+        if (content.execution_state === 'idle') this.idle = true;
+        break;
+      case 'stream':
+        this.#stream(content.name === 'stderr' ? 'stderr' : 'stdout', String(content.text ?? ''));
+        break;
+      case 'display_data':
+      case 'update_display_data':
+        this.#rich({
+          type: 'display_data',
+          data: asRecord(content.data),
+          metadata: asRecord(content.metadata),
+        });
+        break;
+      case 'execute_result':
+        this.#rich({
+          type: 'execute_result',
+          data: asRecord(content.data),
+          metadata: asRecord(content.metadata),
+          executionCount: typeof content.execution_count === 'number' ? content.execution_count : undefined,
+        });
+        break;
+      case 'error': {
+        const error = toError(content);
+        this.error ??= error;
+        this.#rich({ type: 'error', ...error });
+        break;
+      }
+      default:
+        break;
+    }
+    return this.replied && this.idle;
+  }
+
+  /** Handles the cell's `execute_reply`; returns true when the cell is complete. */
+  reply(msg: JupyterMessage): boolean {
+    const content = msg.content;
+    this.replied = true;
+    if (typeof content.execution_count === 'number') this.executionCount = content.execution_count;
+    if (content.status === 'error') {
+      this.status = 'error';
+      this.error ??= toError(content);
+    } else if (content.status === 'abort' || content.status === 'aborted') {
+      // IRkernel answers an interrupted cell with `abort` and no error message.
+      this.status = 'aborted';
+    } else {
+      this.status = 'ok';
+    }
+    return this.replied && this.idle;
+  }
+
+  /** Resolves with the collected result. */
+  complete(extra: Partial<ExecuteResult> = {}): void {
+    if (this.settled) return;
+    this.settled = true;
+    this.onSettled?.();
+    const result: ExecuteResult = {
+      status: this.status,
+      cellId: this.cellId,
+      stdout: this.stdout,
+      stderr: this.stderr,
+      outputs: this.outputs,
+      cancelled: false,
+      timedOut: false,
+      stdinRequested: this.stdinRequested,
+      truncated: this.truncated,
+      ...extra,
+    };
+    if (this.executionCount !== undefined) result.executionCount = this.executionCount;
+    if (this.error !== undefined && result.status === 'error') result.error = this.error;
+    if (this.outputDropped) result.outputDropped = true;
+    this.#resolve(result);
+  }
+
+  /** Rejects (the kernel cannot answer any more). */
+  fail(error: unknown): void {
+    if (this.settled) return;
+    this.settled = true;
+    this.onSettled?.();
+    this.#reject(error);
+  }
+
+  #emit(output: Output): void {
+    const onOutput = this.opts.onOutput;
+    if (!onOutput) return;
+    try {
+      onOutput(output);
+    } catch {
+      // a throwing listener must not break the protocol handling
+    }
+  }
+
+  #stream(name: 'stdout' | 'stderr', text: string): void {
+    if (
+      name === 'stderr' &&
+      !this.outputDropped &&
+      text.includes('rate exceeded') &&
+      DROP_NOTICES.some((n) => text.includes(n))
+    ) {
+      this.outputDropped = true;
+      this.#onDropped?.();
+    }
+    this.#emit({ type: 'stream', name, text });
+    const kept = name === 'stdout' ? this.stdout.length : this.stderr.length;
+    const room = this.#caps.maxStreamChars - kept;
+    if (room <= 0) {
+      if (text.length > 0) this.truncated = true;
+      return;
+    }
+    let piece = text;
+    if (piece.length > room) {
+      piece = piece.slice(0, room);
+      this.truncated = true;
+    }
+    if (name === 'stdout') this.stdout += piece;
+    else this.stderr += piece;
+    const last = this.#lastStream;
+    if (last && last.name === name && this.outputs[this.outputs.length - 1] === last) {
+      last.text += piece;
+      return;
+    }
+    if (this.outputs.length >= this.#caps.maxOutputs) {
+      this.truncated = true;
+      return;
+    }
+    const entry: Extract<Output, { type: 'stream' }> = { type: 'stream', name, text: piece };
+    this.outputs.push(entry);
+    this.#lastStream = entry;
+  }
+
+  #rich(output: Output): void {
+    this.#emit(output);
+    if (this.outputs.length >= this.#caps.maxOutputs) {
+      this.truncated = true;
+      return;
+    }
+    this.outputs.push(output);
+  }
+}
+
+function asRecord(value: unknown): Record<string, unknown> {
+  return value !== null && typeof value === 'object' ? (value as Record<string, unknown>) : {};
+}
+
+function toError(content: Record<string, unknown>): ExecuteError {
+  return {
+    ename: String(content.ename ?? 'Error'),
+    evalue: String(content.evalue ?? ''),
+    traceback: Array.isArray(content.traceback) ? content.traceback.map(String) : [],
+  };
+}

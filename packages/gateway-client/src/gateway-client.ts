@@ -1,0 +1,329 @@
+import { abortScope, effectiveTimeout, isTimeoutError } from '@kernelwarden/core';
+import { WebSocket as WsWebSocket } from 'ws';
+import { z } from 'zod';
+import {
+  GatewayAuthError,
+  GatewayRequestError,
+  GatewayUnavailableError,
+  KernelStartError,
+  ProtocolError,
+} from './errors.js';
+import { parseOptions } from './validation.js';
+
+/**
+ * Told which kernels this process created and deleted, so an embedded gateway can clean up after a process that
+ * died (`LocalGateway` leases provide one).
+ */
+export interface KernelOwnership {
+  /** Called after each successful create, with the new kernel's id. */
+  created(id: string): void;
+  /** Called after each confirmed delete (2xx, 404 or 410). */
+  deleted(id: string): void;
+}
+
+/** A WHATWG-style WebSocket class (the `ws` package's class, the global one, or a test fake). */
+export type WebSocketClass = new (
+  url: string,
+  protocols?: string | string[],
+  options?: { headers?: Record<string, string> },
+) => WebSocket;
+
+/** Options of `new GatewayClient()`. */
+export interface GatewayClientOptions {
+  /** The server's base URL, e.g. `http://127.0.0.1:8888` (a base path is kept). */
+  baseUrl: string;
+  /** Sent as `Authorization: token …`; never printed. */
+  token?: string;
+  /** The fetch to use. @defaultValue globalThis.fetch (looked up at each call, so test hooks apply) */
+  fetch?: typeof fetch;
+  /** The WebSocket class for kernel channels. @defaultValue the `ws` package's WebSocket */
+  WebSocket?: WebSocketClass;
+  /** Deadline of each REST request; `0` disables it. @defaultValue 10000 */
+  requestTimeoutMs?: number;
+  /** Told about every kernel this client creates or deletes. */
+  ownership?: KernelOwnership;
+}
+
+/** Options every REST call accepts. */
+export interface RequestOptions {
+  /** Aborts the request; the call rejects with the signal's reason. */
+  signal?: AbortSignal;
+  /** Overrides the client's `requestTimeoutMs` for this call; `0` disables it. */
+  timeoutMs?: number;
+}
+
+const kernelModel = z.looseObject({
+  id: z.string(),
+  name: z.string(),
+  last_activity: z.string().optional(),
+  execution_state: z.string().optional(),
+  connections: z.number().optional(),
+});
+
+/** A kernel as the gateway lists it. */
+export type KernelModel = z.output<typeof kernelModel>;
+
+const kernelSpecModel = z.looseObject({
+  name: z.string(),
+  spec: z.looseObject({
+    argv: z.array(z.string()),
+    display_name: z.string(),
+    language: z.string(),
+    env: z.record(z.string(), z.string()).optional(),
+    interrupt_mode: z.string().optional(),
+    metadata: z.record(z.string(), z.unknown()).optional(),
+  }),
+  resources: z.record(z.string(), z.unknown()).optional(),
+});
+
+const kernelSpecsModel = z.looseObject({
+  default: z.string().nullable().optional(),
+  kernelspecs: z.record(z.string(), kernelSpecModel),
+});
+
+/** One kernelspec as `GET /api/kernelspecs` returns it. */
+export type KernelSpecModel = z.output<typeof kernelSpecModel>;
+/** The answer of `GET /api/kernelspecs`. */
+export type KernelSpecsModel = z.output<typeof kernelSpecsModel>;
+
+const optionsSchema = z.object({
+  baseUrl: z.string().refine((s) => URL.canParse(s) && /^https?:$/.test(new URL(s).protocol), 'must be an http(s) URL'),
+  token: z.string().optional(),
+  fetch: z.custom<typeof fetch>((v) => typeof v === 'function', 'must be a function').optional(),
+  WebSocket: z.custom<WebSocketClass>((v) => typeof v === 'function', 'must be a WebSocket class').optional(),
+  requestTimeoutMs: z.number().min(0).optional(),
+  ownership: z
+    .custom<KernelOwnership>(
+      (v) =>
+        typeof v === 'object' &&
+        v !== null &&
+        typeof (v as KernelOwnership).created === 'function' &&
+        typeof (v as KernelOwnership).deleted === 'function',
+      'must have created(id) and deleted(id) functions',
+    )
+    .optional(),
+});
+
+/** The gateway's options schema, reused by `GatewayKernel.start()` for a plain `{ baseUrl, token }` gateway. */
+export const gatewayClientOptionsSchema = optionsSchema;
+
+/**
+ * A REST client for a Jupyter Server or Kernel Gateway: kernelspecs and the kernel lifecycle, each call with a
+ * deadline and an `AbortSignal`.
+ *
+ * Create one per gateway and share it between kernels (`GatewayKernel.start({ gateway: client })`). Answers are
+ * validated; a body of the wrong shape throws `ProtocolError`.
+ */
+export class GatewayClient {
+  /** The base URL without a trailing slash. */
+  readonly baseUrl: string;
+  /** The WebSocket class kernels use for their channels. */
+  readonly WebSocket: WebSocketClass;
+  /** Told about created and deleted kernels, when given. */
+  readonly ownership: KernelOwnership | undefined;
+  readonly #token: string | undefined;
+  readonly #fetch: typeof fetch | undefined;
+  readonly #requestTimeoutMs: number;
+
+  constructor(options: GatewayClientOptions) {
+    const opts = parseOptions(optionsSchema, options, 'GatewayClient options');
+    this.baseUrl = opts.baseUrl.replace(/\/+$/, '');
+    this.#token = opts.token || undefined;
+    this.#fetch = opts.fetch;
+    this.WebSocket = opts.WebSocket ?? (WsWebSocket as unknown as WebSocketClass);
+    this.#requestTimeoutMs = opts.requestTimeoutMs ?? 10_000;
+    this.ownership = opts.ownership;
+  }
+
+  /** True when a token is configured (the token itself is never exposed by the client's API). */
+  get hasToken(): boolean {
+    return this.#token !== undefined;
+  }
+
+  /**
+   * The WebSocket URL and connect headers for a kernel's channels (internal to this package; the URL carries the
+   * token only for WebSocket classes that cannot send headers).
+   * @internal
+   */
+  channelsTarget(kernelId: string, sessionId: string): { url: string; headers: Record<string, string> } {
+    const ws = this.baseUrl.replace(/^http/, 'ws');
+    const base = `${ws}/api/kernels/${encodeURIComponent(kernelId)}/channels?session_id=${encodeURIComponent(sessionId)}`;
+    if (!this.#token) return { url: base, headers: {} };
+    const isWs = this.WebSocket === (WsWebSocket as unknown) || this.WebSocket.prototype instanceof WsWebSocket;
+    if (isWs) return { url: base, headers: { Authorization: `token ${this.#token}` } };
+    return { url: `${base}&token=${encodeURIComponent(this.#token)}`, headers: {} };
+  }
+
+  /** Lists the kernelspecs the gateway can launch (`GET /api/kernelspecs`). */
+  async kernelSpecs(opts: RequestOptions = {}): Promise<KernelSpecsModel> {
+    const res = await this.#request('GET', '/api/kernelspecs', opts);
+    return this.#parse(kernelSpecsModel, await this.#json(res, 'GET /api/kernelspecs'), 'GET /api/kernelspecs');
+  }
+
+  /** Lists the running kernels (`GET /api/kernels`). */
+  async listKernels(opts: RequestOptions = {}): Promise<KernelModel[]> {
+    const res = await this.#request('GET', '/api/kernels', opts);
+    return this.#parse(z.array(kernelModel), await this.#json(res, 'GET /api/kernels'), 'GET /api/kernels');
+  }
+
+  /** One kernel's model (`GET /api/kernels/{id}`), or `undefined` when the gateway does not know it (404). */
+  async getKernel(id: string, opts: RequestOptions = {}): Promise<KernelModel | undefined> {
+    const path = `/api/kernels/${encodeURIComponent(id)}`;
+    const res = await this.#request('GET', path, opts, [404]);
+    if (res.status === 404) {
+      await res.text().catch(() => undefined);
+      return undefined;
+    }
+    return this.#parse(kernelModel, await this.#json(res, `GET ${path}`), `GET ${path}`);
+  }
+
+  /**
+   * Starts a kernel (`POST /api/kernels`). A non-2xx answer throws `KernelStartError` with its `status`; `path` is
+   * the kernel's working directory relative to the server's root; `env` is honoured by Kernel Gateway
+   * (`KERNEL_*` variables), not by jupyter-server.
+   */
+  async createKernel(
+    spec: { name: string; env?: Record<string, string>; path?: string },
+    opts: RequestOptions = {},
+  ): Promise<KernelModel> {
+    const body: Record<string, unknown> = { name: spec.name };
+    if (spec.path !== undefined) body.path = spec.path;
+    if (spec.env !== undefined) body.env = spec.env;
+    const res = await this.#request('POST', '/api/kernels', { ...opts, body }, 'any');
+    if (!res.ok) {
+      const detail = await this.#detail(res);
+      throw new KernelStartError(
+        `Failed to create kernel "${spec.name}" on gateway ${this.baseUrl}: HTTP ${res.status}${detail}`,
+        { status: res.status },
+      );
+    }
+    const model = this.#parse(kernelModel, await this.#json(res, 'POST /api/kernels'), 'POST /api/kernels');
+    this.ownership?.created(model.id);
+    return model;
+  }
+
+  /** Interrupts a kernel (`POST /api/kernels/{id}/interrupt`); throws on any non-2xx answer. */
+  async interruptKernel(id: string, opts: RequestOptions = {}): Promise<void> {
+    const res = await this.#request('POST', `/api/kernels/${encodeURIComponent(id)}/interrupt`, opts);
+    await res.text().catch(() => undefined);
+  }
+
+  /**
+   * Restarts a kernel (`POST /api/kernels/{id}/restart`): the server stops the process (killing it if it ignores
+   * the shutdown request) and starts a fresh one under the same id; resolves once the new one is ready.
+   */
+  async restartKernel(id: string, opts: RequestOptions = {}): Promise<KernelModel> {
+    const path = `/api/kernels/${encodeURIComponent(id)}/restart`;
+    const res = await this.#request('POST', path, opts);
+    return this.#parse(kernelModel, await this.#json(res, `POST ${path}`), `POST ${path}`);
+  }
+
+  /**
+   * Deletes a kernel (`DELETE /api/kernels/{id}`). Resolves `{ status }` when it is gone — a 2xx, or 404/410 for a
+   * kernel that was already gone; throws otherwise.
+   */
+  async deleteKernel(id: string, opts: RequestOptions = {}): Promise<{ status: number }> {
+    const res = await this.#request('DELETE', `/api/kernels/${encodeURIComponent(id)}`, opts, [404, 410]);
+    await res.text().catch(() => undefined);
+    this.ownership?.deleted(id);
+    return { status: res.status };
+  }
+
+  async #request(
+    method: string,
+    path: string,
+    opts: RequestOptions & { body?: unknown },
+    accept: number[] | 'any' = [],
+  ): Promise<Response> {
+    const label = `${method} ${path}`;
+    const timeoutMs = effectiveTimeout(opts.timeoutMs ?? this.#requestTimeoutMs);
+    const scope = abortScope({
+      signal: opts.signal,
+      timeoutMs,
+      timeoutMessage: `Gateway at ${this.baseUrl} did not answer ${label} within ${timeoutMs} ms`,
+    });
+    try {
+      scope.throwIfAborted();
+      const headers: Record<string, string> = {};
+      if (this.#token) headers.Authorization = `token ${this.#token}`;
+      if (opts.body !== undefined) headers['Content-Type'] = 'application/json';
+      const doFetch = this.#fetch ?? globalThis.fetch;
+      let res: Response;
+      try {
+        res = await scope.race(
+          doFetch(`${this.baseUrl}${path}`, {
+            method,
+            headers,
+            body: opts.body === undefined ? undefined : JSON.stringify(opts.body),
+            signal: scope.signal,
+          }),
+        );
+      } catch (error) {
+        if (scope.signal.aborted) throw scope.signal.reason;
+        if (isTimeoutError(error)) throw error;
+        throw new GatewayUnavailableError(
+          `Gateway at ${this.baseUrl} is unreachable (${describeCause(error)}) on ${label}: check that the server is running and the URL is right`,
+          { url: this.baseUrl, cause: error },
+        );
+      }
+      if (res.status === 401 || res.status === 403) {
+        await res.text?.().catch(() => undefined);
+        throw new GatewayAuthError(
+          `Gateway at ${this.baseUrl} refused the token (${res.status}) on ${label}: check the token given to GatewayClient`,
+          { status: res.status, url: this.baseUrl },
+        );
+      }
+      if (accept !== 'any' && !res.ok && !accept.includes(res.status)) {
+        const detail = await this.#detail(res);
+        throw new GatewayRequestError(`Gateway at ${this.baseUrl} answered ${label} with HTTP ${res.status}${detail}`, {
+          status: res.status,
+          request: label,
+        });
+      }
+      return res;
+    } finally {
+      scope.dispose();
+    }
+  }
+
+  async #detail(res: Response): Promise<string> {
+    try {
+      const text = (await res.text()).trim();
+      if (!text) return '';
+      const clipped = text.length > 300 ? `${text.slice(0, 300)}…` : text;
+      return `: ${this.#redact(clipped)}`;
+    } catch {
+      return '';
+    }
+  }
+
+  #redact(text: string): string {
+    return this.#token ? text.split(this.#token).join('<token>') : text;
+  }
+
+  async #json(res: Response, label: string): Promise<unknown> {
+    try {
+      return await res.json();
+    } catch (cause) {
+      throw new ProtocolError(`Gateway at ${this.baseUrl} answered ${label} with a body that is not JSON`, { cause });
+    }
+  }
+
+  #parse<S extends z.ZodType>(schema: S, body: unknown, label: string): z.output<S> {
+    const parsed = schema.safeParse(body);
+    if (parsed.success) return parsed.data;
+    const issue = parsed.error.issues[0];
+    const where = issue?.path.length ? ` at "${issue.path.join('.')}"` : '';
+    throw new ProtocolError(
+      `Gateway at ${this.baseUrl} answered ${label} with an unexpected body${where}: ${issue?.message ?? 'invalid'}`,
+      { cause: parsed.error },
+    );
+  }
+}
+
+function describeCause(error: unknown): string {
+  const cause = (error as { cause?: { code?: unknown; message?: unknown } } | undefined)?.cause;
+  if (cause && typeof cause.code === 'string') return cause.code;
+  if (error instanceof Error) return error.message;
+  return String(error);
+}

@@ -1,0 +1,674 @@
+import { randomUUID } from 'node:crypto';
+import {
+  type AbortScope,
+  abortScope,
+  type Clock,
+  DeadlineExceededError,
+  type ExecuteOptions,
+  type ExecuteResult,
+  type KernelHandle,
+  systemClock,
+  type Timer,
+} from '@kernelwarden/core';
+import { z } from 'zod';
+import { KernelChannel, type ReconnectPolicy, type WireProtocol } from './channel.js';
+import { type KernelDeathReason, KernelDiedError, KernelStartError } from './errors.js';
+import { CellExecution, DEFAULT_OUTPUT_CAPS, type OutputCaps } from './execution.js';
+import {
+  GatewayClient,
+  type GatewayClientOptions,
+  gatewayClientOptionsSchema,
+  type KernelModel,
+} from './gateway-client.js';
+import {
+  type GatewayKernelEventMap,
+  type GatewayKernelListener,
+  KernelEvents,
+  type KernelStatus,
+} from './kernel-events.js';
+import { createMessage, type JupyterMessage } from './message.js';
+import { parseOptions } from './validation.js';
+
+/** Options of `GatewayKernel.start()`. */
+export interface GatewayKernelStartOptions {
+  /** A `GatewayClient`, or the options to build one (`{ baseUrl, token?, ownership?, fetch?, WebSocket? }`). */
+  gateway: GatewayClient | GatewayClientOptions;
+  /** The kernelspec to launch. @defaultValue 'python3' */
+  kernelName?: string;
+  /** Working directory the kernel switches to before the prelude (Python and R kernels). */
+  cwd?: string;
+  /** Environment variables set in the kernel before the prelude (Python and R kernels). */
+  env?: Record<string, string>;
+  /** Code run (silently) once the kernel is ready; a failing prelude fails the start. */
+  prelude?: string;
+  /** Aborts the start: it rejects with the signal's reason, and the kernel (if created) is deleted. */
+  signal?: AbortSignal;
+  /** One deadline for create, connect, handshake, environment and prelude; `0` disables it. @defaultValue 60000 */
+  startupTimeoutMs?: number;
+  /** Wire format: `'auto'` negotiates v1 and falls back to legacy. @defaultValue 'auto' */
+  protocol?: WireProtocol;
+  /**
+   * Send an unsolicited WebSocket pong after each received message while a request is pending (only with the
+   * `ws` library): removes the ~40 ms Nagle / delayed-ACK stall of stock jupyter-server. @defaultValue true
+   */
+  stallWorkaround?: boolean;
+  /** How much output a result keeps. @defaultValue `{ maxStreamChars: 1048576, maxOutputs: 1000 }` */
+  outputCaps?: Partial<OutputCaps>;
+  /** Reopening a dropped channels socket. @defaultValue `{ attempts: 6, initialDelayMs: 100, maxDelayMs: 3000 }` */
+  reconnect?: Partial<ReconnectPolicy>;
+  /**
+   * While executions are pending and the socket has been quiet this long, ask the REST API whether the kernel
+   * still exists (a vanished kernel fails them with `KernelDiedError`). `0` disables polling. @defaultValue 2000
+   */
+  livenessPollMs?: number;
+  /** Interval between `kernel_info_request` retries until the first reply. @defaultValue 1000 */
+  kernelInfoRetryMs?: number;
+  /** Attempts at `POST /api/kernels` while it answers 5xx. @defaultValue 3 */
+  createAttempts?: number;
+  /** Bound on the DELETE that cleans up after a failed start. @defaultValue 2000 */
+  cleanupTimeoutMs?: number;
+  /** The clock for every timer of this kernel. @defaultValue systemClock */
+  clock?: Clock;
+}
+
+const positive = z.number().min(0);
+const startSchema = z.object({
+  gateway: z.union([z.instanceof(GatewayClient), gatewayClientOptionsSchema]),
+  kernelName: z.string().min(1).optional(),
+  cwd: z.string().min(1).optional(),
+  env: z.record(z.string(), z.string()).optional(),
+  prelude: z.string().optional(),
+  signal: z.instanceof(AbortSignal).optional(),
+  startupTimeoutMs: positive.optional(),
+  protocol: z.enum(['auto', 'v1', 'legacy']).optional(),
+  stallWorkaround: z.boolean().optional(),
+  outputCaps: z
+    .object({ maxStreamChars: z.number().int().min(0), maxOutputs: z.number().int().min(0) })
+    .partial()
+    .optional(),
+  reconnect: z
+    .object({ attempts: z.number().int().min(0), initialDelayMs: positive, maxDelayMs: positive })
+    .partial()
+    .optional(),
+  livenessPollMs: positive.optional(),
+  kernelInfoRetryMs: z.number().positive().optional(),
+  createAttempts: z.number().int().min(1).optional(),
+  cleanupTimeoutMs: positive.optional(),
+  clock: z
+    .custom<Clock>((v) => typeof v === 'object' && v !== null && typeof (v as Clock).setTimer === 'function')
+    .optional(),
+});
+
+type ParsedStart = z.output<typeof startSchema>;
+
+/** What the kernel said about itself in its `kernel_info_reply`. */
+export interface KernelInfo {
+  /** `language_info.name`, e.g. `'python'` or `'R'`. */
+  language: string;
+  /** The whole reply content. */
+  content: Record<string, unknown>;
+}
+
+interface KernelInfoWaiter {
+  ids: Set<string>;
+  done(content: Record<string, unknown>): void;
+}
+
+/**
+ * A kernel running on a Jupyter Server or Kernel Gateway, driven over REST and the channels WebSocket.
+ *
+ * Start one with `GatewayKernel.start()`; it implements `KernelHandle` (execute, interrupt, kill, restart,
+ * shutdown), reports `status` and emits events (`on('status', …)`), and shuts down on `await using`.
+ */
+export class GatewayKernel implements KernelHandle, AsyncDisposable {
+  /** The gateway's kernel id. */
+  readonly id: string;
+  /** The session id of the channels socket (kept across reconnects so the server replays buffered output). */
+  readonly sessionId: string;
+  /** The REST client this kernel uses. */
+  readonly client: GatewayClient;
+  /** The kernelspec name. */
+  readonly kernelName: string;
+  #channel: KernelChannel;
+  #events = new KernelEvents();
+  #status: KernelStatus = 'starting';
+  #alive = true;
+  #pending = new Map<string, CellExecution>();
+  #kernelInfo: KernelInfo | undefined;
+  #infoWaiter: KernelInfoWaiter | undefined;
+  #caps: OutputCaps;
+  #clock: Clock;
+  #opts: ParsedStart;
+  #ownRestart = false;
+  #recovering: Promise<void> | undefined;
+  #pollTimer: Timer | undefined;
+  #pollSeen = -1;
+  #shutdownConfirmed = false;
+  #shutdownInFlight: Promise<{ confirmed: boolean }> | undefined;
+
+  private constructor(client: GatewayClient, model: KernelModel, opts: ParsedStart) {
+    this.id = model.id;
+    this.kernelName = model.name;
+    this.client = client;
+    this.sessionId = randomUUID();
+    this.#opts = opts;
+    this.#clock = opts.clock ?? systemClock;
+    this.#caps = { ...DEFAULT_OUTPUT_CAPS, ...opts.outputCaps };
+    const target = client.channelsTarget(model.id, this.sessionId);
+    this.#channel = new KernelChannel({
+      WebSocket: client.WebSocket,
+      url: target.url,
+      headers: target.headers,
+      where: `kernel ${model.id} at ${client.baseUrl}`,
+      protocol: opts.protocol ?? 'auto',
+      stallWorkaround: opts.stallWorkaround ?? true,
+      reconnect: { attempts: 6, initialDelayMs: 100, maxDelayMs: 3000, ...opts.reconnect },
+      clock: this.#clock,
+      isRequestPending: () => this.#pending.size > 0 || this.#infoWaiter !== undefined,
+      onMessage: (msg) => this.#onMessage(msg),
+      onProtocolError: (error) => this.#events.emit('protocol-error', { error }),
+      onReconnecting: (attempt, delayMs) => {
+        this.#events.emit('reconnecting', { attempt, delayMs });
+        if (attempt === 1) void this.#checkGone();
+      },
+      onReconnected: () => this.#events.emit('reconnected', {}),
+      onLost: (error) => {
+        this.#events.emit('connection-lost', { error });
+        void this.#lost(error);
+      },
+    });
+  }
+
+  /**
+   * Creates a kernel, connects its channels, waits for its `kernel_info_reply`, applies `cwd`/`env`, runs the
+   * prelude, and resolves with the ready kernel.
+   *
+   * One deadline (`startupTimeoutMs`) and the caller's signal cover every step. Any failure after the kernel
+   * exists closes the socket and deletes the kernel before the promise settles. A step that runs out of time
+   * rejects with `name: 'TimeoutError'` and `Failed to initialize kernel environment` / `… prelude`; a create that
+   * never succeeds rejects with `KernelStartError` (`Failed to create kernel …`, with `status`).
+   */
+  static async start(options: GatewayKernelStartOptions): Promise<GatewayKernel> {
+    const opts = parseOptions(startSchema, options, 'GatewayKernel.start options');
+    const client = opts.gateway instanceof GatewayClient ? opts.gateway : new GatewayClient(opts.gateway);
+    const clock = opts.clock ?? systemClock;
+    const startupTimeoutMs = opts.startupTimeoutMs ?? 60_000;
+    const scope = abortScope({
+      signal: opts.signal,
+      timeoutMs: startupTimeoutMs,
+      clock,
+      timeoutMessage: `Kernel start on ${client.baseUrl} timed out after ${startupTimeoutMs} ms`,
+    });
+    let kernel: GatewayKernel | undefined;
+    try {
+      scope.throwIfAborted();
+      const model = await createKernel(client, opts, scope, clock);
+      kernel = new GatewayKernel(client, model, opts);
+      await scope.race(kernel.#channel.open(scope.signal));
+      await kernel.#handshake(scope.signal);
+      if (opts.cwd !== undefined || opts.env !== undefined) {
+        await kernel.#step(kernel.#environmentCode(opts.cwd, opts.env), 'environment', scope);
+      }
+      if (opts.prelude) await kernel.#step(opts.prelude, 'prelude', scope);
+      if (kernel.#status === 'starting') kernel.#setStatus('idle');
+      return kernel;
+    } catch (error) {
+      if (kernel) await kernel.shutdown({ timeoutMs: opts.cleanupTimeoutMs ?? 2000 });
+      throw error;
+    } finally {
+      scope.dispose();
+    }
+  }
+
+  /** The kernel's current state. */
+  get status(): KernelStatus {
+    return this.#status;
+  }
+
+  /** The kernel's `kernel_info_reply` (language and versions), once the start handshake completed. */
+  get info(): KernelInfo | undefined {
+    return this.#kernelInfo;
+  }
+
+  /** The negotiated wire format of the channels socket. */
+  get protocol(): 'v1' | 'legacy' {
+    return this.#channel.format;
+  }
+
+  /** Subscribes to an event (`status`, `output-dropped`, `protocol-error`, `reconnecting`, …); returns an unsubscribe function. */
+  on<K extends keyof GatewayKernelEventMap>(type: K, listener: GatewayKernelListener<K>): () => void {
+    return this.#events.on(type, listener);
+  }
+
+  /** Unsubscribes a listener added with `on()`. */
+  off<K extends keyof GatewayKernelEventMap>(type: K, listener: GatewayKernelListener<K>): void {
+    this.#events.off(type, listener);
+  }
+
+  /** False once the kernel was shut down, died for good, or lost its connection for good. */
+  isAlive(): boolean {
+    return this.#alive;
+  }
+
+  /**
+   * Runs one cell. Resolves when both its `execute_reply` and its `status: idle` arrived, with stdout/stderr apart,
+   * every output in order (also streamed to `onOutput`), the error if it raised, and `cellId`.
+   *
+   * Aborting `signal` or running out of `timeoutMs` interrupts the kernel (when this cell is the one running) and
+   * resolves at once with `cancelled` (and `timedOut`). Rejects with `KernelDiedError` when the kernel dies or
+   * vanishes, and when the kernel is not alive.
+   */
+  execute(code: string, opts: ExecuteOptions = {}): Promise<ExecuteResult> {
+    return this.#execute(code, opts, true);
+  }
+
+  #execute(code: string, opts: ExecuteOptions, interruptOnCancel: boolean): Promise<ExecuteResult> {
+    if (!this.#alive) return Promise.reject(this.#notAlive());
+    const cellId = opts.cellId ?? randomUUID();
+    const msg = createMessage(
+      'shell',
+      'execute_request',
+      this.sessionId,
+      {
+        code,
+        silent: opts.silent ?? false,
+        store_history: opts.storeHistory ?? !(opts.silent ?? false),
+        user_expressions: {},
+        allow_stdin: opts.onInput !== undefined,
+        stop_on_error: true,
+      },
+      { metadata: { cellId } },
+    );
+    const msgId = msg.header.msg_id;
+    let execution!: CellExecution;
+    const promise = new Promise<ExecuteResult>((resolve, reject) => {
+      execution = new CellExecution(msgId, cellId, opts, this.#caps, resolve, reject, () =>
+        this.#events.emit('output-dropped', { cellId }),
+      );
+    });
+    if (opts.signal?.aborted) {
+      execution.complete({ status: 'aborted', cancelled: true });
+      return promise;
+    }
+    if (opts.signal || (opts.timeoutMs !== undefined && opts.timeoutMs > 0)) {
+      const s = abortScope({ signal: opts.signal, timeoutMs: opts.timeoutMs, clock: this.#clock });
+      const onAbort = () => this.#cancel(execution, s.timedOut, interruptOnCancel);
+      s.signal.addEventListener('abort', onAbort, { once: true });
+      execution.onSettled = () => {
+        s.signal.removeEventListener('abort', onAbort);
+        s.dispose();
+        this.#pending.delete(msgId);
+      };
+    } else {
+      execution.onSettled = () => this.#pending.delete(msgId);
+    }
+    this.#pending.set(msgId, execution);
+    this.#schedulePoll();
+    this.#channel.send(msg);
+    return promise;
+  }
+
+  /**
+   * Asks the gateway to interrupt the kernel (`POST …/interrupt`); `delivered` says whether the gateway accepted.
+   * Never throws, except with the signal's reason when `signal` aborts.
+   */
+  async interrupt(opts: { signal?: AbortSignal } = {}): Promise<{ delivered: boolean }> {
+    if (!this.#alive) return { delivered: false };
+    try {
+      await this.client.interruptKernel(this.id, { signal: opts.signal });
+      return { delivered: true };
+    } catch {
+      if (opts.signal?.aborted) throw opts.signal.reason;
+      return { delivered: false };
+    }
+  }
+
+  /**
+   * Hard stop of the interpreter: the gateway's restart, which kills a kernel that ignores the shutdown request
+   * and starts a fresh one under the same id (the handle stays usable, with fresh state).
+   */
+  async kill(opts: { signal?: AbortSignal } = {}): Promise<void> {
+    await this.restart(opts);
+  }
+
+  /**
+   * Fresh interpreter state on the same handle (`POST …/restart`), then the channels are reopened. Status goes
+   * `restarting` → `idle`; executions in flight resolve with `status: 'aborted'`.
+   */
+  async restart(opts: { signal?: AbortSignal } = {}): Promise<void> {
+    if (!this.#alive) throw this.#notAlive();
+    this.#ownRestart = true;
+    this.#setStatus('restarting');
+    for (const execution of [...this.#pending.values()]) execution.complete({ status: 'aborted' });
+    try {
+      await this.client.restartKernel(this.id, { signal: opts.signal, timeoutMs: 120_000 });
+      await this.#channel.reopen(opts.signal);
+      await this.#handshake(opts.signal);
+      if (this.#alive) this.#setStatus('idle');
+    } finally {
+      this.#ownRestart = false;
+    }
+  }
+
+  /**
+   * Stops the kernel for good: closes the socket, resolves pending executions as cancelled, then `DELETE`s it.
+   * A 2xx, 404 or 410 is `{ confirmed: true }`; an error, a thrown fetch or the timeout is `{ confirmed: false }`.
+   * Never throws. An unconfirmed shutdown may be retried (another DELETE); once confirmed, nothing is sent again.
+   */
+  shutdown(opts: { timeoutMs?: number; signal?: AbortSignal } = {}): Promise<{ confirmed: boolean }> {
+    if (this.#shutdownConfirmed) return Promise.resolve({ confirmed: true });
+    if (this.#shutdownInFlight) return this.#shutdownInFlight;
+    this.#alive = false;
+    this.#stopPoll();
+    this.#channel.close();
+    this.#infoWaiter = undefined;
+    for (const execution of [...this.#pending.values()]) execution.complete({ status: 'aborted', cancelled: true });
+    if (this.#status !== 'dead') this.#setStatus('closed');
+    const attempt = (async () => {
+      try {
+        await this.client.deleteKernel(this.id, { timeoutMs: opts.timeoutMs ?? 5000, signal: opts.signal });
+        this.#shutdownConfirmed = true;
+        return { confirmed: true };
+      } catch {
+        return { confirmed: false };
+      } finally {
+        this.#shutdownInFlight = undefined;
+      }
+    })();
+    this.#shutdownInFlight = attempt;
+    return attempt;
+  }
+
+  /** Shuts the kernel down (for `await using`). */
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.shutdown();
+  }
+
+  #notAlive(): KernelDiedError {
+    const why =
+      this.#shutdownInFlight || this.#shutdownConfirmed || this.#status === 'closed' ? 'was shut down' : 'died';
+    return new KernelDiedError(`Kernel ${this.id} at ${this.client.baseUrl} ${why}; start a new one`, {
+      reason: why === 'died' ? 'dead' : 'shutdown',
+      kernelId: this.id,
+    });
+  }
+
+  #setStatus(status: KernelStatus): void {
+    const previous = this.#status;
+    if (previous === status) return;
+    this.#status = status;
+    this.#events.emit('status', { status, previous });
+  }
+
+  #onMessage(msg: JupyterMessage): void {
+    const parentId = msg.parent_header.msg_id;
+    const type = msg.header.msg_type;
+    switch (msg.channel) {
+      case 'iopub': {
+        if (type === 'status') {
+          const state = msg.content.execution_state;
+          if (state === 'restarting' || state === 'dead') {
+            this.#kernelRestarted(state);
+            return;
+          }
+          if ((state === 'busy' || state === 'idle') && this.#status !== 'restarting' && this.#alive) {
+            this.#setStatus(state);
+          }
+        }
+        const execution = parentId === undefined ? undefined : this.#pending.get(parentId);
+        if (execution?.iopub(msg)) execution.complete();
+        return;
+      }
+      case 'shell': {
+        if (type === 'kernel_info_reply') {
+          const waiter = this.#infoWaiter;
+          if (waiter && parentId !== undefined && waiter.ids.has(parentId)) waiter.done(msg.content);
+          return;
+        }
+        const execution = parentId === undefined ? undefined : this.#pending.get(parentId);
+        if (execution && type === 'execute_reply' && execution.reply(msg)) execution.complete();
+        return;
+      }
+      case 'stdin': {
+        const execution = parentId === undefined ? undefined : this.#pending.get(parentId);
+        if (execution && type === 'input_request') void this.#answerInput(execution, msg);
+        return;
+      }
+      default:
+        return;
+    }
+  }
+
+  async #answerInput(execution: CellExecution, msg: JupyterMessage): Promise<void> {
+    execution.stdinRequested = true;
+    const onInput = execution.opts.onInput;
+    let value = '';
+    if (onInput) {
+      try {
+        value = await onInput({ prompt: String(msg.content.prompt ?? ''), password: msg.content.password === true });
+      } catch {
+        value = '';
+      }
+    }
+    if (execution.settled || !this.#alive) return;
+    this.#channel.send(createMessage('stdin', 'input_reply', this.sessionId, { value }, { parent: msg.header }));
+  }
+
+  #cancel(execution: CellExecution, timedOut: boolean, interrupt: boolean): void {
+    if (execution.settled) return;
+    const running = this.#pending.keys().next().value === execution.msgId;
+    execution.complete({ status: 'aborted', cancelled: true, timedOut });
+    if (interrupt && running && this.#alive) void this.interrupt().catch(() => {});
+  }
+
+  #kernelRestarted(state: 'restarting' | 'dead'): void {
+    if (!this.#alive) return;
+    if (state === 'dead') {
+      this.#die('dead', `Kernel ${this.id} at ${this.client.baseUrl} died and the server could not restart it`);
+      return;
+    }
+    this.#setStatus('restarting');
+    if (this.#ownRestart) return;
+    const lost = new KernelDiedError(
+      `Kernel ${this.id} at ${this.client.baseUrl} died while the cell ran; the server restarted it, so its variables are gone and the cell's remaining output is lost`,
+      { reason: 'restarted', kernelId: this.id },
+    );
+    for (const execution of [...this.#pending.values()]) execution.fail(lost);
+    this.#recovering ??= this.#recover().finally(() => {
+      this.#recovering = undefined;
+    });
+  }
+
+  /** After a server-side auto-restart: reopen the channels (the new process may use new ports) and handshake. */
+  async #recover(): Promise<void> {
+    try {
+      await this.#channel.reopen();
+      await this.#handshake();
+      if (this.#alive) this.#setStatus('idle');
+    } catch {
+      await this.#checkGone();
+    }
+  }
+
+  #die(reason: KernelDeathReason, message: string, cause?: unknown): void {
+    if (!this.#alive) return;
+    this.#alive = false;
+    this.#stopPoll();
+    this.#channel.close();
+    this.#infoWaiter = undefined;
+    this.#setStatus('dead');
+    const error = new KernelDiedError(message, { reason, kernelId: this.id, cause });
+    for (const execution of [...this.#pending.values()]) execution.fail(error);
+  }
+
+  async #lost(error: Error): Promise<void> {
+    if (await this.#checkGone()) return;
+    this.#die(
+      'connection-lost',
+      `Lost the connection to kernel ${this.id} at ${this.client.baseUrl} for good; the output of running cells is lost`,
+      error,
+    );
+  }
+
+  /** Asks REST whether the kernel still exists; fails everything and returns true when it does not. */
+  async #checkGone(): Promise<boolean> {
+    if (!this.#alive) return true;
+    let model: KernelModel | undefined;
+    try {
+      model = await this.client.getKernel(this.id, { timeoutMs: 5000 });
+    } catch {
+      return false;
+    }
+    if (model && model.execution_state !== 'dead') return false;
+    this.#die(
+      model ? 'dead' : 'gone',
+      model
+        ? `Kernel ${this.id} at ${this.client.baseUrl} is dead`
+        : `Kernel ${this.id} vanished from the gateway at ${this.client.baseUrl} (it was shut down or culled elsewhere)`,
+    );
+    return true;
+  }
+
+  #schedulePoll(): void {
+    const every = this.#opts.livenessPollMs ?? 2000;
+    if (this.#pollTimer || every <= 0) return;
+    this.#pollSeen = this.#channel.received;
+    this.#pollTimer = this.#clock.setTimer(() => void this.#pollTick(), every);
+  }
+
+  async #pollTick(): Promise<void> {
+    this.#pollTimer = undefined;
+    if (!this.#alive || this.#pending.size === 0) return;
+    const quiet = this.#channel.received === this.#pollSeen;
+    if (quiet && !this.#channel.isReconnecting && !this.#recovering && (await this.#checkGone())) return;
+    if (this.#alive && this.#pending.size > 0) this.#schedulePoll();
+  }
+
+  #stopPoll(): void {
+    this.#pollTimer?.cancel();
+    this.#pollTimer = undefined;
+  }
+
+  /** Sends `kernel_info_request` (again every `kernelInfoRetryMs`) until the first reply. */
+  #handshake(signal?: AbortSignal): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      if (signal?.aborted) {
+        reject(signal.reason);
+        return;
+      }
+      const retryMs = this.#opts.kernelInfoRetryMs ?? 1000;
+      let timer: Timer | undefined;
+      const cleanup = () => {
+        timer?.cancel();
+        signal?.removeEventListener('abort', onAbort);
+        if (this.#infoWaiter === waiter) this.#infoWaiter = undefined;
+      };
+      const onAbort = () => {
+        cleanup();
+        reject(signal?.reason);
+      };
+      const waiter: KernelInfoWaiter = {
+        ids: new Set(),
+        done: (content) => {
+          cleanup();
+          const languageInfo = content.language_info as { name?: unknown } | undefined;
+          this.#kernelInfo = { language: String(languageInfo?.name ?? ''), content };
+          resolve();
+        },
+      };
+      const send = () => {
+        const msg = createMessage('shell', 'kernel_info_request', this.sessionId, {});
+        waiter.ids.add(msg.header.msg_id);
+        this.#channel.send(msg);
+        timer = this.#clock.setTimer(send, retryMs);
+      };
+      this.#infoWaiter = waiter;
+      signal?.addEventListener('abort', onAbort, { once: true });
+      send();
+    });
+  }
+
+  async #step(code: string, step: 'environment' | 'prelude', scope: AbortScope): Promise<void> {
+    const result = await this.#execute(
+      code,
+      { signal: scope.signal, silent: step === 'environment', storeHistory: false },
+      false,
+    );
+    if (result.cancelled) {
+      if (scope.timedOut) {
+        throw new DeadlineExceededError(`Failed to initialize kernel ${step}`, { cause: scope.signal.reason });
+      }
+      throw scope.signal.reason;
+    }
+    if (result.status !== 'ok') {
+      const why = result.error ? `: ${result.error.ename}: ${result.error.evalue}` : ` (status ${result.status})`;
+      throw new KernelStartError(`Failed to initialize kernel ${step}${why}`);
+    }
+  }
+
+  #environmentCode(cwd: string | undefined, env: Record<string, string> | undefined): string {
+    const language = (this.#kernelInfo?.language ?? '').toLowerCase();
+    if (language === 'python') {
+      const lines = ['import os as _kernelwarden_os'];
+      if (cwd !== undefined) lines.push(`_kernelwarden_os.chdir(${JSON.stringify(cwd)})`);
+      if (env !== undefined) lines.push(`_kernelwarden_os.environ.update(${JSON.stringify(env)})`);
+      lines.push('del _kernelwarden_os');
+      return lines.join('\n');
+    }
+    if (language === 'r') {
+      const lines: string[] = [];
+      if (cwd !== undefined) lines.push(`setwd(${JSON.stringify(cwd)})`);
+      const entries = Object.entries(env ?? {});
+      if (entries.length > 0) {
+        const names = entries.map(([k]) => JSON.stringify(k)).join(', ');
+        const values = entries.map(([, v]) => JSON.stringify(v)).join(', ');
+        lines.push(`invisible(do.call(Sys.setenv, setNames(as.list(c(${values})), c(${names}))))`);
+      }
+      lines.push('invisible(NULL)');
+      return lines.join('\n');
+    }
+    throw new KernelStartError(
+      `Failed to initialize kernel environment: cwd/env are supported for Python and R kernels, not "${language || 'unknown'}"`,
+    );
+  }
+}
+
+async function createKernel(
+  client: GatewayClient,
+  opts: ParsedStart,
+  scope: AbortScope,
+  clock: Clock,
+): Promise<KernelModel> {
+  const attempts = opts.createAttempts ?? 3;
+  const name = opts.kernelName ?? 'python3';
+  for (let attempt = 1; ; attempt++) {
+    scope.throwIfAborted();
+    // The create itself is not aborted: if the caller gives up while it is in flight, a kernel that gets created
+    // anyway is deleted as soon as its id is known, instead of leaking.
+    const creating = client.createKernel({ name });
+    try {
+      return await scope.race(creating);
+    } catch (error) {
+      if (scope.signal.aborted) {
+        creating.then(
+          (model) => client.deleteKernel(model.id).catch(() => {}),
+          () => {},
+        );
+        throw scope.signal.reason;
+      }
+      const retry = KernelStartError.isInstance(error) && error.retryable && attempt < attempts;
+      if (!retry) throw error;
+    }
+    await new Promise<void>((resolve, reject) => {
+      const timer = clock.setTimer(resolve, 200 * attempt);
+      scope.signal.addEventListener(
+        'abort',
+        () => {
+          timer.cancel();
+          reject(scope.signal.reason);
+        },
+        { once: true },
+      );
+    });
+  }
+}

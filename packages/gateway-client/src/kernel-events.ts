@@ -1,0 +1,57 @@
+import type { ProtocolError } from './errors.js';
+
+/** The states a `GatewayKernel` reports through `status` and `status` events. */
+export type KernelStatus = 'starting' | 'idle' | 'busy' | 'restarting' | 'dead' | 'closed';
+
+/** Every event a `GatewayKernel` emits, by name, with its payload. No payload ever carries a token. */
+export interface GatewayKernelEventMap {
+  /** The kernel's status changed. */
+  status: { status: KernelStatus; previous: KernelStatus };
+  /** The server said it dropped output of a cell (its iopub rate limit); the cell's result has `outputDropped`. */
+  'output-dropped': { cellId: string };
+  /** A frame could not be decoded; it was skipped and the kernel keeps working. */
+  'protocol-error': { error: ProtocolError };
+  /** The channels socket dropped; attempt `attempt` to reopen it starts after `delayMs`. */
+  reconnecting: { attempt: number; delayMs: number };
+  /** The channels socket is open again (same session: the server replays what it buffered). */
+  reconnected: Record<string, never>;
+  /** The channels socket could not be reopened; pending executions failed with `KernelDiedError`. */
+  'connection-lost': { error: Error };
+}
+
+/** A listener of event `K`. */
+export type GatewayKernelListener<K extends keyof GatewayKernelEventMap> = (event: GatewayKernelEventMap[K]) => void;
+
+/**
+ * A minimal typed event emitter: `on()` returns an unsubscribe function; a throwing listener never breaks the
+ * kernel.
+ */
+export class KernelEvents {
+  #listeners = new Map<keyof GatewayKernelEventMap, Set<(event: never) => void>>();
+
+  /** Subscribes `listener` to `type`; returns a function that unsubscribes it. */
+  on<K extends keyof GatewayKernelEventMap>(type: K, listener: GatewayKernelListener<K>): () => void {
+    let set = this.#listeners.get(type);
+    if (!set) this.#listeners.set(type, (set = new Set()));
+    set.add(listener as (event: never) => void);
+    return () => this.off(type, listener);
+  }
+
+  /** Unsubscribes `listener` from `type`. */
+  off<K extends keyof GatewayKernelEventMap>(type: K, listener: GatewayKernelListener<K>): void {
+    this.#listeners.get(type)?.delete(listener as (event: never) => void);
+  }
+
+  /** Calls every listener of `type` with `event`. */
+  emit<K extends keyof GatewayKernelEventMap>(type: K, event: GatewayKernelEventMap[K]): void {
+    const set = this.#listeners.get(type);
+    if (!set) return;
+    for (const listener of [...set]) {
+      try {
+        (listener as GatewayKernelListener<K>)(event);
+      } catch {
+        // listeners cannot break the kernel
+      }
+    }
+  }
+}

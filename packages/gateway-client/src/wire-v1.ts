@@ -1,0 +1,79 @@
+import { ProtocolError } from './errors.js';
+import type { JupyterMessage } from './message.js';
+
+/**
+ * The `v1.kernel.websocket.jupyter.org` subprotocol, as jupyter_server's `serialize_msg_to_ws_v1` /
+ * `deserialize_msg_from_ws_v1` define it: a little-endian uint64 count of offsets, the offsets (uint64 LE, from
+ * the frame's start), then the channel name and the parts header, parent_header, metadata, content and buffers.
+ * The last offset is the end of the last part.
+ */
+export const V1_SUBPROTOCOL = 'v1.kernel.websocket.jupyter.org';
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder('utf-8', { fatal: true });
+
+/** Encodes a message as one v1 binary frame. */
+export function encodeV1(msg: JupyterMessage): Uint8Array {
+  const parts: Uint8Array[] = [
+    encoder.encode(msg.channel),
+    encoder.encode(JSON.stringify(msg.header)),
+    encoder.encode(JSON.stringify(msg.parent_header)),
+    encoder.encode(JSON.stringify(msg.metadata)),
+    encoder.encode(JSON.stringify(msg.content)),
+    ...msg.buffers,
+  ];
+  // One offset per part plus the end offset.
+  const offsetCount = parts.length + 1;
+  const headerSize = 8 * (offsetCount + 1);
+  let total = headerSize;
+  for (const part of parts) total += part.byteLength;
+  const out = new Uint8Array(total);
+  const view = new DataView(out.buffer);
+  view.setBigUint64(0, BigInt(offsetCount), true);
+  let offset = headerSize;
+  let i = 0;
+  for (const part of parts) {
+    view.setBigUint64(8 * (i + 1), BigInt(offset), true);
+    out.set(part, offset);
+    offset += part.byteLength;
+    i++;
+  }
+  view.setBigUint64(8 * (i + 1), BigInt(offset), true);
+  return out;
+}
+
+/** Decodes one v1 binary frame; throws `ProtocolError` when it is malformed. */
+export function decodeV1(frame: Uint8Array): JupyterMessage {
+  if (frame.byteLength < 8) throw new ProtocolError(`v1 frame too short (${frame.byteLength} bytes)`);
+  const view = new DataView(frame.buffer, frame.byteOffset, frame.byteLength);
+  const count = Number(view.getBigUint64(0, true));
+  // channel, header, parent_header, metadata, content (+ buffers) and the end offset.
+  if (count < 6 || 8 * (count + 1) > frame.byteLength) {
+    throw new ProtocolError(`v1 frame declares ${count} offsets in ${frame.byteLength} bytes`);
+  }
+  const offsets = new Array<number>(count);
+  let previous = 8 * (count + 1);
+  for (let i = 0; i < count; i++) {
+    const value = Number(view.getBigUint64(8 * (i + 1), true));
+    if (value < previous || value > frame.byteLength) {
+      throw new ProtocolError(`v1 frame offset ${i} (${value}) is out of order or past the frame's end`);
+    }
+    offsets[i] = value;
+    previous = value;
+  }
+  const part = (i: number) => frame.subarray(offsets[i]!, offsets[i + 1]!);
+  try {
+    const buffers: Uint8Array[] = [];
+    for (let i = 5; i < count - 1; i++) buffers.push(part(i).slice());
+    return {
+      channel: decoder.decode(part(0)),
+      header: JSON.parse(decoder.decode(part(1))),
+      parent_header: JSON.parse(decoder.decode(part(2))),
+      metadata: JSON.parse(decoder.decode(part(3))),
+      content: JSON.parse(decoder.decode(part(4))),
+      buffers,
+    };
+  } catch (cause) {
+    throw new ProtocolError('v1 frame has a part that is not valid UTF-8 JSON', { cause });
+  }
+}

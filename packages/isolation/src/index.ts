@@ -1,2 +1,14 @@
-// Public entry of @kernelwarden/isolation; its content lands with the package's own issue.
-export {};
+export type { WrapCommandOptions } from './bubblewrap.js';
+export { SANDBOX_UNSET_ENV, wrapCommand } from './bubblewrap.js';
+export type { IsolationUnavailableReason } from './errors.js';
+export { IsolationPolicyError, IsolationUnavailableError } from './errors.js';
+export type { BaseKernelSpec, InstallIsolatedKernelSpecOptions } from './kernelspec.js';
+export { installIsolatedKernelSpec, removeIsolatedKernelSpec } from './kernelspec.js';
+export type { IsolationPolicy, LabelledPath, ReadIsolationPolicyOptions } from './policy.js';
+export { createReadIsolationPolicy } from './policy.js';
+export type { IsolationReport, VerifyIsolationOptions } from './probe.js';
+export { verifyIsolation } from './probe.js';
+export type { DetectSandboxOptions, SandboxStatus } from './sandbox.js';
+export { assertSandbox, detectSandbox } from './sandbox.js';
+export type { TeamDataRoot, TeamReadPolicyOptions } from './team-policy.js';
+export { artifactInputDir, prepareTeamDirectories, teamReadPolicy } from './team-policy.js';

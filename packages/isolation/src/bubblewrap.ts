@@ -1,0 +1,156 @@
+import { dirname } from 'node:path';
+import { InvalidOptionsError, type ReadIsolationPolicy } from '@kernelwarden/core';
+import { depth, isAbsolutePath, isWithin } from './paths.js';
+
+/**
+ * Environment variables removed from every sandboxed command: credentials a kernel could use to reach the
+ * gateway (and from there start an unisolated kernel), and `JPY_PARENT_PID` (inside the PID namespace the kernel's
+ * parent is pid 1, which ipykernel's parent poller would read as "my parent died").
+ */
+export const SANDBOX_UNSET_ENV: readonly string[] = Object.freeze([
+  'JUPYTER_TOKEN',
+  'JPY_API_TOKEN',
+  'JUPYTERHUB_API_TOKEN',
+  'KERNELWARDEN_GATEWAY_TOKEN',
+  'JPY_PARENT_PID',
+]);
+
+/** Options of `wrapCommand()`. */
+export interface WrapCommandOptions {
+  /** The kernel's working directory: bound read-write and made the current directory. Absolute, canonical. */
+  workspace: string;
+  /** More directories bound read-write (after the hidden roots, so they win inside one). @defaultValue [] */
+  readWrite?: readonly string[];
+  /** More files or directories bound read-only (after the hidden roots). @defaultValue [] */
+  readOnly?: readonly string[];
+  /** More directories hidden like the policy's roots (e.g. a gateway's state directory). @defaultValue [] */
+  hide?: readonly string[];
+  /**
+   * The kernel's connection file. Its directory (the gateway's runtime directory, which holds other kernels' keys
+   * and the server's own token) is hidden, and the file alone is bound back read-write (ipykernel rewrites it).
+   */
+  connectionFile?: string;
+  /** The bubblewrap executable. @defaultValue 'bwrap' (looked up on PATH when the command runs) */
+  bwrapPath?: string;
+  /** GNU `env`, used to keep SIGINT from killing bwrap and to give it back to the kernel. @defaultValue '/usr/bin/env' */
+  envPath?: string;
+  /** Variables set inside the sandbox (after `TMPDIR=/tmp` and friends). @defaultValue {} */
+  setEnv?: Readonly<Record<string, string>>;
+  /** Variables removed inside the sandbox. @defaultValue SANDBOX_UNSET_ENV */
+  unsetEnv?: readonly string[];
+}
+
+interface MountOp {
+  path: string;
+  args: string[];
+}
+
+/** Thrown-if-bad checks shared by `wrapCommand()` and the kernelspec installer. */
+export function checkWrapInputs(policy: ReadIsolationPolicy, argv: readonly string[], opts: WrapCommandOptions): void {
+  const issues: { path: string; message: string }[] = [];
+  if (!policy || !Array.isArray(policy.roots) || !Array.isArray(policy.allowedRoots)) {
+    issues.push({ path: 'policy', message: 'expected { roots, allowedRoots }' });
+  } else {
+    policy.roots.forEach((p, i) => {
+      if (!isAbsolutePath(p) || p === '/')
+        issues.push({ path: `policy.roots.${i}`, message: 'expected an absolute path other than /' });
+    });
+    policy.allowedRoots.forEach((p, i) => {
+      if (!isAbsolutePath(p)) issues.push({ path: `policy.allowedRoots.${i}`, message: 'expected an absolute path' });
+    });
+    if (policy.tempDir !== undefined && !isAbsolutePath(policy.tempDir))
+      issues.push({ path: 'policy.tempDir', message: 'expected an absolute path' });
+  }
+  if (!Array.isArray(argv) || argv.length === 0 || argv.some((a) => typeof a !== 'string'))
+    issues.push({ path: 'argv', message: 'expected a non-empty array of strings' });
+  else if (argv[0]!.includes('=')) issues.push({ path: 'argv.0', message: 'the command must not contain "="' });
+  if (!isAbsolutePath(opts?.workspace) || opts.workspace === '/')
+    issues.push({ path: 'workspace', message: 'expected an absolute path other than /' });
+  for (const key of ['readWrite', 'readOnly', 'hide'] as const) {
+    (opts?.[key] ?? []).forEach((p, i) => {
+      if (!isAbsolutePath(p)) issues.push({ path: `${key}.${i}`, message: 'expected an absolute path' });
+    });
+  }
+  if (opts?.connectionFile !== undefined && !isAbsolutePath(opts.connectionFile))
+    issues.push({ path: 'connectionFile', message: 'expected an absolute path' });
+  if (issues.length > 0) throw new InvalidOptionsError(issues, { subject: 'sandbox command' });
+}
+
+/**
+ * The bubblewrap arguments between `bwrap` and `--`, with the connection-file steps left to the caller
+ * (`connectionOps`), so the kernelspec installer can put jupyter's `{connection_file}` there.
+ */
+export function bwrapArguments(
+  policy: ReadIsolationPolicy,
+  opts: WrapCommandOptions,
+  connectionOps: readonly string[],
+): string[] {
+  const ops: MountOp[] = [];
+  const tmpfs = (path: string) => ops.push({ path, args: ['--tmpfs', path] });
+  tmpfs('/tmp');
+  if (policy.tempDir && !isWithin(policy.tempDir, '/tmp')) tmpfs(policy.tempDir);
+  for (const root of policy.roots) tmpfs(root);
+  for (const hidden of opts.hide ?? []) tmpfs(hidden);
+  for (const allowed of policy.allowedRoots) ops.push({ path: allowed, args: ['--ro-bind', allowed, allowed] });
+  for (const ro of opts.readOnly ?? []) ops.push({ path: ro, args: ['--ro-bind', ro, ro] });
+  ops.push({ path: opts.workspace, args: ['--bind', opts.workspace, opts.workspace] });
+  for (const rw of opts.readWrite ?? []) ops.push({ path: rw, args: ['--bind', rw, rw] });
+  // Parents before children: a later mount on a deeper path wins, so "most specific rule wins" whatever the mix of
+  // hidden roots, allowed roots and the workspace. The sort is stable, so at equal paths hiding comes first.
+  const ordered = ops.map((op, i) => ({ op, i })).sort((a, b) => depth(a.op.path) - depth(b.op.path) || a.i - b.i);
+
+  const env: Record<string, string> = { TMPDIR: '/tmp', TMP: '/tmp', TEMP: '/tmp', ...opts.setEnv };
+  return [
+    '--die-with-parent',
+    '--unshare-pid',
+    '--unshare-ipc',
+    '--ro-bind',
+    '/',
+    '/',
+    '--dev',
+    '/dev',
+    '--proc',
+    '/proc',
+    ...ordered.flatMap(({ op }) => op.args),
+    ...connectionOps,
+    // The empty tmpfs over each hidden root goes read-only (non-recursive: binds inside keep their modes).
+    ...policy.roots.flatMap((root) => ['--remount-ro', root]),
+    ...(opts.unsetEnv ?? SANDBOX_UNSET_ENV).flatMap((name) => ['--unsetenv', name]),
+    ...Object.entries(env).flatMap(([name, value]) => ['--setenv', name, value]),
+    '--chdir',
+    opts.workspace,
+  ];
+}
+
+/** The bwrap steps that hide the connection file's directory and bind the file alone back read-write. */
+export function connectionFileArguments(connectionFile: string): string[] {
+  return ['--tmpfs', dirname(connectionFile), '--bind', connectionFile, connectionFile];
+}
+
+/**
+ * Builds the command line that runs `argv` under bubblewrap with `policy` enforced: the whole filesystem read-only,
+ * an empty read-only tmpfs over each hidden root, allowed roots bound back read-only, the workspace read-write (and
+ * the current directory), a private `/tmp` (and `TMPDIR`) per command, a private PID and IPC namespace (so
+ * `/proc/<pid>/environ` of the gateway is out of reach), `--die-with-parent`, and gateway credentials unset.
+ *
+ * Use it to launch any command under a policy (the kernelspec installer uses it for kernels). It is pure; check the
+ * machine with `detectSandbox()` and the policy with `verifyIsolation()` first. The network is shared (kernels talk
+ * to the gateway over loopback ZMQ). No `--new-session`: the gateway interrupts a kernel with SIGINT to its process
+ * group, so the command stays in bwrap's group; `env --ignore-signal=INT` keeps that SIGINT from killing bwrap itself,
+ * and `env --default-signal=INT` restores it for the command.
+ */
+export function wrapCommand(policy: ReadIsolationPolicy, argv: readonly string[], opts: WrapCommandOptions): string[] {
+  checkWrapInputs(policy, argv, opts);
+  const envPath = opts.envPath ?? '/usr/bin/env';
+  const connection = opts.connectionFile ? connectionFileArguments(opts.connectionFile) : [];
+  return [
+    envPath,
+    '--ignore-signal=INT',
+    opts.bwrapPath ?? 'bwrap',
+    ...bwrapArguments(policy, opts, connection),
+    '--',
+    envPath,
+    '--default-signal=INT',
+    ...argv,
+  ];
+}

@@ -1,0 +1,50 @@
+import { KernelwardenError } from '@kernelwarden/core';
+
+/**
+ * A read-isolation policy is unsafe or impossible to compute: a root that is or passes through a symbolic link,
+ * two hidden roots that nest, a hidden root that overlaps the system temporary directory, a missing directory.
+ *
+ * Thrown synchronously by `createReadIsolationPolicy()` and `teamReadPolicy()`; never retryable (fix the layout).
+ */
+export class IsolationPolicyError extends KernelwardenError {
+  static override readonly brand: string = 'IsolationPolicyError';
+  /** The path the policy refused. */
+  readonly path: string | undefined;
+
+  constructor(message: string, options: { path?: string; cause?: unknown } = {}) {
+    super(message, { code: 'ISOLATION_POLICY', cause: options.cause });
+    this.path = options.path;
+  }
+}
+
+/** Why a policy cannot be enforced here. */
+export type IsolationUnavailableReason =
+  /** Not Linux: bubblewrap is the only backend. */
+  | 'unsupported-platform'
+  /** No `bwrap` executable on the search path. */
+  | 'no-bubblewrap'
+  /** `bwrap` exists but could not create its namespaces (user namespaces disabled, seccomp, container limits). */
+  | 'namespaces-refused'
+  /** GNU `env` with `--ignore-signal`/`--default-signal` is missing: interrupts could not reach the kernel. */
+  | 'no-signal-control'
+  /** The gateway is remote (it has no local kernelspec directory): nothing here can wrap its kernels. */
+  | 'remote-gateway'
+  /** The self-test probe ran under the policy and could read what it must not, or not read what it must. */
+  | 'probe-failed';
+
+/**
+ * A read-isolation policy cannot be enforced, so the kernel is not started (never started unisolated).
+ * `reason` says why; the message says what to do.
+ *
+ * Thrown by `installIsolatedKernelSpec()`, `verifyIsolation()` and `assertSandbox()`.
+ */
+export class IsolationUnavailableError extends KernelwardenError {
+  static override readonly brand: string = 'IsolationUnavailableError';
+  /** Why the policy cannot be enforced. */
+  readonly reason: IsolationUnavailableReason;
+
+  constructor(message: string, options: { reason: IsolationUnavailableReason; cause?: unknown }) {
+    super(message, { code: 'ISOLATION_UNAVAILABLE', cause: options.cause });
+    this.reason = options.reason;
+  }
+}

@@ -1,0 +1,170 @@
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, readdirSync, rmSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
+import { join, relative, sep } from 'node:path';
+import type { ReadIsolationPolicy } from '@kernelwarden/core';
+import { checkWrapInputs, type WrapCommandOptions, wrapCommand } from './bubblewrap.js';
+import { IsolationUnavailableError } from './errors.js';
+import { isWithin } from './paths.js';
+import { canonicalTempDir } from './policy.js';
+import { assertSandbox, type DetectSandboxOptions } from './sandbox.js';
+import { runProcess } from './subprocess.js';
+
+/** Options of `verifyIsolation()`: the same sandbox options the kernel will get, plus the probe's own. */
+export interface VerifyIsolationOptions extends WrapCommandOptions, DetectSandboxOptions {}
+
+/** What the probe checked; every entry passed when `verifyIsolation()` resolves. */
+export interface IsolationReport {
+  /** `bwrap --version` of the sandbox that was checked. */
+  version: string | undefined;
+  /** One line per check, e.g. `hidden /srv/data: canary unreadable`. */
+  checks: string[];
+}
+
+function quote(value: string): string {
+  return `'${value.replaceAll("'", `'\\''`)}'`;
+}
+
+interface Canary {
+  root: string;
+  file: string | undefined;
+  planted: boolean;
+  link: string | undefined;
+}
+
+/** Names a listing of `root` may show inside the sandbox: the first step towards anything bound back below it. */
+function expectedNames(root: string, binds: readonly string[]): Set<string> {
+  const names = new Set<string>();
+  for (const bind of binds) {
+    if (bind !== root && isWithin(bind, root)) {
+      const first = relative(root, bind).split(sep)[0];
+      if (first) names.add(first);
+    }
+  }
+  return names;
+}
+
+/**
+ * The self-test: runs a probe process under `policy` exactly as a kernel would be wrapped, and resolves only if it
+ * could not read a canary in any hidden root (directly, nor through a symbolic link planted in a probe directory),
+ * listed nothing there but the way to what is bound back, could read every allowed root, could write in the
+ * workspace, and did not see the host's temporary directory. Otherwise it throws `IsolationUnavailableError`
+ * (`reason: 'probe-failed'`, or the sandbox's own reason).
+ *
+ * Use it before the first launch under a policy; `installIsolatedKernelSpec()` runs it for you. It writes a canary
+ * file in each writable hidden root, one in the system temporary directory and a probe directory there, and removes
+ * them all before it settles.
+ */
+export async function verifyIsolation(
+  policy: ReadIsolationPolicy,
+  opts: VerifyIsolationOptions,
+): Promise<IsolationReport> {
+  checkWrapInputs(policy, ['/bin/sh'], opts);
+  const sandbox = await assertSandbox(opts);
+  const tempDir = policy.tempDir ?? canonicalTempDir();
+  const token = randomBytes(6).toString('hex');
+  const probeDir = mkdtempSync(join(tempDir, 'kernelwarden-probe-'));
+  const hostTemp = join(tempDir, `kernelwarden-probe-host-${token}`);
+  const canaries: Canary[] = [];
+  try {
+    writeFileSync(hostTemp, 'host temporary file\n', { mode: 0o600 });
+    for (const [i, root] of policy.roots.entries()) {
+      const canary: Canary = { root, file: undefined, planted: false, link: undefined };
+      const planted = join(root, `.kernelwarden-canary-${token}`);
+      try {
+        writeFileSync(planted, 'canary\n', { flag: 'wx', mode: 0o600 });
+        canary.file = planted;
+        canary.planted = true;
+      } catch {
+        // A root we cannot write in: test against something already there, if anything.
+        const existing = readdirSync(root, { withFileTypes: true }).find((e) => e.isFile());
+        if (existing) canary.file = join(root, existing.name);
+      }
+      if (canary.file) {
+        canary.link = join(probeDir, `link-${i}`);
+        symlinkSync(canary.file, canary.link);
+      }
+      canaries.push(canary);
+    }
+    const binds = [
+      ...policy.allowedRoots,
+      opts.workspace,
+      ...(opts.readWrite ?? []),
+      ...(opts.readOnly ?? []),
+      probeDir,
+    ];
+    const writeProbe = join(opts.workspace, `.kernelwarden-probe-${token}`);
+    const lines: string[] = [];
+    canaries.forEach((c, i) => {
+      if (c.file) lines.push(`if cat ${quote(c.file)} >/dev/null 2>&1; then echo 'root ${i} direct LEAK'; fi`);
+      if (c.link) lines.push(`if cat ${quote(c.link)} >/dev/null 2>&1; then echo 'root ${i} link LEAK'; fi`);
+      lines.push(`for n in $(ls -A ${quote(c.root)} 2>/dev/null); do echo "list ${i} $n"; done`);
+    });
+    policy.allowedRoots.forEach((a, i) => {
+      lines.push(`if ls ${quote(a)} >/dev/null 2>&1; then :; else echo 'allowed ${i} UNREADABLE'; fi`);
+    });
+    lines.push(
+      `if (: > ${quote(writeProbe)}) 2>/dev/null; then rm -f ${quote(writeProbe)}; else echo 'workspace UNWRITABLE'; fi`,
+    );
+    lines.push(`if [ -e ${quote(hostTemp)} ]; then echo 'temp SHARED'; fi`);
+    lines.push(`if (: > /tmp/.kernelwarden-probe) 2>/dev/null; then :; else echo 'temp UNWRITABLE'; fi`);
+    lines.push(`echo 'probe done'`);
+    const argv = wrapCommand(policy, ['/bin/sh', '-c', lines.join('\n')], {
+      ...opts,
+      bwrapPath: sandbox.bwrapPath,
+      envPath: sandbox.envPath,
+      readOnly: [...(opts.readOnly ?? []), probeDir],
+    });
+    const result = await runProcess(argv, {
+      signal: opts.signal,
+      timeoutMs: opts.timeoutMs ?? 10_000,
+      timeoutMessage: 'The isolation probe did not finish in time',
+    });
+    const out = result.stdout.split('\n').filter(Boolean);
+    if (result.code !== 0 || !out.includes('probe done')) {
+      throw new IsolationUnavailableError(
+        `The isolation probe could not run under bubblewrap (exit ${result.code ?? result.signal}): ` +
+          result.stderr.trim().split('\n').slice(-3).join(' / '),
+        { reason: 'probe-failed' },
+      );
+    }
+    const failures: string[] = [];
+    const checks: string[] = [];
+    canaries.forEach((c, i) => {
+      if (out.includes(`root ${i} direct LEAK`)) failures.push(`a file in hidden root ${c.root} was readable`);
+      if (out.includes(`root ${i} link LEAK`))
+        failures.push(`a file in hidden root ${c.root} was readable through a symbolic link`);
+      const allowedNames = expectedNames(c.root, binds);
+      const listed = out.filter((l) => l.startsWith(`list ${i} `)).map((l) => l.slice(`list ${i} `.length));
+      const extra = listed.filter((n) => !allowedNames.has(n));
+      if (extra.length > 0) failures.push(`hidden root ${c.root} listed ${extra.slice(0, 3).join(', ')}`);
+      checks.push(`hidden ${c.root}: ${c.file ? 'canary unreadable directly and through a link' : 'listing empty'}`);
+    });
+    policy.allowedRoots.forEach((a, i) => {
+      if (out.includes(`allowed ${i} UNREADABLE`)) failures.push(`allowed root ${a} was not readable`);
+      checks.push(`allowed ${a}: readable`);
+    });
+    if (out.includes('workspace UNWRITABLE')) failures.push(`the workspace ${opts.workspace} was not writable`);
+    if (out.includes('temp SHARED')) failures.push(`the system temporary directory ${tempDir} was visible`);
+    if (out.includes('temp UNWRITABLE')) failures.push('the private /tmp was not writable');
+    checks.push(`workspace ${opts.workspace}: writable`, '/tmp: private');
+    if (failures.length > 0) {
+      throw new IsolationUnavailableError(
+        `The isolation probe failed, so no kernel is started under this policy: ${failures.join('; ')}`,
+        { reason: 'probe-failed' },
+      );
+    }
+    return { version: sandbox.version, checks };
+  } finally {
+    for (const c of canaries) {
+      if (c.planted && c.file) {
+        try {
+          unlinkSync(c.file);
+        } catch {
+          // already gone
+        }
+      }
+    }
+    rmSync(hostTemp, { force: true });
+    rmSync(probeDir, { recursive: true, force: true });
+  }
+}

@@ -1,0 +1,53 @@
+import { join } from 'node:path';
+
+/** Where each file of one embedded gateway lives, under its state directory. */
+export interface GatewayLayout {
+  /** The gateway's state directory (0700). */
+  dir: string;
+  /** Exclusive lock serialising start, reuse, release and stop. */
+  lock: string;
+  /** `server.json`: url, pid, token (0600). */
+  info: string;
+  /** Read once by jupyter-server at start-up (`JUPYTER_TOKEN_FILE`), removed once it is ready. */
+  tokenFile: string;
+  /** One file per lease holder. */
+  leases: string;
+  /** Written when the last lease is released: when the linger started and how long it is. */
+  idle: string;
+  /** One file per kernel, named by kernel id, holding the creating process. */
+  owners: string;
+  /** `JUPYTER_RUNTIME_DIR` of the server (connection files). */
+  runtime: string;
+  /** On the server's `JUPYTER_PATH`. */
+  data: string;
+  /** `<data>/kernels`: a kernelspec folder written here is launchable by name at once. */
+  kernelSpecDir: string;
+  /** `JUPYTER_CONFIG_DIR` of the server, ours alone, so a user config cannot weaken it. */
+  config: string;
+  /** The server's stdout and stderr. */
+  log: string;
+  /** The linger watcher's script and log. */
+  watcherScript: string;
+  watcherLog: string;
+}
+
+/** The layout of the gateway whose state directory is `dir`. */
+export function gatewayLayout(dir: string): GatewayLayout {
+  const data = join(dir, 'jupyter-data');
+  return {
+    dir,
+    lock: join(dir, 'lock'),
+    info: join(dir, 'server.json'),
+    tokenFile: join(dir, 'token'),
+    leases: join(dir, 'leases'),
+    idle: join(dir, 'idle.json'),
+    owners: join(dir, 'owners'),
+    runtime: join(dir, 'runtime'),
+    data,
+    kernelSpecDir: join(data, 'kernels'),
+    config: join(dir, 'jupyter-config'),
+    log: join(dir, 'server.log'),
+    watcherScript: join(dir, 'linger-watcher.cjs'),
+    watcherLog: join(dir, 'linger-watcher.log'),
+  };
+}

@@ -1,0 +1,136 @@
+import { readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { withDeadline } from '@kernelwarden/core';
+import { currentProcess, isProcessAlive, type ProcessIdentity } from './process-identity.js';
+import { readJsonFile, removeFile, writePrivateFileAtomic } from './state-dir.js';
+
+/** Kernel ids are uuids; anything that could leave the owners directory is refused. */
+const KERNEL_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
+
+/** A kernel and the process that created it. */
+export interface OwnerRecord {
+  kernelId: string;
+  owner: ProcessIdentity;
+  createdAt: string;
+}
+
+/** Records that this process created kernel `kernelId`. Never throws: a failure only means no cleanup later. */
+export function recordOwner(dir: string, kernelId: string): boolean {
+  if (!KERNEL_ID.test(kernelId)) return false;
+  try {
+    writePrivateFileAtomic(
+      join(dir, kernelId),
+      JSON.stringify({ ...currentProcess(), createdAt: new Date().toISOString() }),
+    );
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Forgets kernel `kernelId` (deleted). Never throws. */
+export function forgetOwner(dir: string, kernelId: string): void {
+  if (!KERNEL_ID.test(kernelId)) return;
+  try {
+    removeFile(join(dir, kernelId));
+  } catch {
+    // nothing to do: a stale record is pruned when its kernel is no longer listed
+  }
+}
+
+/** Every ownership record. */
+export function listOwners(dir: string): OwnerRecord[] {
+  let names: string[];
+  try {
+    names = readdirSync(dir);
+  } catch {
+    return [];
+  }
+  const records: OwnerRecord[] = [];
+  for (const name of names) {
+    if (!KERNEL_ID.test(name) || name.endsWith('.tmp')) continue;
+    const value = readJsonFile(join(dir, name)) as
+      | { pid?: unknown; startTime?: unknown; createdAt?: unknown }
+      | undefined;
+    if (!value || typeof value.pid !== 'number') {
+      removeFile(join(dir, name));
+      continue;
+    }
+    records.push({
+      kernelId: name,
+      owner: { pid: value.pid, startTime: typeof value.startTime === 'string' ? value.startTime : undefined },
+      createdAt: String(value.createdAt),
+    });
+  }
+  return records;
+}
+
+/** Removes every record (the server they refer to is gone, and its kernels with it). */
+export function clearOwners(dir: string): void {
+  for (const record of listOwners(dir)) forgetOwner(dir, record.kernelId);
+}
+
+/** Options of `reapOrphanKernels`. */
+export interface ReapOptions {
+  baseUrl: string;
+  token: string;
+  ownersDir: string;
+  signal?: AbortSignal | undefined;
+  requestTimeoutMs: number;
+  onReaped?: (kernelId: string, owner: ProcessIdentity) => void;
+  onFailed?: (kernelId: string, message: string) => void;
+}
+
+/**
+ * Deletes, through the REST API, every kernel whose creating process is dead, and removes its record; records of
+ * kernels the server no longer lists are removed too. Returns the ids deleted. Failures are reported, not thrown.
+ */
+export async function reapOrphanKernels(opts: ReapOptions): Promise<string[]> {
+  const records = listOwners(opts.ownersDir);
+  if (records.length === 0) return [];
+  const headers = { Authorization: `token ${opts.token}` };
+  let listed: Set<string>;
+  try {
+    const kernels = await withDeadline(
+      async (signal) => {
+        const res = await fetch(`${opts.baseUrl}/api/kernels`, { headers, signal });
+        if (!res.ok) throw new Error(`listing kernels answered HTTP ${res.status}`);
+        return (await res.json()) as { id: string }[];
+      },
+      { signal: opts.signal, timeoutMs: opts.requestTimeoutMs },
+    );
+    listed = new Set(kernels.map((k) => k.id));
+  } catch (error) {
+    opts.signal?.throwIfAborted();
+    opts.onFailed?.('*', `could not list kernels at ${opts.baseUrl}: ${(error as Error).message}`);
+    return [];
+  }
+  const reaped: string[] = [];
+  await Promise.all(
+    records.map(async ({ kernelId, owner }) => {
+      if (!listed.has(kernelId)) {
+        forgetOwner(opts.ownersDir, kernelId);
+        return;
+      }
+      if (isProcessAlive(owner)) return;
+      try {
+        const res = await withDeadline(
+          (signal) =>
+            fetch(`${opts.baseUrl}/api/kernels/${encodeURIComponent(kernelId)}`, { method: 'DELETE', headers, signal }),
+          { signal: opts.signal, timeoutMs: opts.requestTimeoutMs },
+        );
+        if (res.ok || res.status === 404 || res.status === 410) {
+          forgetOwner(opts.ownersDir, kernelId);
+          reaped.push(kernelId);
+          opts.onReaped?.(kernelId, owner);
+        } else {
+          opts.onFailed?.(kernelId, `DELETE answered HTTP ${res.status}`);
+        }
+      } catch (error) {
+        opts.signal?.throwIfAborted();
+        opts.onFailed?.(kernelId, (error as Error).message);
+      }
+    }),
+  );
+  return reaped;
+}

@@ -1,0 +1,183 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { closeSync, openSync, readdirSync, readFileSync, readSync, statSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { sleep, withDeadline } from '@kernelwarden/core';
+import { identityOf, isProcessAlive, type ProcessIdentity, signalGroup } from './process-identity.js';
+
+/** Finds a free loopback port (listen on port 0, close, hand the number over). */
+export function freeLoopbackPort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.unref();
+    server.on('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() =>
+        typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no free port')),
+      );
+    });
+  });
+}
+
+/** A process we spawned detached. */
+export interface SpawnedProcess {
+  identity: ProcessIdentity;
+  child: ChildProcess;
+  /** Resolves with how the process ended (`exit code 1`, `signal SIGKILL`, `spawn error: …`). */
+  exited: Promise<string>;
+  hasExited(): boolean;
+}
+
+/**
+ * Spawns `command args` in its own session (setsid: it outlives us and can be stopped as a group), with stdout and
+ * stderr appended to `logFile` — never a pipe nobody reads.
+ */
+export function spawnDetached(
+  command: string,
+  args: readonly string[],
+  opts: { env: NodeJS.ProcessEnv; logFile: string; cwd: string },
+): SpawnedProcess {
+  const log = openSync(opts.logFile, 'a', 0o600);
+  let child: ChildProcess;
+  try {
+    child = spawn(command, args, { detached: true, stdio: ['ignore', log, log], env: opts.env, cwd: opts.cwd });
+  } finally {
+    closeSync(log);
+  }
+  let ended: string | undefined;
+  const exited = new Promise<string>((resolve) => {
+    child.once('error', (error) => resolve((ended = `spawn error: ${error.message}`)));
+    child.once('exit', (code, signal) => resolve((ended = signal ? `signal ${signal}` : `exit code ${code}`)));
+  });
+  child.unref();
+  return { identity: identityOf(child.pid ?? -1), child, exited, hasExited: () => ended !== undefined };
+}
+
+/** The last `maxLines` lines of a log file, with every occurrence of `secret` masked. */
+export function logTail(path: string, secret: string, maxLines = 12): string {
+  let text: string;
+  try {
+    const size = statSync(path).size;
+    const length = Math.min(size, 16_384);
+    const buffer = Buffer.alloc(length);
+    const fd = openSync(path, 'r');
+    try {
+      readSync(fd, buffer, 0, length, size - length);
+    } finally {
+      closeSync(fd);
+    }
+    text = buffer.toString('utf8');
+  } catch {
+    return '';
+  }
+  return text.split(secret).join('<token>').trimEnd().split('\n').slice(-maxLines).join('\n');
+}
+
+/** Outcome of waiting for a server to answer. */
+export type Readiness = { ready: true } | { ready: false; ended: string };
+
+/**
+ * Polls `GET /api/status` with the token until it answers 200, or until the process exits. Rejects with the
+ * signal's reason when `signal` aborts.
+ */
+export async function waitUntilReady(opts: {
+  baseUrl: string;
+  token: string;
+  server: SpawnedProcess;
+  signal: AbortSignal;
+  pollMs?: number;
+}): Promise<Readiness> {
+  const { server, signal } = opts;
+  for (;;) {
+    signal.throwIfAborted();
+    if (server.hasExited()) return { ready: false, ended: await server.exited };
+    if (await answersStatus(opts.baseUrl, opts.token, signal, 2_000)) return { ready: true };
+    await Promise.race([sleep(opts.pollMs ?? 100, { signal }), server.exited]);
+  }
+}
+
+/** True when `GET /api/status` answers 200 with the token within `timeoutMs`. */
+export async function answersStatus(
+  baseUrl: string,
+  token: string,
+  signal: AbortSignal | undefined,
+  timeoutMs: number,
+): Promise<boolean> {
+  try {
+    return await withDeadline(
+      async (s) => {
+        const res = await fetch(`${baseUrl}/api/status`, { headers: { Authorization: `token ${token}` }, signal: s });
+        await res.body?.cancel();
+        return res.ok;
+      },
+      { signal, timeoutMs },
+    );
+  } catch (error) {
+    signal?.throwIfAborted();
+    void error;
+    return false;
+  }
+}
+
+/** The HTTP status of an unauthenticated `GET /api/kernels` (to check the token is enforced). */
+export async function unauthenticatedStatus(baseUrl: string, signal: AbortSignal): Promise<number> {
+  return withDeadline(
+    async (s) => {
+      const res = await fetch(`${baseUrl}/api/kernels`, { signal: s });
+      await res.body?.cancel();
+      return res.status;
+    },
+    { signal, timeoutMs: 5_000 },
+  );
+}
+
+async function waitForExit(id: ProcessIdentity, ms: number): Promise<boolean> {
+  const until = Date.now() + ms;
+  while (isProcessAlive(id)) {
+    if (Date.now() >= until) return false;
+    await sleep(50);
+  }
+  return true;
+}
+
+/** Pids of processes whose command line mentions a connection file in `runtimeDir` (a server's kernels). */
+export function kernelProcesses(runtimeDir: string): number[] {
+  const marker = `${runtimeDir}/kernel-`;
+  const pids: number[] = [];
+  let entries: string[];
+  try {
+    entries = readdirSync('/proc');
+  } catch {
+    return pids;
+  }
+  for (const entry of entries) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      if (readFileSync(`/proc/${entry}/cmdline`, 'utf8').includes(marker)) pids.push(Number(entry));
+    } catch {
+      // exited meanwhile
+    }
+  }
+  return pids;
+}
+
+/**
+ * Stops a server: SIGTERM to its process group (jupyter-server then shuts its kernels down), SIGKILL after
+ * `graceMs`, and finally SIGKILL to any kernel process still holding one of its connection files (kernels run in
+ * sessions of their own, so a group signal does not reach them).
+ */
+export async function stopServerProcess(
+  server: ProcessIdentity,
+  opts: { runtimeDir: string; graceMs: number },
+): Promise<void> {
+  if (isProcessAlive(server)) {
+    signalGroup(server.pid, 'SIGTERM');
+    if (!(await waitForExit(server, opts.graceMs))) {
+      signalGroup(server.pid, 'SIGKILL');
+      await waitForExit(server, 2_000);
+    }
+  }
+  const leftovers = kernelProcesses(opts.runtimeDir).map(identityOf);
+  for (const kernel of leftovers) signalGroup(kernel.pid, 'SIGKILL');
+  for (const kernel of leftovers) await waitForExit(kernel, 2_000);
+}

@@ -136,22 +136,43 @@ class CellWatch {
     const { supervisor } = this.#req;
     if (this.#settled) return this.#finish(this.#settled, reason);
 
-    const delivered = await attempt(() => supervisor.interruptIfCurrent(lease));
-    this.#emit('interrupt', reason, lease, delivered);
-    // An interrupt that reached nothing cannot stop the cell: go on to the kill at once.
-    if (await this.#settleWithin(delivered ? this.#policy.interruptGraceMs : 0, execution)) {
-      return this.#finish(this.#settled!, reason);
+    // Interrupt. The grace starts when the interrupt is sent, so a slow interrupt request eats into it rather than
+    // extending it; an interrupt that reached nothing cannot stop the cell, so the kill follows at once.
+    const interruptGrace = this.#grace(this.#policy.interruptGraceMs);
+    try {
+      const delivered = await Promise.race([
+        attempt(() => supervisor.interruptIfCurrent(lease)),
+        interruptGrace.elapsed.then(() => false),
+      ]);
+      this.#emit('interrupt', reason, lease, delivered);
+      if (delivered && !this.#settled) await Promise.race([execution, interruptGrace.elapsed]);
+    } finally {
+      interruptGrace.cancel();
     }
+    if (this.#settled) return this.#finish(this.#settled, reason);
 
-    const killed = await attempt(() => supervisor.killIfCurrent(lease));
-    this.#emit('kill', reason, lease, killed);
-    if (!(await this.#settleWithin(this.#policy.killGraceMs, execution))) {
+    // Kill. The grace bounds the kill itself and the cell's settling after it.
+    const killGrace = this.#grace(this.#policy.killGraceMs);
+    let killReturned = false;
+    let killed: boolean;
+    try {
+      const killing = attempt(() => supervisor.killIfCurrent(lease)).finally(() => {
+        killReturned = true;
+      });
+      killed = await Promise.race([killing, killGrace.elapsed.then(() => false)]);
+      this.#emit('kill', reason, lease, killed);
+      if (killReturned && !this.#settled) await Promise.race([execution, killGrace.elapsed]);
+    } finally {
+      killGrace.cancel();
+    }
+    if (!this.#settled || !killReturned) {
+      // Still stuck (or the kill itself hangs): give the lease up; the next ensure builds a fresh kernel.
       const abandoned = await attempt(() => supervisor.shutdownIfCurrent(lease, 'watchdog_abandoned'));
       this.#emit('abandon', reason, lease, abandoned);
       throw this.#failure(reason, lease, abandoned ? CellTimeoutAbandonedError : CellTimeoutLeaseReplacedError);
     }
     // Nothing was killed (a stale lease, or a kernel the supervisor could not kill): the cell's own answer stands.
-    if (!killed) return this.#finish(this.#settled!, reason);
+    if (!killed) return this.#finish(this.#settled, reason);
 
     let restarted: WatchedLease<any> | undefined;
     try {
@@ -184,19 +205,14 @@ class CellWatch {
     throw this.#failure(reason, lease, CellTimeoutError);
   }
 
-  /** True once the execution has settled, waiting at most `ms` of clock time for it. */
-  async #settleWithin(ms: number, execution: Promise<Settled>): Promise<boolean> {
-    if (this.#settled) return true;
-    if (ms <= 0) return false;
+  /** A grace period on the watchdog's clock: `elapsed` resolves when it ends; `0` ends at once. */
+  #grace(ms: number): { elapsed: Promise<void>; cancel(): void } {
+    if (ms <= 0) return { elapsed: Promise.resolve(), cancel: () => {} };
     let timer: { cancel(): void } | undefined;
-    const elapsed = new Promise<false>((resolve) => {
-      timer = this.#policy.clock.setTimer(() => resolve(false), ms);
+    const elapsed = new Promise<void>((resolve) => {
+      timer = this.#policy.clock.setTimer(resolve, ms);
     });
-    try {
-      return await Promise.race([execution.then(() => true), elapsed]);
-    } finally {
-      timer?.cancel();
-    }
+    return { elapsed, cancel: () => timer?.cancel() };
   }
 
   #finish(settled: Settled, reason: EscalationReason | undefined): ExecuteResult {

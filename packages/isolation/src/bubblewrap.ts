@@ -1,6 +1,6 @@
 import { dirname } from 'node:path';
 import { InvalidOptionsError, type ReadIsolationPolicy } from '@kernelwarden/core';
-import { depth, isAbsolutePath, isWithin } from './paths.js';
+import { depth, isAbsolutePath } from './paths.js';
 
 /**
  * Environment variables removed from every sandboxed command: credentials a kernel could use to reach the
@@ -36,6 +36,11 @@ export interface WrapCommandOptions {
   envPath?: string;
   /** Variables set inside the sandbox (after `TMPDIR=/tmp` and friends). @defaultValue {} */
   setEnv?: Readonly<Record<string, string>>;
+  /**
+   * Directories replaced by a fresh, private tmpfs for this command; the first becomes `TMPDIR`.
+   * @defaultValue [policy.tempDir, '/tmp'] (the canonical system temporary directory, and /tmp)
+   */
+  privateTemp?: readonly string[];
   /** Variables removed inside the sandbox. @defaultValue SANDBOX_UNSET_ENV */
   unsetEnv?: readonly string[];
 }
@@ -66,7 +71,7 @@ export function checkWrapInputs(policy: ReadIsolationPolicy, argv: readonly stri
   else if (argv[0]!.includes('=')) issues.push({ path: 'argv.0', message: 'the command must not contain "="' });
   if (!isAbsolutePath(opts?.workspace) || opts.workspace === '/')
     issues.push({ path: 'workspace', message: 'expected an absolute path other than /' });
-  for (const key of ['readWrite', 'readOnly', 'hide'] as const) {
+  for (const key of ['readWrite', 'readOnly', 'hide', 'privateTemp'] as const) {
     (opts?.[key] ?? []).forEach((p, i) => {
       if (!isAbsolutePath(p)) issues.push({ path: `${key}.${i}`, message: 'expected an absolute path' });
     });
@@ -87,8 +92,8 @@ export function bwrapArguments(
 ): string[] {
   const ops: MountOp[] = [];
   const tmpfs = (path: string) => ops.push({ path, args: ['--tmpfs', path] });
-  tmpfs('/tmp');
-  if (policy.tempDir && !isWithin(policy.tempDir, '/tmp')) tmpfs(policy.tempDir);
+  const privateTemp = privateTempDirs(policy, opts);
+  for (const dir of privateTemp) tmpfs(dir);
   for (const root of policy.roots) tmpfs(root);
   for (const hidden of opts.hide ?? []) tmpfs(hidden);
   for (const allowed of policy.allowedRoots) ops.push({ path: allowed, args: ['--ro-bind', allowed, allowed] });
@@ -99,7 +104,8 @@ export function bwrapArguments(
   // hidden roots, allowed roots and the workspace. The sort is stable, so at equal paths hiding comes first.
   const ordered = ops.map((op, i) => ({ op, i })).sort((a, b) => depth(a.op.path) - depth(b.op.path) || a.i - b.i);
 
-  const env: Record<string, string> = { TMPDIR: '/tmp', TMP: '/tmp', TEMP: '/tmp', ...opts.setEnv };
+  const temp = privateTemp[0] ?? '/tmp';
+  const env: Record<string, string> = { TMPDIR: temp, TMP: temp, TEMP: temp, ...opts.setEnv };
   return [
     '--die-with-parent',
     '--unshare-pid',
@@ -122,6 +128,12 @@ export function bwrapArguments(
   ];
 }
 
+/** The private temporary directories of a command: `opts.privateTemp`, else the policy's temp dir and /tmp. */
+export function privateTempDirs(policy: ReadIsolationPolicy, opts: WrapCommandOptions): string[] {
+  const dirs = opts.privateTemp ?? [policy.tempDir ?? '/tmp', '/tmp'];
+  return [...new Set(dirs)];
+}
+
 /** The bwrap steps that hide the connection file's directory and bind the file alone back read-write. */
 export function connectionFileArguments(connectionFile: string): string[] {
   return ['--tmpfs', dirname(connectionFile), '--bind', connectionFile, connectionFile];
@@ -130,7 +142,7 @@ export function connectionFileArguments(connectionFile: string): string[] {
 /**
  * Builds the command line that runs `argv` under bubblewrap with `policy` enforced: the whole filesystem read-only,
  * an empty read-only tmpfs over each hidden root, allowed roots bound back read-only, the workspace read-write (and
- * the current directory), a private `/tmp` (and `TMPDIR`) per command, a private PID and IPC namespace (so
+ * the current directory), a private tmpfs over the system temporary directory and `/tmp` (and `TMPDIR`) per command, a private PID and IPC namespace (so
  * `/proc/<pid>/environ` of the gateway is out of reach), `--die-with-parent`, and gateway credentials unset.
  *
  * Use it to launch any command under a policy (the kernelspec installer uses it for kernels). It is pure; check the

@@ -40,6 +40,8 @@ export interface InstallIsolatedKernelSpecOptions extends DetectSandboxOptions {
   extraReadWrite?: readonly string[];
   /** More directories hidden like the policy's roots, e.g. the gateway's state directory. @defaultValue [] */
   hide?: readonly string[];
+  /** Directories given a private tmpfs per kernel. @defaultValue [policy.tempDir, '/tmp'] */
+  privateTemp?: readonly string[];
 }
 
 /** Marker replaced at launch by the steps that hide the runtime directory and bind the connection file. */
@@ -107,7 +109,12 @@ export async function installIsolatedKernelSpec(opts: InstallIsolatedKernelSpecO
     });
   }
   const argvBase = opts.baseSpec.argv.map((a) => a.replaceAll('{resource_dir}', opts.baseSpec.resourceDir ?? ''));
-  const wrap = { workspace, readWrite: opts.extraReadWrite ?? [], hide: opts.hide ?? [] };
+  const wrap = {
+    workspace,
+    readWrite: opts.extraReadWrite ?? [],
+    hide: opts.hide ?? [],
+    ...(opts.privateTemp ? { privateTemp: opts.privateTemp } : {}),
+  };
   checkWrapInputs(opts.policy, argvBase, wrap);
   const sandbox = await assertSandbox(opts);
   await verifyIsolation(opts.policy, {

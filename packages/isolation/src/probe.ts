@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readdirSync, rmSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join, relative, sep } from 'node:path';
 import type { ReadIsolationPolicy } from '@kernelwarden/core';
-import { checkWrapInputs, type WrapCommandOptions, wrapCommand } from './bubblewrap.js';
+import { checkWrapInputs, privateTempDirs, type WrapCommandOptions, wrapCommand } from './bubblewrap.js';
 import { IsolationUnavailableError } from './errors.js';
 import { isWithin } from './paths.js';
 import { canonicalTempDir } from './policy.js';
@@ -106,7 +106,10 @@ export async function verifyIsolation(
       `if (: > ${quote(writeProbe)}) 2>/dev/null; then rm -f ${quote(writeProbe)}; else echo 'workspace UNWRITABLE'; fi`,
     );
     lines.push(`if [ -e ${quote(hostTemp)} ]; then echo 'temp SHARED'; fi`);
-    lines.push(`if (: > /tmp/.kernelwarden-probe) 2>/dev/null; then :; else echo 'temp UNWRITABLE'; fi`);
+    const temp = privateTempDirs(policy, opts)[0] ?? '/tmp';
+    lines.push(
+      `if (: > ${quote(join(temp, '.kernelwarden-probe'))}) 2>/dev/null; then :; else echo 'temp UNWRITABLE'; fi`,
+    );
     lines.push(`echo 'probe done'`);
     const argv = wrapCommand(policy, ['/bin/sh', '-c', lines.join('\n')], {
       ...opts,
@@ -145,8 +148,8 @@ export async function verifyIsolation(
     });
     if (out.includes('workspace UNWRITABLE')) failures.push(`the workspace ${opts.workspace} was not writable`);
     if (out.includes('temp SHARED')) failures.push(`the system temporary directory ${tempDir} was visible`);
-    if (out.includes('temp UNWRITABLE')) failures.push('the private /tmp was not writable');
-    checks.push(`workspace ${opts.workspace}: writable`, '/tmp: private');
+    if (out.includes('temp UNWRITABLE')) failures.push(`the private temporary directory ${temp} was not writable`);
+    checks.push(`workspace ${opts.workspace}: writable`, `${temp}: private`);
     if (failures.length > 0) {
       throw new IsolationUnavailableError(
         `The isolation probe failed, so no kernel is started under this policy: ${failures.join('; ')}`,

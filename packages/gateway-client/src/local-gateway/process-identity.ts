@@ -44,9 +44,17 @@ export function currentProcess(): ProcessIdentity {
   return { pid: process.pid, startTime: processStartTime(process.pid) };
 }
 
-/** The identity of a process we just spawned (its start time read at once, before the pid could be reused). */
+/** Start time recorded for a process that was already gone when we looked: it never matches a live one. */
+const GONE = 'gone';
+
+/**
+ * The identity of a running process (its start time read at once, before the pid could be reused). A process
+ * already gone gets an identity that no live process matches, so it can never be signalled by mistake.
+ */
 export function identityOf(pid: number): ProcessIdentity {
-  return { pid, startTime: processStartTime(pid) };
+  const stat = readProcStat(pid);
+  if (stat === 'gone' || pid <= 0) return { pid, startTime: GONE };
+  return { pid, startTime: stat === 'unsupported' ? undefined : stat.startTime };
 }
 
 /**

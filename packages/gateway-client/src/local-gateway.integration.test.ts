@@ -1,0 +1,347 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { inspect } from 'node:util';
+import { kernelPids, processesMentioning, testGateway } from '@kernelwarden/test-env';
+import { build } from 'tsup';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { GatewayUnavailableError } from './errors.js';
+import { GatewayKernel } from './gateway-kernel.js';
+import { identityOf, isProcessAlive } from './local-gateway/process-identity.js';
+import { LocalGateway, type LocalGatewayEvent, type LocalGatewayLease } from './local-gateway.js';
+
+const here = dirname(fileURLToPath(import.meta.url));
+
+/** A directory for this file's state, under the run's root (so the leak teardown sees what we start). */
+function freshDir(name: string): string {
+  const dir = join(testGateway().root, `local-gateway-${name}-${randomBytes(4).toString('hex')}`);
+  mkdirSync(dir, { recursive: true });
+  return dir;
+}
+
+async function waitFor(what: string, check: () => boolean | Promise<boolean>, timeoutMs = 30_000): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** The gateway directory `acquire` uses below a base state dir (there is one per interpreter). */
+function gatewayDirs(stateDir: string): string[] {
+  return readdirSync(stateDir)
+    .filter((n) => n.startsWith('gateway-'))
+    .map((n) => join(stateDir, n));
+}
+
+/** Processes (other than zombies) whose command line mentions `dir`. */
+function liveProcessesMentioning(dir: string): { pid: number; cmdline: string }[] {
+  return processesMentioning(dir).filter((p) => isProcessAlive(identityOf(p.pid)));
+}
+
+async function listKernelIds(lease: { baseUrl: string; token: string }): Promise<string[]> {
+  const res = await fetch(`${lease.baseUrl}/api/kernels`, { headers: { Authorization: `token ${lease.token}` } });
+  expect(res.status).toBe(200);
+  return ((await res.json()) as { id: string }[]).map((k) => k.id);
+}
+
+let bundle: string;
+let childScript: string;
+
+/** A Node child running `child.mjs`: it imports the built module, acquires, prints one JSON line. */
+interface Child {
+  proc: ChildProcess;
+  line: Promise<{ baseUrl: string; pid: number; reused: boolean; kernelId?: string }>;
+  exit: Promise<number | null>;
+}
+
+function startChild(mode: 'hold' | 'kernel', stateDir: string, lingerMs: number): Child {
+  const proc = spawn(process.execPath, [childScript, mode, stateDir, String(lingerMs)], {
+    env: { ...process.env, LG_BUNDLE: bundle },
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
+  let out = '';
+  let err = '';
+  proc.stderr?.on('data', (d: Buffer) => {
+    err += d.toString();
+  });
+  const exit = new Promise<number | null>((r) => proc.once('exit', (code) => r(code)));
+  const line = new Promise<{ baseUrl: string; pid: number; reused: boolean; kernelId?: string }>((res, rej) => {
+    proc.stdout?.on('data', (d: Buffer) => {
+      out += d.toString();
+      const nl = out.indexOf('\n');
+      if (nl >= 0) res(JSON.parse(out.slice(0, nl)));
+    });
+    void exit.then((code) => rej(new Error(`child exited (${code}) before answering: ${err}`)));
+  });
+  return { proc, line, exit };
+}
+
+const children: Child[] = [];
+
+beforeAll(async () => {
+  // The children import the built module (bundled with its dependencies), as another program would.
+  const out = freshDir('bundle');
+  await build({
+    entry: { 'local-gateway': join(here, 'local-gateway.ts') },
+    outDir: out,
+    format: ['esm'],
+    platform: 'node',
+    target: 'node20',
+    noExternal: [/.*/],
+    dts: false,
+    sourcemap: false,
+    splitting: false,
+    silent: true,
+    config: false,
+    tsconfig: resolve(here, '../tsconfig.build.json'),
+  });
+  bundle = join(out, 'local-gateway.js');
+  childScript = join(out, 'child.mjs');
+  writeFileSync(
+    childScript,
+    `const { LocalGateway } = await import(process.env.LG_BUNDLE);
+const [mode, stateDir, linger] = process.argv.slice(2);
+const lease = await LocalGateway.acquire({ stateDir, lingerMs: Number(linger) });
+let kernelId;
+if (mode === 'kernel') {
+  const res = await fetch(lease.baseUrl + '/api/kernels', {
+    method: 'POST',
+    headers: { Authorization: 'token ' + lease.token, 'Content-Type': 'application/json' },
+    body: '{"name":"python3"}',
+  });
+  kernelId = (await res.json()).id;
+  lease.ownership.created(kernelId);
+}
+process.stdout.write(JSON.stringify({ baseUrl: lease.baseUrl, pid: lease.pid, reused: lease.reused, kernelId }) + '\\n');
+await new Promise((r) => { process.stdin.on('data', () => {}); process.stdin.once('end', r); });
+await lease.release();
+`,
+  );
+});
+
+afterEach(async () => {
+  for (const child of children.splice(0)) {
+    if (child.proc.exitCode === null && child.proc.signalCode === null) child.proc.kill('SIGKILL');
+    await child.exit;
+  }
+});
+
+describe('LocalGateway on a real jupyter-server (one shared server)', () => {
+  let stateDir: string;
+
+  beforeAll(() => {
+    stateDir = freshDir('shared');
+  });
+
+  afterAll(async () => {
+    await LocalGateway.stop({ stateDir });
+    await waitFor('no process left mentioning the state dir', () => liveProcessesMentioning(stateDir).length === 0);
+  });
+
+  it('gives two Node processes acquiring at once one server', async () => {
+    const a = startChild('hold', stateDir, 60_000);
+    const b = startChild('hold', stateDir, 60_000);
+    children.push(a, b);
+    const [la, lb] = await Promise.all([a.line, b.line]);
+    expect(la.baseUrl).toBe(lb.baseUrl);
+    expect(la.pid).toBe(lb.pid);
+    expect([la.reused, lb.reused].sort()).toEqual([false, true]);
+    expect(la.baseUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+    const status = await LocalGateway.status({ stateDir });
+    expect(status.running).toBe(true);
+    expect(status.pid).toBe(la.pid);
+    expect(status.holders.map((h) => h.pid).sort()).toEqual([a.proc.pid, b.proc.pid].sort());
+    a.proc.stdin?.end();
+    b.proc.stdin?.end();
+    expect(await a.exit).toBe(0);
+    expect(await b.exit).toBe(0);
+    const after = await LocalGateway.status({ stateDir });
+    expect(after.holders).toEqual([]);
+    expect(after.running).toBe(true); // lingering
+  });
+
+  it('answers 403 to a request without the token, keeps the info file 0600, and never shows the token', async () => {
+    const events: LocalGatewayEvent[] = [];
+    const lease = await LocalGateway.acquire({ stateDir, onEvent: (e) => events.push(e) });
+    try {
+      expect(lease.reused).toBe(true);
+      expect((await fetch(`${lease.baseUrl}/api/kernels`)).status).toBe(403);
+      const wrong = await fetch(`${lease.baseUrl}/api/kernels`, { headers: { Authorization: 'token nope' } });
+      expect(wrong.status).toBe(403);
+      expect(await listKernelIds(lease)).toEqual([]);
+
+      const info = join(lease.stateDir, 'server.json');
+      expect(statSync(info).mode & 0o777).toBe(0o600);
+      expect(statSync(lease.stateDir).mode & 0o777).toBe(0o700);
+      for (const name of readdirSync(lease.stateDir)) {
+        const st = statSync(join(lease.stateDir, name));
+        expect(st.mode & 0o077, name).toBe(0);
+      }
+
+      const { token } = lease;
+      expect(token.length).toBeGreaterThanOrEqual(32);
+      const status = await LocalGateway.status({ stateDir });
+      const mentioning = processesMentioning(lease.stateDir);
+      expect(mentioning.some((p) => p.pid === lease.pid)).toBe(true); // the server names its state dir
+      const places: [string, string][] = [
+        ['server command line', readFileSync(`/proc/${lease.pid}/cmdline`, 'utf8')],
+        ['server environment', readFileSync(`/proc/${lease.pid}/environ`, 'utf8')],
+        ['command lines of every process of the gateway', JSON.stringify(mentioning)],
+        ['server log', readFileSync(join(lease.stateDir, 'server.log'), 'utf8')],
+        ['events', JSON.stringify(events)],
+        ['JSON of the lease', JSON.stringify(lease)],
+        ['inspect of the lease', inspect(lease)],
+        ['status', JSON.stringify(status)],
+      ];
+      for (const [where, text] of places) expect(text.includes(token), where).toBe(false);
+      expect(existsSync(join(lease.stateDir, 'token'))).toBe(false);
+      expect(events.map((e) => e.type)).toContain('server-reused');
+    } finally {
+      await lease.release();
+    }
+  });
+
+  it('takes over a stale lock left by a killed owner', async () => {
+    const [dir] = gatewayDirs(stateDir);
+    const victim = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000)'], { stdio: 'ignore' });
+    await waitFor('the victim to start', () => victim.pid !== undefined && isProcessAlive(identityOf(victim.pid)));
+    const owner = identityOf(victim.pid!);
+    victim.kill('SIGKILL');
+    await new Promise((r) => victim.once('exit', r));
+    writeFileSync(join(dir!, 'lock'), JSON.stringify({ ...owner, acquiredAt: new Date().toISOString() }), {
+      mode: 0o600,
+    });
+
+    const events: LocalGatewayEvent[] = [];
+    const lease = await LocalGateway.acquire({ stateDir, startupTimeoutMs: 20_000, onEvent: (e) => events.push(e) });
+    try {
+      expect(events).toContainEqual({ type: 'lock-takeover', previousOwnerPid: owner.pid });
+      expect(lease.reused).toBe(true);
+      expect(existsSync(join(dir!, 'lock'))).toBe(false); // released after use
+    } finally {
+      await lease.release();
+    }
+  });
+
+  it('deletes, on the next acquire, a kernel whose creating process was SIGKILLed', async () => {
+    const child = startChild('kernel', stateDir, 60_000);
+    children.push(child);
+    const { kernelId } = await child.line;
+    expect(kernelId).toBeTruthy();
+    await waitFor('the kernel process', () => kernelPids(kernelId!).length > 0);
+    const [dir] = gatewayDirs(stateDir);
+    expect(existsSync(join(dir!, 'owners', kernelId!))).toBe(true);
+    child.proc.kill('SIGKILL');
+    await child.exit;
+
+    const events: LocalGatewayEvent[] = [];
+    const lease = await LocalGateway.acquire({ stateDir, onEvent: (e) => events.push(e) });
+    try {
+      expect(events).toContainEqual({ type: 'kernel-reaped', kernelId, ownerPid: child.proc.pid });
+      expect(await listKernelIds(lease)).not.toContain(kernelId);
+      expect(existsSync(join(dir!, 'owners', kernelId!))).toBe(false);
+      await waitFor('the kernel process to exit', () => kernelPids(kernelId!).length === 0, 15_000);
+    } finally {
+      await lease.release();
+    }
+  });
+
+  it('serves GatewayKernel through a lease: ownership is recorded, and all of a 20 MB cell arrives', async () => {
+    const lease = await LocalGateway.acquire({ stateDir });
+    const kernel = await GatewayKernel.start({ gateway: lease, startupTimeoutMs: 60_000 }).catch(async (e: unknown) => {
+      await lease.release();
+      throw e;
+    });
+    try {
+      expect(existsSync(join(lease.stateDir, 'owners', kernel.id))).toBe(true);
+      let chars = 0;
+      let lines = 0;
+      const result = await kernel.execute("for i in range(200000): print('x'*99)", {
+        onOutput: (o) => {
+          if (o.type === 'stream' && o.name === 'stdout') {
+            chars += o.text.length;
+            for (let i = o.text.indexOf('\n'); i >= 0; i = o.text.indexOf('\n', i + 1)) lines++;
+          }
+        },
+      });
+      expect(result.status).toBe('ok');
+      expect(result.outputDropped ?? false).toBe(false);
+      expect(lines).toBe(200_000);
+      expect(chars).toBe(200_000 * 100);
+    } finally {
+      const shutdown = await kernel.shutdown();
+      await lease.release();
+      expect(shutdown).toEqual({ confirmed: true });
+    }
+    expect(existsSync(join(lease.stateDir, 'owners', kernel.id))).toBe(false);
+  });
+
+  it('puts the log tail of a server that dies at start-up in the error, with the token masked', async () => {
+    const fakeDir = freshDir('fake-server');
+    const fake = join(fakeDir, 'jupyter-server');
+    const leaked = join(fakeDir, 'leaked-token');
+    writeFileSync(
+      fake,
+      `#!/bin/sh\ncp "$JUPYTER_TOKEN_FILE" "${leaked}"\necho "token is $(cat "$JUPYTER_TOKEN_FILE")"\nexit 3\n`,
+    );
+    chmodSync(fake, 0o755);
+    const events: LocalGatewayEvent[] = [];
+    const error = await LocalGateway.acquire({ stateDir, command: fake, onEvent: (e) => events.push(e) }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(GatewayUnavailableError.isInstance(error)).toBe(true);
+    const message = (error as Error).message;
+    expect(message).toMatch(/exited during start-up \(exit code 3\)/);
+    expect(message).toContain('token is <token>');
+    const token = readFileSync(leaked, 'utf8');
+    expect(token.length).toBeGreaterThanOrEqual(32);
+    expect(message.includes(token)).toBe(false);
+    expect(inspect(error).includes(token)).toBe(false);
+    expect(JSON.stringify(events).includes(token)).toBe(false);
+  });
+});
+
+describe('LocalGateway lifetime', () => {
+  const dirs: string[] = [];
+  afterEach(async () => {
+    for (const stateDir of dirs.splice(0)) {
+      await LocalGateway.stop({ stateDir });
+      await waitFor('no process left mentioning the state dir', () => liveProcessesMentioning(stateDir).length === 0);
+    }
+  });
+
+  it('stops the server at the last release when lingerMs is 0', async () => {
+    const stateDir = freshDir('linger0');
+    dirs.push(stateDir);
+    const first = await LocalGateway.acquire({ stateDir, lingerMs: 0 });
+    const second = await LocalGateway.acquire({ stateDir, lingerMs: 0 });
+    const server = identityOf(first.pid);
+    await first.release();
+    expect(isProcessAlive(server)).toBe(true); // still held by `second`
+    await second.release();
+    expect(isProcessAlive(server)).toBe(false);
+    expect(existsSync(join(first.stateDir, 'server.json'))).toBe(false);
+    await waitFor('the watcher to exit too', () => liveProcessesMentioning(stateDir).length === 0);
+    expect((await LocalGateway.status({ stateDir })).running).toBe(false);
+  });
+
+  it('stops the server after the linger once its only holder was SIGKILLed without releasing', async () => {
+    const stateDir = freshDir('linger-killed');
+    dirs.push(stateDir);
+    const child = startChild('hold', stateDir, 300);
+    children.push(child);
+    const { pid } = await child.line;
+    const server = identityOf(pid);
+    child.proc.kill('SIGKILL');
+    await child.exit;
+    await waitFor('the watcher to stop the lingering server', () => !isProcessAlive(server), 60_000);
+    await waitFor('no process left mentioning the state dir', () => liveProcessesMentioning(stateDir).length === 0);
+    const [dir] = gatewayDirs(stateDir);
+    expect(existsSync(join(dir!, 'server.json'))).toBe(false);
+    expect(await LocalGateway.stop({ stateDir })).toEqual({ stopped: false });
+  });
+});

@@ -1,0 +1,159 @@
+import { spawn } from 'node:child_process';
+import { mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { InvalidOptionsError } from '@kernelwarden/core';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { wrapCommand } from './bubblewrap.js';
+import { runProcess } from './subprocess.js';
+
+const policy = {
+  roots: ['/srv/data', '/srv/users'],
+  allowedRoots: ['/srv/data/sessions/s1/inputs', '/srv/users/alice'],
+  tempDir: '/tmp',
+};
+
+function mountOrder(argv: string[]): string[] {
+  const ops: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]!;
+    if (a === '--tmpfs') ops.push(`tmpfs ${argv[i + 1]}`);
+    if (a === '--ro-bind' && argv[i + 1] !== '/') ops.push(`ro ${argv[i + 1]}`);
+    if (a === '--bind') ops.push(`rw ${argv[i + 1]}`);
+  }
+  return ops;
+}
+
+describe('wrapCommand', () => {
+  it('keeps SIGINT from bwrap and gives it back to the command, dies with its parent, and never starts a new session', () => {
+    const argv = wrapCommand(policy, ['python3', '-m', 'ipykernel_launcher'], { workspace: '/srv/work/ws' });
+    expect(argv.slice(0, 3)).toEqual(['/usr/bin/env', '--ignore-signal=INT', 'bwrap']);
+    const sep = argv.indexOf('--');
+    expect(argv.slice(sep)).toEqual([
+      '--',
+      '/usr/bin/env',
+      '--default-signal=INT',
+      'python3',
+      '-m',
+      'ipykernel_launcher',
+    ]);
+    expect(argv).toContain('--die-with-parent');
+    expect(argv).toContain('--unshare-pid');
+    expect(argv).not.toContain('--new-session');
+    expect(argv.join(' ')).toContain('--ro-bind / / --dev /dev --proc /proc');
+  });
+
+  it('mounts parents before children so the most specific rule wins', () => {
+    const argv = wrapCommand(
+      { roots: ['/srv/ws/secret', '/srv/data'], allowedRoots: ['/srv/data/in'], tempDir: '/tmp' },
+      ['true'],
+      { workspace: '/srv/ws' },
+    );
+    expect(mountOrder(argv)).toEqual([
+      'tmpfs /tmp',
+      'tmpfs /srv/data',
+      'rw /srv/ws',
+      'tmpfs /srv/ws/secret',
+      'ro /srv/data/in',
+    ]);
+    const remount = argv.flatMap((a, i) => (a === '--remount-ro' ? [argv[i + 1]] : []));
+    expect(remount).toEqual(['/srv/ws/secret', '/srv/data']);
+  });
+
+  it('hides the connection file directory last and binds the file alone back', () => {
+    const argv = wrapCommand(policy, ['true'], {
+      workspace: '/srv/work/ws',
+      connectionFile: '/srv/state/runtime/kernel-1.json',
+    });
+    expect(mountOrder(argv).slice(-2)).toEqual(['tmpfs /srv/state/runtime', 'rw /srv/state/runtime/kernel-1.json']);
+  });
+
+  it('unsets gateway credentials and points TMPDIR at the private temp', () => {
+    const argv = wrapCommand({ ...policy, tempDir: '/var/tmp/sys' }, ['true'], { workspace: '/srv/ws' }).join(' ');
+    expect(argv).toContain('--unsetenv JUPYTER_TOKEN');
+    expect(argv).toContain('--unsetenv JPY_PARENT_PID');
+    expect(argv).toContain('--tmpfs /var/tmp/sys');
+    expect(argv).toContain('--tmpfs /tmp');
+    expect(argv).toContain('--setenv TMPDIR /var/tmp/sys');
+    expect(argv).toContain('--chdir /srv/ws');
+  });
+
+  it('names the bad field of malformed input', () => {
+    try {
+      wrapCommand(policy, ['true'], { workspace: 'relative' });
+      expect.unreachable();
+    } catch (error) {
+      expect(InvalidOptionsError.isInstance(error)).toBe(true);
+      expect((error as InvalidOptionsError).path).toBe('workspace');
+    }
+    expect(() => wrapCommand({ roots: ['/'], allowedRoots: [] }, ['true'], { workspace: '/srv/ws' })).toThrow(
+      /policy\.roots\.0/,
+    );
+    expect(() => wrapCommand(policy, [], { workspace: '/srv/ws' })).toThrow(/argv/);
+  });
+});
+
+describe('wrapCommand under real bubblewrap', () => {
+  let base: string;
+  beforeEach(() => {
+    base = realpathSync(mkdtempSync(join(tmpdir(), 'kw-wrap-')));
+  });
+  afterEach(() => rmSync(base, { recursive: true, force: true }));
+
+  it('gives the command a private /tmp by default', async () => {
+    const ws = join(base, 'ws');
+    const hidden = join(base, 'hidden');
+    mkdirSync(ws);
+    mkdirSync(hidden);
+    writeFileSync(join(base, 'host-file'), 'x');
+    const argv = wrapCommand({ roots: [hidden], allowedRoots: [] }, ['/bin/sh', '-c', 'ls -A /tmp; echo "T=$TMPDIR"'], {
+      workspace: ws,
+    });
+    const result = await runProcess(argv, { timeoutMs: 20_000 });
+    expect(result.stderr).toBe('');
+    expect(result.code).toBe(0);
+    // /tmp holds only the way to the workspace (bound back), nothing else of the host's /tmp.
+    expect(result.stdout.trim().split('\n')).toEqual([base.split('/')[2], 'T=/tmp']);
+  });
+
+  it('delivers SIGINT sent to the process group to the command, which survives it; bwrap survives too', async () => {
+    const ws = join(base, 'ws');
+    const hidden = join(base, 'hidden');
+    mkdirSync(ws);
+    mkdirSync(hidden);
+    const script = [
+      'import signal, sys, time',
+      'try:',
+      '    print("ready", flush=True)',
+      '    time.sleep(30)',
+      'except KeyboardInterrupt:',
+      '    print("interrupted", flush=True)',
+      'print("still alive", flush=True)',
+    ].join('\n');
+    const argv = wrapCommand({ roots: [hidden], allowedRoots: [] }, ['/usr/bin/python3', '-c', script], {
+      workspace: ws,
+    });
+    const child = spawn(argv[0]!, argv.slice(1), { detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    const ready = new Promise<void>((resolve) =>
+      child.stdout.on('data', (chunk: Buffer) => {
+        out += chunk.toString();
+        if (out.includes('ready')) resolve();
+      }),
+    );
+    const exited = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)));
+    try {
+      await ready;
+      process.kill(-child.pid!, 'SIGINT');
+      expect(await exited).toBe(0);
+      expect(out).toContain('interrupted');
+      expect(out).toContain('still alive');
+    } finally {
+      try {
+        process.kill(-child.pid!, 'SIGKILL');
+      } catch {
+        // gone
+      }
+    }
+  });
+});

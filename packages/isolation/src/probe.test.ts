@@ -1,0 +1,56 @@
+import { mkdirSync, mkdtempSync, readdirSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { IsolationUnavailableError } from './errors.js';
+import { createReadIsolationPolicy } from './policy.js';
+import { verifyIsolation } from './probe.js';
+
+let base: string;
+let temp: string;
+let data: string;
+let inputs: string;
+let ws: string;
+
+beforeEach(() => {
+  base = realpathSync(mkdtempSync(join(tmpdir(), 'kw-probe-')));
+  temp = join(base, 'systmp');
+  data = join(base, 'data');
+  inputs = join(data, 'sessions', 's1', 'inputs');
+  ws = join(base, 'ws');
+  for (const d of [temp, inputs, ws]) mkdirSync(d, { recursive: true });
+  writeFileSync(join(data, 'secret.txt'), 'secret');
+});
+afterEach(() => rmSync(base, { recursive: true, force: true }));
+
+describe('verifyIsolation', () => {
+  it('passes for an enforceable policy and leaves no canary behind', async () => {
+    const policy = createReadIsolationPolicy({
+      roots: [{ path: data, label: 'data' }],
+      allowedRoots: [{ path: inputs, label: 'inputs' }],
+      tempDir: temp,
+    });
+    const report = await verifyIsolation(policy, { workspace: ws, privateTemp: [temp] });
+    expect(report.checks).toContain(`hidden ${data}: canary unreadable directly and through a link`);
+    expect(report.checks).toContain(`allowed ${inputs}: readable`);
+    expect(readdirSync(data).sort()).toEqual(['secret.txt', 'sessions']);
+    expect(readdirSync(temp)).toEqual([]);
+    expect(readdirSync(ws)).toEqual([]);
+  });
+
+  it('refuses with probe-failed when the sandbox would let a hidden root be read', async () => {
+    // A hand-made policy that binds its own root back: the probe must catch it.
+    const leaky = { roots: [data], allowedRoots: [data], tempDir: temp };
+    const error = await verifyIsolation(leaky, { workspace: ws, privateTemp: [temp] }).catch((e: unknown) => e);
+    expect(IsolationUnavailableError.isInstance(error)).toBe(true);
+    expect(error).toMatchObject({ reason: 'probe-failed' });
+    expect((error as Error).message).toMatch(/was readable through a symbolic link/);
+  });
+
+  it('refuses with no-bubblewrap when bwrap is missing, before writing anything', async () => {
+    const policy = createReadIsolationPolicy({ roots: [{ path: data, label: 'data' }], tempDir: temp });
+    const error = await verifyIsolation(policy, { workspace: ws, searchPath: '/nonexistent' }).catch((e: unknown) => e);
+    expect(error).toMatchObject({ name: 'IsolationUnavailableError', reason: 'no-bubblewrap' });
+    expect(readdirSync(data).sort()).toEqual(['secret.txt', 'sessions']);
+  });
+});

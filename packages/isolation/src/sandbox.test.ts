@@ -1,0 +1,20 @@
+import { describe, expect, it } from 'vitest';
+import { IsolationUnavailableError } from './errors.js';
+import { assertSandbox, detectSandbox } from './sandbox.js';
+
+describe('detectSandbox', () => {
+  it('finds a working bubblewrap here by running a trivial sandbox', async () => {
+    const status = await detectSandbox();
+    expect(status).toMatchObject({ available: true, backend: 'bubblewrap' });
+    if (status.available) expect(status.version).toMatch(/^bubblewrap /);
+  });
+
+  it('reports no-bubblewrap when bwrap is not on the search path, and assertSandbox refuses', async () => {
+    const status = await detectSandbox({ searchPath: '/nonexistent' });
+    expect(status).toMatchObject({ available: false, reason: 'no-bubblewrap' });
+    const error = await assertSandbox({ searchPath: '/nonexistent' }).catch((e: unknown) => e);
+    expect(IsolationUnavailableError.isInstance(error)).toBe(true);
+    expect(error).toMatchObject({ code: 'ISOLATION_UNAVAILABLE', reason: 'no-bubblewrap' });
+    expect((error as Error).message).toMatch(/bubblewrap \(bwrap\) was not found/);
+  });
+});

@@ -1,2 +1,13 @@
-// Public entry of @kernelwarden/cli; its content lands with the package's own issue.
-export {};
+export type { Command, GatewayAction, Language, RunSource, StackOptions } from './args.js';
+export { parseCommand } from './args.js';
+export type { CliIo } from './cli-io.js';
+export type { DoctorCheck, DoctorProbe } from './doctor.js';
+export { formatDoctor, runDoctor, systemProbe } from './doctor.js';
+export { formatDuration, parseDuration } from './duration.js';
+export { ExitCode } from './exit-code.js';
+export { helpText } from './help.js';
+export { main } from './main.js';
+export type { SavedFile, TextSink } from './output-printer.js';
+export { OutputPrinter, stripAnsi } from './output-printer.js';
+export { Spinner, type SpinnerStream } from './spinner.js';
+export { UsageError } from './usage-error.js';

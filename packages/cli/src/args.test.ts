@@ -1,0 +1,189 @@
+import { describe, expect, it } from 'vitest';
+import { type Command, parseCommand } from './args.js';
+import { UsageError } from './usage-error.js';
+
+function run(argv: string[], env: Record<string, string> = {}) {
+  const command = parseCommand(argv, { env, cwd: '/work' });
+  if (command.command !== 'run') throw new Error(`expected run, got ${command.command}`);
+  return command;
+}
+
+function usage(argv: string[], env: Record<string, string> = {}): UsageError {
+  try {
+    parseCommand(argv, { env, cwd: '/work' });
+  } catch (error) {
+    expect(UsageError.isInstance(error)).toBe(true);
+    return error as UsageError;
+  }
+  throw new Error(`expected a usage error for ${argv.join(' ')}`);
+}
+
+describe('parseCommand: run', () => {
+  it('reads -c CODE with the defaults', () => {
+    const { source, stack } = run(['run', '-c', 'print(1+1)']);
+    expect(source).toEqual({ kind: 'code', code: 'print(1+1)' });
+    expect(stack).toEqual({
+      language: 'python',
+      timeoutMs: undefined,
+      interruptGraceMs: undefined,
+      killGraceMs: undefined,
+      cwd: '/work',
+      env: {},
+      gatewayUrl: undefined,
+      tokenEnv: 'KERNELWARDEN_GATEWAY_TOKEN',
+      hide: [],
+      allow: [],
+      outputsDir: undefined,
+      json: false,
+    });
+  });
+
+  it('reads every flag, repeated ones in order', () => {
+    const { stack } = run([
+      'run',
+      '-c',
+      'x',
+      '--lang',
+      'r',
+      '--timeout',
+      '2m',
+      '--interrupt-grace',
+      '500ms',
+      '--kill-grace',
+      '1s',
+      '--cwd',
+      '/tmp/w',
+      '--env',
+      'A=1',
+      '-e',
+      'B=x=y',
+      '--gateway',
+      'http://127.0.0.1:8888/',
+      '--token-env',
+      'MY_TOKEN',
+      '--hide',
+      '/home/a',
+      '--hide',
+      '/srv',
+      '--allow',
+      '/home/a/p',
+      '-o',
+      'out',
+      '--json',
+    ]);
+    expect(stack).toEqual({
+      language: 'r',
+      timeoutMs: 120_000,
+      interruptGraceMs: 500,
+      killGraceMs: 1000,
+      cwd: '/tmp/w',
+      env: { A: '1', B: 'x=y' },
+      gatewayUrl: 'http://127.0.0.1:8888',
+      tokenEnv: 'MY_TOKEN',
+      hide: ['/home/a', '/srv'],
+      allow: ['/home/a/p'],
+      outputsDir: 'out',
+      json: true,
+    });
+  });
+
+  it('takes a FILE, - for stdin, and infers R from a .R file', () => {
+    expect(run(['run', 'job.py']).source).toEqual({ kind: 'file', path: 'job.py' });
+    expect(run(['run', 'analysis.R']).stack.language).toBe('r');
+    expect(run(['run', 'analysis.R', '--lang', 'python']).stack.language).toBe('python');
+    expect(run(['run', '-']).source).toEqual({ kind: 'stdin' });
+  });
+
+  it('says what is wrong with --timeout 5x and gives an example', () => {
+    const error = usage(['run', '-c', 'x', '--timeout', '5x']);
+    expect(error.message).toBe(
+      '--timeout "5x" is not a duration: use a number with a unit, e.g. 30s, 500ms or 2m (0 turns it off)',
+    );
+    expect(error.code).toBe('USAGE');
+    expect(error.command).toBe('run');
+  });
+
+  it('accepts --timeout 0 as "off"', () => {
+    expect(run(['run', '-c', 'x', '--timeout', '0']).stack.timeoutMs).toBe(0);
+  });
+
+  it('takes the graces from the environment, and names the variable when it is wrong', () => {
+    const env = { KERNELWARDEN_INTERRUPT_GRACE: '1s', KERNELWARDEN_KILL_GRACE: '250ms' };
+    const { stack } = run(['run', '-c', 'x'], env);
+    expect([stack.interruptGraceMs, stack.killGraceMs]).toEqual([1000, 250]);
+    expect(run(['run', '-c', 'x', '--kill-grace', '2s'], env).stack.killGraceMs).toBe(2000);
+    expect(usage(['run', '-c', 'x'], { KERNELWARDEN_KILL_GRACE: 'soon' }).message).toMatch(
+      /^KERNELWARDEN_KILL_GRACE "soon" is not a duration/,
+    );
+  });
+
+  it('refuses a bad language, env pair, URL and token variable with the flag named', () => {
+    expect(usage(['run', '-c', 'x', '--lang', 'julia']).message).toBe(
+      '--lang "julia" is not a language: use python or r',
+    );
+    expect(usage(['run', '-c', 'x', '--env', 'NOVALUE']).message).toMatch(/^--env "NOVALUE" is not KEY=VALUE/);
+    expect(usage(['run', '-c', 'x', '--env', '=1']).message).toMatch(/^--env "=1" is not KEY=VALUE/);
+    expect(usage(['run', '-c', 'x', '--gateway', 'localhost:8888']).message).toMatch(/^--gateway must be an http/);
+    expect(usage(['run', '-c', 'x', '--gateway', 'not a url']).message).toMatch(/^--gateway "not a url" is not a URL/);
+    expect(usage(['run', '-c', 'x', '--token-env', 'my-token']).message).toMatch(/^--token-env must name/);
+  });
+
+  it('refuses a gateway URL that carries a token, without repeating it', () => {
+    const error = usage(['run', '-c', 'x', '--gateway', 'http://127.0.0.1:8888/?token=s3cret']);
+    expect(error.message).toMatch(/must not carry credentials/);
+    expect(error.message).not.toContain('s3cret');
+  });
+
+  it('refuses --allow without --hide', () => {
+    expect(usage(['run', '-c', 'x', '--allow', '/a']).message).toMatch(/--allow .* --hide/);
+  });
+
+  it('refuses nothing to run, two sources, unknown flags and missing values', () => {
+    expect(usage(['run']).message).toMatch(/^nothing to run/);
+    expect(usage(['run', 'a.py', '-c', 'x']).message).toMatch(/either FILE or -c CODE/);
+    expect(usage(['run', 'a.py', 'b.py']).message).toMatch(/one FILE/);
+    expect(usage(['run', '-c', 'x', '--tiemout', '3s']).message).toBe('unknown option --tiemout');
+    expect(usage(['run', '-c', 'x', '--timeout']).message).toBe('--timeout needs a value');
+  });
+});
+
+describe('parseCommand: the other commands', () => {
+  it('reads help, --help and --version', () => {
+    expect(parseCommand([])).toEqual({ command: 'help', topic: undefined });
+    expect(parseCommand(['--help'])).toEqual({ command: 'help', topic: undefined });
+    expect(parseCommand(['help', 'run'])).toEqual({ command: 'help', topic: 'run' });
+    expect(parseCommand(['run', '--help'])).toEqual({ command: 'help', topic: 'run' });
+    expect(parseCommand(['--version'])).toEqual({ command: 'version' });
+  });
+
+  it('reads repl and demo with stack flags', () => {
+    const repl = parseCommand(['repl', '--lang', 'r', '--timeout', '10s']) as Extract<Command, { command: 'repl' }>;
+    expect(repl.stack.language).toBe('r');
+    expect(repl.stack.timeoutMs).toBe(10_000);
+    expect(parseCommand(['demo']).command).toBe('demo');
+    expect(usage(['repl', 'extra']).message).toBe('repl takes no argument: "extra"');
+  });
+
+  it('reads doctor and gateway actions', () => {
+    expect(parseCommand(['doctor', '--json'])).toEqual({ command: 'doctor', json: true });
+    expect(parseCommand(['gateway', 'status'])).toEqual({
+      command: 'gateway',
+      action: 'status',
+      json: false,
+      lines: 50,
+    });
+    expect(parseCommand(['gateway', 'logs', '-n', '5'])).toMatchObject({ action: 'logs', lines: 5 });
+    expect(usage(['gateway']).message).toMatch(/start, status, stop or logs/);
+    expect(usage(['gateway', 'restart']).message).toBe(
+      'unknown gateway action "restart": use start, status, stop or logs',
+    );
+    expect(usage(['gateway', 'logs', '-n', 'many']).message).toMatch(/--lines "many" is not a positive whole number/);
+  });
+
+  it('suggests the command meant', () => {
+    expect(usage(['rnu']).message).toBe('unknown command "rnu"');
+    expect(usage(['rpl']).message).toBe('unknown command "rpl"');
+    expect(usage(['repel']).message).toBe('unknown command "repel"; did you mean "repl"?');
+    expect(usage(['--timeout', '3s']).message).toMatch(/comes before a command/);
+  });
+});

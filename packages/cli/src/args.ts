@@ -1,0 +1,346 @@
+import { type ParseArgsConfig, parseArgs } from 'node:util';
+import { z } from 'zod';
+import { parseDuration } from './duration.js';
+import { UsageError } from './usage-error.js';
+
+/** The language a cell runs in. */
+export type Language = 'python' | 'r';
+
+/**
+ * How to build the kernel stack: shared by `run`, `repl` and `demo`.
+ *
+ * Every field comes from a flag; `createStack()` takes the same object.
+ */
+export interface StackOptions {
+  /** Language of the first cell (`repl` can switch). @defaultValue `'python'` (`'r'` for a `.R` file) */
+  language: Language;
+  /** Cell timeout in ms; `0` disables it; `undefined` leaves the watchdog's default (`KERNELWARDEN_CELL_TIMEOUT` or 900 s). */
+  timeoutMs: number | undefined;
+  /** How long the watchdog waits after interrupting a timed-out cell before it kills the kernel. */
+  interruptGraceMs: number | undefined;
+  /** How long the watchdog waits after killing before it restarts the kernel. */
+  killGraceMs: number | undefined;
+  /** Working directory of the kernel. @defaultValue the current directory */
+  cwd: string;
+  /** Extra environment variables for the kernel (`--env K=V`). */
+  env: Record<string, string>;
+  /** A remote gateway URL; absent = the embedded local gateway. */
+  gatewayUrl: string | undefined;
+  /** Name of the environment variable holding the remote gateway's token. @defaultValue `KERNELWARDEN_GATEWAY_TOKEN` */
+  tokenEnv: string;
+  /** Directories the kernel must not read (`--hide`). */
+  hide: string[];
+  /** Directories inside hidden ones the kernel may read again (`--allow`). */
+  allow: string[];
+  /** Where image outputs are saved; absent = not saved. */
+  outputsDir: string | undefined;
+  /** Print one JSON document instead of streaming. */
+  json: boolean;
+}
+
+/** What `run` executes: a file, inline code, or standard input (`-`). */
+export type RunSource = { kind: 'file'; path: string } | { kind: 'code'; code: string } | { kind: 'stdin' };
+
+/** A parsed command line. */
+export type Command =
+  | { command: 'help'; topic: string | undefined }
+  | { command: 'version' }
+  | { command: 'run'; source: RunSource; stack: StackOptions }
+  | { command: 'repl'; stack: StackOptions }
+  | { command: 'demo'; stack: StackOptions }
+  | { command: 'doctor'; json: boolean }
+  | { command: 'gateway'; action: GatewayAction; json: boolean; lines: number };
+
+/** What `kernelwarden gateway` can do with the embedded gateway. */
+export type GatewayAction = 'start' | 'status' | 'stop' | 'logs';
+
+const DURATION_EXAMPLE = 'e.g. 30s, 500ms or 2m';
+
+function durationField(flag: string) {
+  return z.string().transform((text, ctx) => {
+    const ms = parseDuration(text);
+    if (ms === undefined) {
+      ctx.addIssue({
+        code: 'custom',
+        message: `${flag} "${text}" is not a duration: use a number with a unit, ${DURATION_EXAMPLE} (0 turns it off)`,
+      });
+      return z.NEVER;
+    }
+    return ms;
+  });
+}
+
+const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
+const stackSchema = z.object({
+  lang: z
+    .string()
+    .optional()
+    .transform((text, ctx) => {
+      if (text === undefined) return undefined;
+      const lang = text.toLowerCase();
+      if (lang === 'python' || lang === 'py' || lang === 'python3') return 'python' as const;
+      if (lang === 'r') return 'r' as const;
+      ctx.addIssue({ code: 'custom', message: `--lang "${text}" is not a language: use python or r` });
+      return z.NEVER;
+    }),
+  timeout: durationField('--timeout').optional(),
+  'interrupt-grace': durationField('--interrupt-grace').optional(),
+  'kill-grace': durationField('--kill-grace').optional(),
+  cwd: z.string().min(1, '--cwd needs a directory').optional(),
+  env: z
+    .array(
+      z.string().transform((text, ctx) => {
+        const eq = text.indexOf('=');
+        const key = eq > 0 ? text.slice(0, eq) : '';
+        if (!ENV_NAME.test(key)) {
+          ctx.addIssue({ code: 'custom', message: `--env "${text}" is not KEY=VALUE, e.g. --env MPLBACKEND=Agg` });
+          return z.NEVER;
+        }
+        return [key, text.slice(eq + 1)] as const;
+      }),
+    )
+    .default([]),
+  gateway: z
+    .string()
+    .optional()
+    .transform((text, ctx) => {
+      if (text === undefined) return undefined;
+      let url: URL;
+      try {
+        url = new URL(text);
+      } catch {
+        ctx.addIssue({ code: 'custom', message: `--gateway "${text}" is not a URL, e.g. http://127.0.0.1:8888` });
+        return z.NEVER;
+      }
+      if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+        ctx.addIssue({
+          code: 'custom',
+          message: `--gateway must be an http:// or https:// URL, not ${url.protocol}//`,
+        });
+        return z.NEVER;
+      }
+      if (url.username || url.password || url.searchParams.has('token')) {
+        ctx.addIssue({
+          code: 'custom',
+          message: '--gateway must not carry credentials: put the token in an environment variable (--token-env)',
+        });
+        return z.NEVER;
+      }
+      return url.href.replace(/\/+$/, '');
+    }),
+  'token-env': z
+    .string()
+    .regex(ENV_NAME, '--token-env must name an environment variable, e.g. --token-env MY_GATEWAY_TOKEN')
+    .optional(),
+  hide: z.array(z.string().min(1, '--hide needs a directory')).default([]),
+  allow: z.array(z.string().min(1, '--allow needs a directory')).default([]),
+  'outputs-dir': z.string().min(1, '--outputs-dir needs a directory').optional(),
+  json: z.boolean().optional(),
+});
+
+const STACK_FLAGS = {
+  lang: { type: 'string', short: 'l' },
+  timeout: { type: 'string', short: 't' },
+  'interrupt-grace': { type: 'string' },
+  'kill-grace': { type: 'string' },
+  cwd: { type: 'string' },
+  env: { type: 'string', short: 'e', multiple: true },
+  gateway: { type: 'string' },
+  'token-env': { type: 'string' },
+  hide: { type: 'string', multiple: true },
+  allow: { type: 'string', multiple: true },
+  'outputs-dir': { type: 'string', short: 'o' },
+  json: { type: 'boolean' },
+  help: { type: 'boolean', short: 'h' },
+} as const satisfies ParseArgsConfig['options'];
+
+/** Environment variables that stand in for the grace flags (handy in tests and CI). */
+const GRACE_ENV = {
+  'interrupt-grace': 'KERNELWARDEN_INTERRUPT_GRACE',
+  'kill-grace': 'KERNELWARDEN_KILL_GRACE',
+} as const;
+
+const COMMANDS = ['run', 'repl', 'demo', 'doctor', 'gateway', 'help'] as const;
+
+/**
+ * Parses and validates a `kernelwarden` command line (without `node` and the script path).
+ *
+ * Use it to drive the CLI from code or tests; throws `UsageError` with a message that names the bad flag and
+ * shows an example. `env` supplies `KERNELWARDEN_INTERRUPT_GRACE` / `KERNELWARDEN_KILL_GRACE` defaults and `cwd`
+ * the default working directory.
+ */
+export function parseCommand(
+  argv: readonly string[],
+  opts: { env?: Record<string, string | undefined>; cwd?: string } = {},
+): Command {
+  const env = opts.env ?? {};
+  const cwd = opts.cwd ?? '.';
+  const [first, ...rest] = argv;
+  if (first === undefined || first === '--help' || first === '-h') return { command: 'help', topic: undefined };
+  if (first === '--version' || first === '-V') return { command: 'version' };
+  if (first === 'help') return { command: 'help', topic: rest[0] };
+  if (first.startsWith('-')) {
+    throw new UsageError(`"${first}" comes before a command: put it after one, e.g. kernelwarden run ${first} …`);
+  }
+  switch (first) {
+    case 'run':
+      return parseRun(rest, env, cwd);
+    case 'repl':
+    case 'demo': {
+      const { values, positionals } = parseFlags(first, rest, STACK_FLAGS);
+      if (values.help) return { command: 'help', topic: first };
+      if (positionals.length > 0)
+        throw new UsageError(`${first} takes no argument: "${positionals[0]}"`, { command: first });
+      return { command: first, stack: parseStack(first, values, env, cwd, undefined) };
+    }
+    case 'doctor': {
+      const { values, positionals } = parseFlags('doctor', rest, {
+        json: { type: 'boolean' },
+        help: { type: 'boolean', short: 'h' },
+      });
+      if (values.help) return { command: 'help', topic: 'doctor' };
+      if (positionals.length > 0)
+        throw new UsageError(`doctor takes no argument: "${positionals[0]}"`, { command: 'doctor' });
+      return { command: 'doctor', json: values.json === true };
+    }
+    case 'gateway':
+      return parseGateway(rest);
+    default: {
+      const near = COMMANDS.find((c) => c.startsWith(first.slice(0, 2)));
+      throw new UsageError(`unknown command "${first}"${near ? `; did you mean "${near}"?` : ''}`);
+    }
+  }
+}
+
+function parseFlags<const O extends NonNullable<ParseArgsConfig['options']>>(
+  command: string,
+  args: readonly string[],
+  options: O,
+) {
+  try {
+    return parseArgs({ args: [...args], options, allowPositionals: true, strict: true });
+  } catch (error) {
+    throw new UsageError(describeParseError(error), { command, cause: error });
+  }
+}
+
+function describeParseError(error: unknown): string {
+  const message = error instanceof Error ? error.message : String(error);
+  // node's messages: "Unknown option '--x'. To specify a positional argument starting with a '-', ..."
+  const unknown = /Unknown option '([^']+)'/.exec(message);
+  if (unknown) return `unknown option ${unknown[1]}`;
+  const missing = /Option '([^']+)' argument missing/.exec(message);
+  if (missing) return `${missing[1]?.replace(/^-\w, /, '').replace(/ <value>$/, '')} needs a value`;
+  return message.split('. ')[0] ?? message;
+}
+
+function parseRun(args: readonly string[], env: Record<string, string | undefined>, cwd: string): Command {
+  const { values, positionals } = parseFlags('run', args, {
+    ...STACK_FLAGS,
+    code: { type: 'string', short: 'c' },
+  });
+  if (values.help) return { command: 'help', topic: 'run' };
+  let source: RunSource;
+  if (values.code !== undefined) {
+    if (positionals.length > 0) {
+      throw new UsageError(`give either FILE or -c CODE, not both (got "${positionals[0]}" and -c)`, {
+        command: 'run',
+      });
+    }
+    source = { kind: 'code', code: values.code };
+  } else if (positionals.length === 1) {
+    const path = positionals[0]!;
+    source = path === '-' ? { kind: 'stdin' } : { kind: 'file', path };
+  } else if (positionals.length === 0) {
+    throw new UsageError(
+      "nothing to run: give a FILE, - for standard input, or -c CODE, e.g. kernelwarden run -c 'print(1+1)'",
+      {
+        command: 'run',
+      },
+    );
+  } else {
+    throw new UsageError(`run takes one FILE, got ${positionals.length}: ${positionals.join(' ')}`, { command: 'run' });
+  }
+  const inferred = source.kind === 'file' && /\.r$/i.test(source.path) ? 'r' : undefined;
+  return { command: 'run', source, stack: parseStack('run', values, env, cwd, inferred) };
+}
+
+function parseStack(
+  command: string,
+  values: Record<string, unknown>,
+  env: Record<string, string | undefined>,
+  cwd: string,
+  inferredLanguage: Language | undefined,
+): StackOptions {
+  const raw: Record<string, unknown> = { ...values };
+  delete raw.help;
+  delete raw.code;
+  const fromEnv = new Map<string, string>();
+  for (const [flag, variable] of Object.entries(GRACE_ENV)) {
+    const value = env[variable];
+    if (raw[flag] === undefined && value !== undefined && value !== '') {
+      raw[flag] = value;
+      fromEnv.set(flag, variable);
+    }
+  }
+  const parsed = stackSchema.safeParse(raw);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    let message = issue.message;
+    const flag = String(issue.path[0] ?? '');
+    const variable = fromEnv.get(flag);
+    if (variable) message = message.replace(`--${flag}`, variable);
+    else if (flag && !message.startsWith('--')) message = `--${flag}: ${message}`;
+    throw new UsageError(message, { command, cause: parsed.error });
+  }
+  const v = parsed.data;
+  if (v.allow.length > 0 && v.hide.length === 0) {
+    throw new UsageError('--allow re-opens a directory inside a hidden one: give the --hide DIR it belongs to', {
+      command,
+    });
+  }
+  return {
+    language: v.lang ?? inferredLanguage ?? 'python',
+    timeoutMs: v.timeout,
+    interruptGraceMs: v['interrupt-grace'],
+    killGraceMs: v['kill-grace'],
+    cwd: v.cwd ?? cwd,
+    env: Object.fromEntries(v.env),
+    gatewayUrl: v.gateway,
+    tokenEnv: v['token-env'] ?? 'KERNELWARDEN_GATEWAY_TOKEN',
+    hide: v.hide,
+    allow: v.allow,
+    outputsDir: v['outputs-dir'],
+    json: v.json === true,
+  };
+}
+
+function parseGateway(args: readonly string[]): Command {
+  const { values, positionals } = parseFlags('gateway', args, {
+    json: { type: 'boolean' },
+    lines: { type: 'string', short: 'n' },
+    help: { type: 'boolean', short: 'h' },
+  });
+  if (values.help) return { command: 'help', topic: 'gateway' };
+  const [action, extra] = positionals;
+  if (action === undefined) {
+    throw new UsageError('gateway needs an action: start, status, stop or logs', { command: 'gateway' });
+  }
+  if (action !== 'start' && action !== 'status' && action !== 'stop' && action !== 'logs') {
+    throw new UsageError(`unknown gateway action "${action}": use start, status, stop or logs`, { command: 'gateway' });
+  }
+  if (extra !== undefined)
+    throw new UsageError(`gateway ${action} takes no argument: "${extra}"`, { command: 'gateway' });
+  let lines = 50;
+  if (values.lines !== undefined) {
+    const n = Number(values.lines);
+    if (!Number.isInteger(n) || n < 1) {
+      throw new UsageError(`--lines "${values.lines}" is not a positive whole number, e.g. --lines 100`, {
+        command: 'gateway',
+      });
+    }
+    lines = n;
+  }
+  return { command: 'gateway', action, json: values.json === true, lines };
+}

@@ -1,0 +1,35 @@
+import { describe, expect, it } from 'vitest';
+import { inputState } from './continuation.js';
+
+describe('inputState', () => {
+  it('runs complete Python lines at once', () => {
+    expect(inputState('print(1+1)', 'python')).toBe('complete');
+    expect(inputState('x = {"a": 1}', 'python')).toBe('complete');
+    expect(inputState('s = "(:"', 'python')).toBe('complete');
+    expect(inputState('x = 1  # a comment with (', 'python')).toBe('complete');
+  });
+
+  it('asks for more while brackets, triple quotes or a backslash are open', () => {
+    expect(inputState('print(1,', 'python')).toBe('incomplete');
+    expect(inputState('x = [1,\n 2', 'python')).toBe('incomplete');
+    expect(inputState('s = """abc', 'python')).toBe('incomplete');
+    expect(inputState('s = """abc\n"""', 'python')).toBe('complete');
+    expect(inputState('x = 1 + \\', 'python')).toBe('incomplete');
+  });
+
+  it('waits for the empty line that ends a Python block', () => {
+    expect(inputState('for i in range(3):', 'python')).toBe('block');
+    expect(inputState('for i in range(3):\n    print(i)', 'python')).toBe('block');
+    expect(inputState('d = {1: 2}', 'python')).toBe('complete');
+  });
+
+  it('continues R after open braces and trailing operators', () => {
+    expect(inputState('cat(3)', 'r')).toBe('complete');
+    expect(inputState('f <- function(x) {', 'r')).toBe('incomplete');
+    expect(inputState('f <- function(x) {\n  x + 1\n}', 'r')).toBe('complete');
+    expect(inputState('x <- 1 +', 'r')).toBe('incomplete');
+    expect(inputState('df |>', 'r')).toBe('incomplete');
+    expect(inputState('df %>%', 'r')).toBe('incomplete');
+    expect(inputState('x <- "a{"', 'r')).toBe('complete');
+  });
+});

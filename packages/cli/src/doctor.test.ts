@@ -1,0 +1,101 @@
+import { describe, expect, it } from 'vitest';
+import { type DoctorProbe, formatDoctor, runDoctor } from './doctor.js';
+
+function fakeMachine(opts: {
+  node?: string;
+  commands?: Record<string, string>;
+  specs?: Record<string, string> | 'broken';
+  bwrapWorks?: boolean;
+  files?: Record<string, string>;
+}): DoctorProbe {
+  const commands = opts.commands ?? {};
+  return {
+    nodeVersion: opts.node ?? '22.3.0',
+    readFile: (path) =>
+      opts.files?.[path] ?? (path === commands['jupyter-server'] ? '#!/usr/bin/python3\n' : undefined),
+    run(cmd, args) {
+      if (cmd === 'sh') {
+        const name = String(args[1]).replace('command -v ', '');
+        const path = commands[name];
+        return { status: path ? 0 : 1, stdout: path ? `${path}\n` : '', stderr: '' };
+      }
+      if (cmd === '/usr/bin/python3') {
+        if (opts.specs === 'broken') return { status: 1, stdout: '', stderr: 'ModuleNotFoundError: jupyter_client' };
+        return { status: 0, stdout: JSON.stringify(opts.specs ?? {}), stderr: '' };
+      }
+      if (cmd === 'bwrap') {
+        return opts.bwrapWorks
+          ? { status: 0, stdout: '', stderr: '' }
+          : { status: 1, stdout: '', stderr: 'bwrap: No permissions to creating new namespace' };
+      }
+      if (args[0] === '--version')
+        return { status: 0, stdout: cmd.endsWith('R') ? 'R version 4.2.2\n' : '1.23.3\n', stderr: '' };
+      return { status: null, stdout: '', stderr: '' };
+    },
+  };
+}
+
+describe('runDoctor', () => {
+  it('reports everything present as ok', () => {
+    const checks = runDoctor(
+      fakeMachine({
+        commands: { 'jupyter-server': '/usr/bin/jupyter-server', R: '/usr/bin/R', bwrap: '/usr/bin/bwrap' },
+        specs: { python3: '/usr/share/jupyter/kernels/python3', ir: '/usr/local/share/jupyter/kernels/ir' },
+        bwrapWorks: true,
+      }),
+    );
+    expect(checks.map((c) => [c.name, c.ok])).toEqual([
+      ['Node.js', true],
+      ['jupyter-server', true],
+      ['kernelspec python3', true],
+      ['kernelspec ir', true],
+      ['R', true],
+      ['bubblewrap', true],
+      ['namespaces (bwrap sandbox)', true],
+    ]);
+    expect(checks.find((c) => c.name === 'jupyter-server')?.detail).toBe('/usr/bin/jupyter-server (1.23.3)');
+    expect(formatDoctor(checks)).toMatch(/Everything kernelwarden needs is here/);
+  });
+
+  it('gives a fix for every missing piece', () => {
+    const checks = runDoctor(fakeMachine({ node: '20.11.0', files: { '/proc/sys/user/max_user_namespaces': '0\n' } }));
+    const missing = checks.filter((c) => !c.ok);
+    expect(missing.map((c) => c.name)).toEqual([
+      'Node.js',
+      'jupyter-server',
+      'kernelspec python3',
+      'kernelspec ir',
+      'R',
+      'bubblewrap',
+      'namespaces (bwrap sandbox)',
+    ]);
+    for (const check of missing) expect(check.fix, check.name).toBeTruthy();
+    expect(checks[0]?.detail).toBe('v20.11.0 (kernelwarden needs >= 20.19)');
+    const text = formatDoctor(checks);
+    expect(text).toMatch(/FAIL {2}jupyter-server/);
+    expect(text).toMatch(/warn {2}R: /);
+    expect(text).toMatch(/fix: sudo apt-get install -y jupyter-server/);
+  });
+
+  it('names the namespace switch that blocks bubblewrap', () => {
+    const checks = runDoctor(
+      fakeMachine({
+        commands: { bwrap: '/usr/bin/bwrap' },
+        files: { '/proc/sys/kernel/apparmor_restrict_unprivileged_userns': '1' },
+      }),
+    );
+    const ns = checks.find((c) => c.name === 'namespaces (bwrap sandbox)');
+    expect(ns?.detail).toMatch(/No permissions/);
+    expect(ns?.fix).toMatch(/apparmor_restrict_unprivileged_userns=0/);
+  });
+
+  it('explains a jupyter-server whose Python cannot list kernelspecs', () => {
+    const checks = runDoctor(
+      fakeMachine({ commands: { 'jupyter-server': '/usr/bin/jupyter-server' }, specs: 'broken' }),
+    );
+    expect(checks.find((c) => c.name === 'kernelspec python3')).toMatchObject({
+      ok: false,
+      detail: '/usr/bin/python3 cannot list kernelspecs: ModuleNotFoundError: jupyter_client',
+    });
+  });
+});

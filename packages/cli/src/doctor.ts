@@ -1,0 +1,223 @@
+import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+
+/** One line of `kernelwarden doctor`: what was checked, what was found, and how to fix it when missing. */
+export interface DoctorCheck {
+  /** What was checked (`'jupyter-server'`). */
+  name: string;
+  /** True when it is there and works. */
+  ok: boolean;
+  /** What was found (a version, a path) or what went wrong. */
+  detail: string;
+  /** The command or step that fixes it; present when `ok` is false. */
+  fix?: string;
+  /** False for things only some features need (R for `--lang r`, bubblewrap for `--hide`). */
+  required: boolean;
+}
+
+/**
+ * How the doctor looks at the machine; the default runs real commands. Tests pass a fake.
+ */
+export interface DoctorProbe {
+  /** Runs a program; `status` is null when it could not start. */
+  run(cmd: string, args: readonly string[]): { status: number | null; stdout: string; stderr: string };
+  /** Reads a small file, or undefined when it cannot. */
+  readFile(path: string): string | undefined;
+  /** The running Node.js version (`process.versions.node`). */
+  nodeVersion: string;
+}
+
+/** The real machine. */
+export const systemProbe: DoctorProbe = {
+  run(cmd, args) {
+    const r = spawnSync(cmd, [...args], { encoding: 'utf8', timeout: 20_000, stdio: ['ignore', 'pipe', 'pipe'] });
+    return { status: r.error ? null : r.status, stdout: r.stdout ?? '', stderr: r.stderr ?? '' };
+  },
+  readFile(path) {
+    try {
+      return readFileSync(path, 'utf8');
+    } catch {
+      return undefined;
+    }
+  },
+  nodeVersion: process.versions.node,
+};
+
+const APT = 'sudo apt-get install -y';
+
+function which(probe: DoctorProbe, cmd: string): string | undefined {
+  const r = probe.run('sh', ['-c', `command -v ${cmd}`]);
+  const path = r.stdout.trim();
+  return r.status === 0 && path ? path : undefined;
+}
+
+/**
+ * The interpreter jupyter-server runs under (its shebang): the one whose `jupyter_client` knows the kernelspecs
+ * the server will offer.
+ */
+function serverPython(probe: DoctorProbe, serverPath: string): string | undefined {
+  const first = probe.readFile(serverPath)?.split('\n', 1)[0];
+  if (first?.startsWith('#!')) {
+    const words = first.slice(2).trim().split(/\s+/);
+    // `#!/usr/bin/env python3` -> python3
+    return words[0]?.endsWith('/env') ? words[1] : words[0];
+  }
+  return undefined;
+}
+
+function checkNode(probe: DoctorProbe): DoctorCheck {
+  const [major = 0, minor = 0] = probe.nodeVersion.split('.').map(Number);
+  const ok = major > 20 || (major === 20 && minor >= 19);
+  return {
+    name: 'Node.js',
+    ok,
+    detail: `v${probe.nodeVersion}${ok ? '' : ' (kernelwarden needs >= 20.19)'}`,
+    ...(ok ? {} : { fix: 'install Node.js 20.19 or newer (https://nodejs.org, or `nvm install 22`)' }),
+    required: true,
+  };
+}
+
+function checkKernelSpecs(probe: DoctorProbe, serverPath: string | undefined): DoctorCheck[] {
+  let specs: Record<string, string> = {};
+  let listed = false;
+  let problem = 'jupyter-server is missing';
+  const python = serverPath ? serverPython(probe, serverPath) : undefined;
+  if (serverPath && !python) problem = `cannot tell which Python runs ${serverPath}`;
+  if (python) {
+    const r = probe.run(python, [
+      '-c',
+      'import json; from jupyter_client.kernelspec import find_kernel_specs; print(json.dumps(find_kernel_specs()))',
+    ]);
+    try {
+      if (r.status === 0) {
+        specs = JSON.parse(r.stdout);
+        listed = true;
+      } else {
+        problem = `${python} cannot list kernelspecs: ${r.stderr.trim().split('\n').at(-1)}`;
+      }
+    } catch {
+      problem = `${python} printed no kernelspec list`;
+    }
+  }
+  const python3 = specs.python3;
+  const ir = specs.ir;
+  return [
+    {
+      name: 'kernelspec python3',
+      ok: python3 !== undefined,
+      detail: python3 ?? (listed ? `not found by ${python}` : problem),
+      ...(python3
+        ? {}
+        : {
+            fix: `${APT} python3-ipykernel   (or: ${python ?? 'python3'} -m pip install ipykernel && ${python ?? 'python3'} -m ipykernel install --sys-prefix)`,
+          }),
+      required: true,
+    },
+    {
+      name: 'kernelspec ir',
+      ok: ir !== undefined,
+      detail: ir ?? (listed ? `not found by ${python}` : problem),
+      ...(ir
+        ? {}
+        : {
+            fix: `${APT} r-cran-irkernel && sudo R -e "IRkernel::installspec(user = FALSE)"   (or in R: install.packages('IRkernel'); IRkernel::installspec())`,
+          }),
+      required: false,
+    },
+  ];
+}
+
+function checkSandbox(probe: DoctorProbe): DoctorCheck[] {
+  const bwrap = which(probe, 'bwrap');
+  const checks: DoctorCheck[] = [];
+  checks.push({
+    name: 'bubblewrap',
+    ok: bwrap !== undefined,
+    detail: bwrap ?? 'bwrap is not on PATH (needed for --hide/--allow)',
+    ...(bwrap ? {} : { fix: `${APT} bubblewrap   (Fedora: sudo dnf install bubblewrap)` }),
+    required: false,
+  });
+  const maxUserNs = probe.readFile('/proc/sys/user/max_user_namespaces')?.trim();
+  const debianClone = probe.readFile('/proc/sys/kernel/unprivileged_userns_clone')?.trim();
+  const apparmor = probe.readFile('/proc/sys/kernel/apparmor_restrict_unprivileged_userns')?.trim();
+  let works = false;
+  let why = '';
+  if (bwrap) {
+    const r = probe.run('bwrap', ['--ro-bind', '/', '/', '--dev', '/dev', '--proc', '/proc', '--unshare-pid', 'true']);
+    works = r.status === 0;
+    why = r.stderr.trim().split('\n')[0] ?? '';
+  }
+  let fix: string | undefined;
+  if (!works) {
+    if (maxUserNs === '0') fix = 'sudo sysctl -w user.max_user_namespaces=15000';
+    else if (debianClone === '0') fix = 'sudo sysctl -w kernel.unprivileged_userns_clone=1';
+    else if (apparmor === '1')
+      fix = 'sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0 (or add an AppArmor profile for bwrap)';
+    else if (!bwrap) fix = 'install bubblewrap first';
+    else
+      fix = 'run outside a container that forbids namespaces, or give the container --security-opt seccomp=unconfined';
+  }
+  checks.push({
+    name: 'namespaces (bwrap sandbox)',
+    ok: works,
+    detail: works
+      ? 'bwrap can create a sandbox (--hide/--allow are enforceable)'
+      : bwrap
+        ? `bwrap cannot create a sandbox${why ? `: ${why}` : ''}`
+        : 'not checked (no bwrap)',
+    ...(fix ? { fix } : {}),
+    required: false,
+  });
+  return checks;
+}
+
+/**
+ * Checks what kernelwarden needs on this machine and says how to fix what is missing.
+ *
+ * Use it behind `kernelwarden doctor`, or before starting a stack to explain a failure.
+ */
+export function runDoctor(probe: DoctorProbe = systemProbe): DoctorCheck[] {
+  const checks: DoctorCheck[] = [checkNode(probe)];
+  const server = which(probe, 'jupyter-server');
+  const version = server ? probe.run(server, ['--version']).stdout.trim() : '';
+  checks.push({
+    name: 'jupyter-server',
+    ok: server !== undefined,
+    detail: server ? `${server}${version ? ` (${version})` : ''}` : 'jupyter-server is not on PATH',
+    ...(server ? {} : { fix: `${APT} jupyter-server python3-ipykernel   (or: pip install jupyter_server ipykernel)` }),
+    required: true,
+  });
+  checks.push(...checkKernelSpecs(probe, server));
+  const r = which(probe, 'R');
+  const rVersion = r ? (probe.run(r, ['--version']).stdout.split('\n', 1)[0] ?? '') : '';
+  checks.push({
+    name: 'R',
+    ok: r !== undefined,
+    detail: r ? `${r}${rVersion ? ` (${rVersion.trim()})` : ''}` : 'R is not on PATH (needed for --lang r)',
+    ...(r ? {} : { fix: `${APT} r-base-core r-cran-irkernel` }),
+    required: false,
+  });
+  checks.push(...checkSandbox(probe));
+  return checks;
+}
+
+/**
+ * Renders doctor checks for a terminal, one line each with the fix indented below.
+ *
+ * Use it with `runDoctor()`.
+ */
+export function formatDoctor(checks: readonly DoctorCheck[]): string {
+  const lines: string[] = [];
+  for (const check of checks) {
+    const mark = check.ok ? 'ok  ' : check.required ? 'FAIL' : 'warn';
+    lines.push(`${mark}  ${check.name}: ${check.detail}`);
+    if (!check.ok && check.fix) lines.push(`      fix: ${check.fix}`);
+  }
+  const missing = checks.filter((c) => !c.ok);
+  lines.push(
+    missing.length === 0
+      ? 'Everything kernelwarden needs is here.'
+      : `${missing.length} missing: ${missing.map((c) => c.name).join(', ')}. In a kernelwarden checkout, node scripts/setup-jupyter.mjs installs them all.`,
+  );
+  return lines.join('\n');
+}

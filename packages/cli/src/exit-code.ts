@@ -1,0 +1,26 @@
+/**
+ * The exit codes of the `kernelwarden` command, one per outcome a script may want to tell apart.
+ *
+ * Use the names instead of bare numbers when you wrap the CLI.
+ */
+export const ExitCode = {
+  /** The cell ran to its end. */
+  ok: 0,
+  /** The cell raised (its traceback went to stderr). Also `doctor` when something is missing. */
+  cellError: 1,
+  /** The command line was wrong (an unknown flag, a bad duration, a missing file). */
+  usage: 2,
+  /** The gateway could not be reached, refused the token or could not start a kernel. */
+  gatewayUnavailable: 3,
+  /** `--hide`/`--allow` were asked for but cannot be enforced here (no bubblewrap, or a remote gateway). */
+  isolationUnavailable: 4,
+  /** Something failed that is none of the above (a bug or a broken kernel); the message says what. */
+  internal: 70,
+  /** The cell ran past `--timeout`; the watchdog stopped it and, when it had to, reset the kernel. */
+  timedOut: 124,
+  /** The user interrupted the command with Ctrl-C (128 + SIGINT). */
+  interrupted: 130,
+} as const;
+
+/** One of the values of `ExitCode`. */
+export type ExitCode = (typeof ExitCode)[keyof typeof ExitCode];

@@ -1,0 +1,84 @@
+const MAIN = `kernelwarden — run Python and R through Jupyter kernels, with timeouts that always recover
+
+Usage:
+  kernelwarden run [FILE | - | -c CODE] [options]   run one cell and exit
+  kernelwarden repl [--lang python|r] [options]     an interactive prompt (:r for R, :py for Python)
+  kernelwarden demo                                 a guided tour on the embedded gateway
+  kernelwarden gateway start|status|stop|logs       manage the embedded Jupyter gateway
+  kernelwarden doctor [--json]                      check jupyter-server, kernelspecs, R, bubblewrap, Node
+  kernelwarden help [COMMAND]                       help on one command
+
+Exit codes: 0 ok, 1 the cell raised, 2 usage, 3 gateway unavailable, 4 isolation unavailable,
+            124 timed out (the kernel was recovered), 70 internal error, 130 interrupted.
+
+Run 'kernelwarden help run' for the options.`;
+
+const STACK = `Kernel options:
+  -l, --lang python|r        language (default python; r for a .R file)
+  -t, --timeout DURATION     cell timeout, e.g. 30s, 500ms, 2m; 0 turns it off
+                             (default: KERNELWARDEN_CELL_TIMEOUT seconds, else 900s)
+      --interrupt-grace DUR  wait after the timeout's interrupt before killing (default 10s;
+                             env KERNELWARDEN_INTERRUPT_GRACE)
+      --kill-grace DUR       wait after the kill before restarting (default 10s; env KERNELWARDEN_KILL_GRACE)
+      --cwd DIR              the kernel's working directory (default: the current one)
+  -e, --env KEY=VALUE        set an environment variable in the kernel (repeatable)
+      --gateway URL          use a running Jupyter Server / Kernel Gateway instead of the embedded one
+      --token-env VAR        environment variable holding that gateway's token
+                             (default KERNELWARDEN_GATEWAY_TOKEN); the token is never printed
+      --hide DIR             the kernel cannot read DIR (bubblewrap; repeatable; embedded gateway only)
+      --allow DIR            ...except this directory inside a hidden one (repeatable)
+  -o, --outputs-dir DIR      save image outputs (PNG, JPEG, SVG) there and print where
+      --json                 print one JSON result on stdout instead of streaming`;
+
+const TOPICS: Record<string, string> = {
+  run: `kernelwarden run [FILE | - | -c CODE] [options]
+
+Runs FILE (or standard input for -, or CODE) as one cell, streams its stdout to stdout and its stderr and
+traceback to stderr, then shuts the kernel down.
+
+${STACK}
+
+Examples:
+  kernelwarden run -c 'print(1+1)'
+  kernelwarden run analysis.R --outputs-dir plots
+  kernelwarden run job.py --timeout 2m --json > result.json
+  kernelwarden run -c 'open("/home/me/.ssh/id_rsa")' --hide /home/me --allow /home/me/project`,
+  repl: `kernelwarden repl [options]
+
+An interactive prompt. A line ending in ':' (or an open bracket) continues on the next line; an empty line
+runs the block.
+  :r / :py      switch to R / Python (each keeps its own kernel)
+  :reset        restart the current kernel
+  :help         this list
+  Ctrl-C        interrupt the running cell; press it again within 2 s to kill and restart the kernel
+  Ctrl-D        exit
+
+${STACK}`,
+  demo: `kernelwarden demo [options]
+
+A scripted tour on the embedded gateway: a Python cell, an R cell, a plot saved to a file, an interrupted
+cell, and a cell that ignores SIGINT which the watchdog recovers — with a timeline at the end.
+Plots go to --outputs-dir (default: a fresh temporary directory).`,
+  gateway: `kernelwarden gateway start|status|stop|logs [--json] [--lines N]
+
+Manages the embedded Jupyter server that 'run' and 'repl' share (state in $KERNELWARDEN_STATE_DIR, else
+$XDG_STATE_HOME/kernelwarden or ~/.local/state/kernelwarden).
+  start    start it (or report the one already running)
+  status   is it running, where, and which kernels it holds (the token is never printed)
+  stop     stop it and every kernel it runs
+  logs     print the last N lines of its log (default 50)`,
+  doctor: `kernelwarden doctor [--json]
+
+Checks what kernelwarden needs — jupyter-server, the python3 and ir kernelspecs, R, bubblewrap and user
+namespaces, the Node.js version — and prints the fix for anything missing. Exits 1 when a required piece (Node, jupyter-server,
+the python3 kernelspec) is missing; R, IRkernel and bubblewrap are reported as warnings.`,
+};
+
+/**
+ * The help text for the whole command or one subcommand.
+ *
+ * Use it for `--help` and for the hint after a usage error; unknown topics get the main text.
+ */
+export function helpText(topic?: string): string {
+  return (topic ? TOPICS[topic] : undefined) ?? MAIN;
+}

@@ -1,0 +1,46 @@
+import { createRequire } from 'node:module';
+import { type Command, parseCommand } from './args.js';
+import { type CliIo, processIo } from './cli-io.js';
+import { formatDoctor, runDoctor } from './doctor.js';
+import { ExitCode } from './exit-code.js';
+import { helpText } from './help.js';
+import { UsageError } from './usage-error.js';
+
+function version(): string {
+  const require = createRequire(import.meta.url);
+  return (require('../package.json') as { version: string }).version;
+}
+
+/**
+ * Runs one `kernelwarden` command line and resolves with its exit code; never calls `process.exit`.
+ *
+ * `bin.js` calls it with `process.argv.slice(2)`; call it yourself to embed the CLI.
+ */
+export async function main(argv: readonly string[], io: CliIo = processIo()): Promise<number> {
+  let command: Command;
+  try {
+    command = parseCommand(argv, { env: io.env, cwd: io.cwd });
+  } catch (error) {
+    if (!UsageError.isInstance(error)) throw error;
+    const where = error.command ? ` ${error.command}` : '';
+    io.stderr.write(`kernelwarden${where}: ${error.message}\nRun 'kernelwarden help${where}' for usage.\n`);
+    return ExitCode.usage;
+  }
+  switch (command.command) {
+    case 'help':
+      io.stdout.write(`${helpText(command.topic)}\n`);
+      return ExitCode.ok;
+    case 'version':
+      io.stdout.write(`${version()}\n`);
+      return ExitCode.ok;
+    case 'doctor': {
+      const checks = runDoctor();
+      io.stdout.write(command.json ? `${JSON.stringify({ checks }, null, 2)}\n` : `${formatDoctor(checks)}\n`);
+      return checks.some((c) => c.required && !c.ok) ? ExitCode.cellError : ExitCode.ok;
+    }
+    default: {
+      const { runStackCommand } = await import('./stack-commands.js');
+      return runStackCommand(command, io);
+    }
+  }
+}

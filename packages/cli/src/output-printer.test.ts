@@ -1,0 +1,115 @@
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { ExecuteResult } from '@kernelwarden/core';
+import { afterEach, describe, expect, it } from 'vitest';
+import { OutputPrinter, stripAnsi } from './output-printer.js';
+
+const PNG = Buffer.from('89504e470d0a1a0a0000000d49484452', 'hex');
+
+function sink(isTTY = false) {
+  let text = '';
+  return {
+    isTTY,
+    write: (t: string) => {
+      text += t;
+    },
+    get text() {
+      return text;
+    },
+  };
+}
+
+function result(over: Partial<ExecuteResult> = {}): ExecuteResult {
+  return {
+    status: 'ok',
+    cellId: 'c1',
+    stdout: '',
+    stderr: '',
+    outputs: [],
+    cancelled: false,
+    timedOut: false,
+    stdinRequested: false,
+    truncated: false,
+    ...over,
+  };
+}
+
+const dirs: string[] = [];
+afterEach(() => {
+  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
+});
+
+describe('OutputPrinter', () => {
+  it('sends stdout to stdout, stderr and tracebacks to stderr, without colour on a pipe', () => {
+    const out = sink();
+    const err = sink();
+    const printer = new OutputPrinter({ stdout: out, stderr: err, filePrefix: 'c1' });
+    printer.onOutput({ type: 'stream', name: 'stdout', text: '2\n' });
+    printer.onOutput({ type: 'stream', name: 'stderr', text: 'warning\n' });
+    printer.onOutput({
+      type: 'error',
+      ename: 'ZeroDivisionError',
+      evalue: 'division by zero',
+      traceback: [
+        '\x1b[0;31mZeroDivisionError\x1b[0m Traceback',
+        '\x1b[0;31mZeroDivisionError\x1b[0m: division by zero',
+      ],
+    });
+    printer.finish(
+      result({ status: 'error', error: { ename: 'ZeroDivisionError', evalue: 'division by zero', traceback: [] } }),
+    );
+    expect(out.text).toBe('2\n');
+    expect(err.text).toBe('warning\nZeroDivisionError Traceback\nZeroDivisionError: division by zero\n');
+  });
+
+  it('prints the reply error when no error output was streamed', () => {
+    const err = sink();
+    const printer = new OutputPrinter({ stdout: sink(), stderr: err, filePrefix: 'c1' });
+    printer.finish(result({ status: 'error', error: { ename: 'Error', evalue: 'boom', traceback: [] } }));
+    expect(err.text).toBe('Error: boom\n');
+  });
+
+  it('prints text/plain results, and saves images to --outputs-dir saying where', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'kw-printer-'));
+    dirs.push(dir);
+    const out = sink();
+    const err = sink();
+    const printer = new OutputPrinter({ stdout: out, stderr: err, outputsDir: join(dir, 'plots'), filePrefix: 'c1' });
+    printer.onOutput({ type: 'execute_result', data: { 'text/plain': '42' }, metadata: {} });
+    printer.onOutput({
+      type: 'display_data',
+      data: { 'image/png': PNG.toString('base64'), 'text/plain': 'plot without title' },
+      metadata: {},
+    });
+    expect(out.text).toBe('42\n');
+    expect(printer.saved).toEqual([{ mime: 'image/png', path: join(dir, 'plots', 'c1-1.png'), bytes: PNG.length }]);
+    expect(readFileSync(join(dir, 'plots', 'c1-1.png')).equals(PNG)).toBe(true);
+    expect(err.text).toMatch(/^kernelwarden: saved image\/png to .*c1-1\.png\n$/);
+  });
+
+  it('says how to keep images when there is no --outputs-dir', () => {
+    const err = sink();
+    const printer = new OutputPrinter({ stdout: sink(), stderr: err, filePrefix: 'c1' });
+    printer.onOutput({ type: 'display_data', data: { 'image/png': 'AAAA', 'image/svg+xml': '<svg/>' }, metadata: {} });
+    printer.finish(result());
+    expect(err.text).toBe('kernelwarden: 1 image output not saved; pass --outputs-dir DIR to keep it\n');
+  });
+
+  it('prints nothing when quiet (--json) but still saves files', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'kw-printer-'));
+    dirs.push(dir);
+    const out = sink();
+    const err = sink();
+    const printer = new OutputPrinter({ stdout: out, stderr: err, outputsDir: dir, quiet: true, filePrefix: 'x' });
+    printer.onOutput({ type: 'stream', name: 'stdout', text: 'hi' });
+    printer.onOutput({ type: 'display_data', data: { 'image/png': PNG.toString('base64') }, metadata: {} });
+    printer.finish(result({ status: 'error', error: { ename: 'E', evalue: 'v', traceback: ['t'] } }));
+    expect([out.text, err.text]).toEqual(['', '']);
+    expect(printer.saved).toHaveLength(1);
+  });
+
+  it('strips colours and hyperlinks', () => {
+    expect(stripAnsi('\x1b[1;31mred\x1b[0m \x1b]8;;file:///x\x07link\x1b]8;;\x07')).toBe('red link');
+  });
+});

@@ -1,0 +1,165 @@
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join, relative } from 'node:path';
+import type { ExecuteResult, Output } from '@kernelwarden/core';
+
+/** A place text goes: `process.stdout`, `process.stderr`, or a test's collector. */
+export interface TextSink {
+  isTTY?: boolean;
+  write(text: string): unknown;
+}
+
+/** A file the printer saved from a cell's rich output. */
+export interface SavedFile {
+  /** The MIME type it came from (`image/png`). */
+  mime: string;
+  /** Where it was written. */
+  path: string;
+  /** Its size in bytes. */
+  bytes: number;
+}
+
+const IMAGE_TYPES: Record<string, { ext: string; binary: boolean }> = {
+  'image/png': { ext: 'png', binary: true },
+  'image/jpeg': { ext: 'jpg', binary: true },
+  'image/gif': { ext: 'gif', binary: true },
+  'image/svg+xml': { ext: 'svg', binary: false },
+};
+
+// CSI sequences (colours, cursor moves) and OSC sequences (hyperlinks) that IPython puts in tracebacks.
+const ANSI = /\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)/g;
+
+/**
+ * Removes terminal escape sequences (colours, hyperlinks) from text.
+ *
+ * Use it before writing kernel tracebacks to a file, a pipe or JSON.
+ */
+export function stripAnsi(text: string): string {
+  return text.replace(ANSI, '');
+}
+
+/**
+ * Turns a cell's outputs into terminal output as they arrive: stdout stream text to stdout; stderr text and
+ * tracebacks to stderr; `text/plain` results to stdout; images saved to `outputsDir` with a line saying where.
+ *
+ * Create one per cell; pass `printer.onOutput` as the cell's `onOutput`, then call `finish(result)`. With
+ * `quiet` it prints nothing and only saves files (the `--json` mode).
+ */
+export class OutputPrinter {
+  readonly #stdout: TextSink;
+  readonly #stderr: TextSink;
+  readonly #outputsDir: string | undefined;
+  readonly #quiet: boolean;
+  readonly #color: boolean;
+  readonly #prefix: string;
+  readonly #saved: SavedFile[] = [];
+  #errorShown = false;
+  #imagesSkipped = 0;
+  #stdoutEndsWithNewline = true;
+
+  constructor(opts: {
+    stdout: TextSink;
+    stderr: TextSink;
+    outputsDir?: string | undefined;
+    quiet?: boolean;
+    color?: boolean;
+    filePrefix: string;
+  }) {
+    this.#stdout = opts.stdout;
+    this.#stderr = opts.stderr;
+    this.#outputsDir = opts.outputsDir;
+    this.#quiet = opts.quiet ?? false;
+    this.#color = opts.color ?? opts.stderr.isTTY === true;
+    this.#prefix = opts.filePrefix;
+  }
+
+  /** Files saved so far. */
+  get saved(): readonly SavedFile[] {
+    return this.#saved;
+  }
+
+  /** Handles one output; pass it as `onOutput`. */
+  readonly onOutput = (output: Output): void => {
+    switch (output.type) {
+      case 'stream':
+        if (output.name === 'stdout') this.#writeStdout(output.text);
+        else this.#writeStderr(output.text);
+        return;
+      case 'error':
+        this.#errorShown = true;
+        this.#writeError(output.traceback, output.ename, output.evalue);
+        return;
+      default:
+        this.#rich(output.data);
+    }
+  };
+
+  /**
+   * Prints what the streamed outputs did not show (a traceback the kernel only put in its reply) and a hint when
+   * images were dropped for lack of `--outputs-dir`.
+   */
+  finish(result: ExecuteResult): void {
+    if (result.error && !this.#errorShown) {
+      this.#writeError(result.error.traceback, result.error.ename, result.error.evalue);
+    }
+    if (!this.#stdoutEndsWithNewline && this.#stdout.isTTY && !this.#quiet) {
+      this.#stdout.write('\n');
+      this.#stdoutEndsWithNewline = true;
+    }
+    if (this.#imagesSkipped > 0 && !this.#quiet) {
+      this.#stderr.write(
+        `kernelwarden: ${this.#imagesSkipped} image output${this.#imagesSkipped === 1 ? '' : 's'} not saved; pass --outputs-dir DIR to keep ${this.#imagesSkipped === 1 ? 'it' : 'them'}\n`,
+      );
+    }
+    if (result.outputDropped && !this.#quiet) {
+      this.#stderr.write('kernelwarden: the gateway dropped some output (its iopub rate limit)\n');
+    }
+  }
+
+  #writeStdout(text: string): void {
+    if (this.#quiet || text === '') return;
+    this.#stdout.write(text);
+    this.#stdoutEndsWithNewline = text.endsWith('\n');
+  }
+
+  #writeStderr(text: string): void {
+    if (this.#quiet || text === '') return;
+    this.#stderr.write(text);
+  }
+
+  #writeError(traceback: readonly string[], ename: string, evalue: string): void {
+    if (this.#quiet) return;
+    let text = traceback.length > 0 ? traceback.join('\n') : `${ename}: ${evalue}`;
+    if (!this.#color) text = stripAnsi(text);
+    this.#stderr.write(text.endsWith('\n') ? text : `${text}\n`);
+  }
+
+  #rich(data: Record<string, unknown>): void {
+    let savedAny = false;
+    for (const [mime, kind] of Object.entries(IMAGE_TYPES)) {
+      const payload = data[mime];
+      if (typeof payload !== 'string') continue;
+      if (this.#outputsDir === undefined) {
+        this.#imagesSkipped++;
+        savedAny = true;
+        break;
+      }
+      this.#save(mime, kind, payload);
+      savedAny = true;
+    }
+    const text = data['text/plain'];
+    if (!savedAny && typeof text === 'string') this.#writeStdout(text.endsWith('\n') ? text : `${text}\n`);
+  }
+
+  #save(mime: string, kind: { ext: string; binary: boolean }, payload: string): void {
+    const dir = this.#outputsDir!;
+    mkdirSync(dir, { recursive: true });
+    const path = join(dir, `${this.#prefix}-${this.#saved.length + 1}.${kind.ext}`);
+    const bytes = kind.binary ? Buffer.from(payload, 'base64') : Buffer.from(payload, 'utf8');
+    writeFileSync(path, bytes);
+    this.#saved.push({ mime, path, bytes: bytes.length });
+    if (!this.#quiet) {
+      const shown = relative(process.cwd(), path);
+      this.#stderr.write(`kernelwarden: saved ${mime} to ${shown.startsWith('..') ? path : shown}\n`);
+    }
+  }
+}

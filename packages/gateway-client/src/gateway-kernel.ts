@@ -63,6 +63,11 @@ export interface GatewayKernelStartOptions {
   livenessPollMs?: number;
   /** Interval between `kernel_info_request` retries until the first reply. @defaultValue 1000 */
   kernelInfoRetryMs?: number;
+  /**
+   * After a cancelled cell is interrupted, later requests wait this long at most for its reply, so the kernel's
+   * `stop_on_error` does not abort them. @defaultValue 3000
+   */
+  interruptDrainMs?: number;
   /** Attempts at `POST /api/kernels` while it answers 5xx. @defaultValue 3 */
   createAttempts?: number;
   /** Bound on the DELETE that cleans up after a failed start. @defaultValue 2000 */
@@ -93,6 +98,7 @@ const startSchema = z.object({
   livenessPollMs: positive.optional(),
   kernelInfoRetryMs: z.number().positive().optional(),
   createAttempts: z.number().int().min(1).optional(),
+  interruptDrainMs: positive.optional(),
   cleanupTimeoutMs: positive.optional(),
   clock: z
     .custom<Clock>((v) => typeof v === 'object' && v !== null && typeof (v as Clock).setTimer === 'function')
@@ -145,6 +151,9 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
   #pollSeen = -1;
   #shutdownConfirmed = false;
   #shutdownInFlight: Promise<{ confirmed: boolean }> | undefined;
+  /** Cells we stopped waiting for but interrupted: new requests wait for their reply (see `#cancel`). */
+  #orphans = new Map<string, { replied: boolean; idle: boolean; done(): void }>();
+  #gate: Promise<void> | undefined;
 
   private constructor(client: GatewayClient, model: KernelModel, opts: ParsedStart) {
     this.id = model.id;
@@ -304,7 +313,14 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
     }
     this.#pending.set(msgId, execution);
     this.#schedulePoll();
-    this.#channel.send(msg);
+    const gate = this.#gate;
+    if (gate) {
+      void gate.then(() => {
+        if (!execution.settled && this.#alive) this.#channel.send(msg);
+      });
+    } else {
+      this.#channel.send(msg);
+    }
     return promise;
   }
 
@@ -340,6 +356,7 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
     this.#ownRestart = true;
     this.#setStatus('restarting');
     for (const execution of [...this.#pending.values()]) execution.complete({ status: 'aborted' });
+    this.#releaseOrphans();
     try {
       await this.client.restartKernel(this.id, { signal: opts.signal, timeoutMs: 120_000 });
       await this.#channel.reopen(opts.signal);
@@ -363,6 +380,7 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
     this.#channel.close();
     this.#infoWaiter = undefined;
     for (const execution of [...this.#pending.values()]) execution.complete({ status: 'aborted', cancelled: true });
+    this.#releaseOrphans();
     if (this.#status !== 'dead') this.#setStatus('closed');
     const attempt = (async () => {
       try {
@@ -416,7 +434,11 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
           }
         }
         const execution = parentId === undefined ? undefined : this.#pending.get(parentId);
-        if (execution?.iopub(msg)) execution.complete();
+        if (execution) {
+          if (execution.iopub(msg)) execution.complete();
+        } else if (parentId !== undefined && this.#orphans.size > 0 && msg.content.execution_state === 'idle') {
+          this.#orphanMessage(parentId, 'idle');
+        }
         return;
       }
       case 'shell': {
@@ -425,8 +447,13 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
           if (waiter && parentId !== undefined && waiter.ids.has(parentId)) waiter.done(msg.content);
           return;
         }
-        const execution = parentId === undefined ? undefined : this.#pending.get(parentId);
-        if (execution && type === 'execute_reply' && execution.reply(msg)) execution.complete();
+        if (type !== 'execute_reply' || parentId === undefined) return;
+        const execution = this.#pending.get(parentId);
+        if (execution) {
+          if (execution.reply(msg)) execution.complete();
+        } else if (this.#orphans.size > 0) {
+          this.#orphanMessage(parentId, 'reply');
+        }
         return;
       }
       case 'stdin': {
@@ -454,11 +481,40 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
     this.#channel.send(createMessage('stdin', 'input_reply', this.sessionId, { value }, { parent: msg.header }));
   }
 
+  /**
+   * Settles a cell the caller stopped waiting for, and interrupts the kernel when that cell is the one running.
+   * The interrupted cell's error makes ipykernel abort every request already queued behind it (`stop_on_error`),
+   * so later requests are held until its reply arrives (at most `interruptDrainMs`).
+   */
   #cancel(execution: CellExecution, timedOut: boolean, interrupt: boolean): void {
     if (execution.settled) return;
     const running = this.#pending.keys().next().value === execution.msgId;
     execution.complete({ status: 'aborted', cancelled: true, timedOut });
-    if (interrupt && running && this.#alive) void this.interrupt().catch(() => {});
+    if (!interrupt || !running || !this.#alive) return;
+    const msgId = execution.msgId;
+    let release!: () => void;
+    const drained = new Promise<void>((resolve) => (release = resolve));
+    const timer = this.#clock.setTimer(() => release(), this.#opts.interruptDrainMs ?? 3000);
+    this.#orphans.set(msgId, { replied: execution.replied, idle: execution.idle, done: () => release() });
+    const gate = Promise.all([this.#gate, drained]).then(() => {
+      timer.cancel();
+      this.#orphans.delete(msgId);
+      if (this.#gate === gate) this.#gate = undefined;
+    });
+    this.#gate = gate;
+    void this.interrupt().catch(() => {});
+  }
+
+  #releaseOrphans(): void {
+    for (const orphan of this.#orphans.values()) orphan.done();
+  }
+
+  #orphanMessage(parentId: string, kind: 'reply' | 'idle'): void {
+    const orphan = this.#orphans.get(parentId);
+    if (!orphan) return;
+    if (kind === 'reply') orphan.replied = true;
+    else orphan.idle = true;
+    if (orphan.replied && orphan.idle) orphan.done();
   }
 
   #kernelRestarted(state: 'restarting' | 'dead'): void {
@@ -474,6 +530,7 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
       { reason: 'restarted', kernelId: this.id },
     );
     for (const execution of [...this.#pending.values()]) execution.fail(lost);
+    this.#releaseOrphans();
     this.#recovering ??= this.#recover().finally(() => {
       this.#recovering = undefined;
     });
@@ -499,6 +556,7 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
     this.#setStatus('dead');
     const error = new KernelDiedError(message, { reason, kernelId: this.id, cause });
     for (const execution of [...this.#pending.values()]) execution.fail(error);
+    this.#releaseOrphans();
   }
 
   async #lost(error: Error): Promise<void> {

@@ -1,0 +1,276 @@
+import type { ExecuteResult, Output } from '@kernelwarden/core';
+import { kernelPids, testGateway } from '@kernelwarden/test-env';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { WebSocket as WsWebSocket } from 'ws';
+import {
+  GatewayAuthError,
+  GatewayClient,
+  GatewayKernel,
+  GatewayUnavailableError,
+  KernelDiedError,
+  type WebSocketClass,
+} from './index.js';
+
+const PNG_CELL = [
+  'import base64',
+  'from IPython.display import Image, display',
+  "png = base64.b64decode('iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==')",
+  'display(Image(data=png))',
+].join('\n');
+
+function gateway() {
+  const { baseUrl, token } = testGateway();
+  return { baseUrl, token };
+}
+
+describe('GatewayKernel on the real jupyter-server (python3)', () => {
+  let kernel: GatewayKernel;
+
+  beforeAll(async () => {
+    kernel = await GatewayKernel.start({ gateway: gateway(), startupTimeoutMs: 60_000 });
+  });
+  afterAll(async () => {
+    await kernel?.shutdown();
+  });
+
+  it('negotiates the v1 wire format by default and reports idle', () => {
+    expect(kernel.protocol).toBe('v1');
+    expect(kernel.status).toBe('idle');
+    expect(kernel.isAlive()).toBe(true);
+    expect(kernel.info?.language).toBe('python');
+  });
+
+  it('returns an expression value with its execution count and the cell id', async () => {
+    const result = await kernel.execute('6 * 7', { cellId: 'cell-answer' });
+    expect(result.status).toBe('ok');
+    expect(result.cellId).toBe('cell-answer');
+    expect(result.executionCount).toBeGreaterThan(0);
+    expect(result.outputs).toContainEqual(
+      expect.objectContaining({ type: 'execute_result', data: expect.objectContaining({ 'text/plain': '42' }) }),
+    );
+  });
+
+  it('keeps stdout and stderr apart and streams every output in order', async () => {
+    const seen: Output[] = [];
+    const result = await kernel.execute(
+      "import sys\nprint('to out', flush=True)\nprint('to err', file=sys.stderr, flush=True)\nprint('out again')",
+      { onOutput: (o) => seen.push(o) },
+    );
+    expect(result.stdout).toBe('to out\nout again\n');
+    expect(result.stderr).toBe('to err\n');
+    expect(seen.filter((o) => o.type === 'stream').map((o) => (o as { name: string }).name)).toEqual([
+      'stdout',
+      'stderr',
+      'stdout',
+    ]);
+  });
+
+  it('reports an exception with ename, evalue and traceback', async () => {
+    const result = await kernel.execute("raise ValueError('bad value')");
+    expect(result.status).toBe('error');
+    expect(result.error).toMatchObject({ ename: 'ValueError', evalue: 'bad value' });
+    expect(result.error?.traceback.length).toBeGreaterThan(0);
+    expect(result.outputs.some((o) => o.type === 'error')).toBe(true);
+  });
+
+  it('returns a PNG display', async () => {
+    const result = await kernel.execute(PNG_CELL);
+    expect(result.status).toBe('ok');
+    const display = result.outputs.find((o) => o.type === 'display_data');
+    expect(display).toBeDefined();
+    expect(typeof (display as { data: Record<string, unknown> }).data['image/png']).toBe('string');
+  });
+
+  it('answers stdin through onInput', async () => {
+    const prompts: string[] = [];
+    const result = await kernel.execute("name = input('who? ')\nprint('hello', name)", {
+      onInput: ({ prompt }) => {
+        prompts.push(prompt);
+        return 'ada';
+      },
+    });
+    expect(prompts).toEqual(['who? ']);
+    expect(result.stdinRequested).toBe(true);
+    expect(result.stdout).toContain('hello ada');
+  });
+
+  it('fails input() at once when no onInput is given', async () => {
+    const result = await kernel.execute("input('never answered? ')", { timeoutMs: 20_000 });
+    expect(result.timedOut).toBe(false);
+    expect(result.status).toBe('error');
+    expect(result.error?.ename).toBe('StdinNotImplementedError');
+  });
+
+  it('stops time.sleep(60) on interrupt within 2 s and keeps the variables', async () => {
+    await kernel.execute('kept = 1234');
+    let busy!: () => void;
+    const started = new Promise<void>((r) => (busy = r));
+    const off = kernel.on('status', (e) => {
+      if (e.status === 'busy') busy();
+    });
+    const running = kernel.execute('import time\ntime.sleep(60)');
+    await started;
+    off();
+    const t0 = performance.now();
+    await expect(kernel.interrupt()).resolves.toEqual({ delivered: true });
+    const result = await running;
+    expect(performance.now() - t0).toBeLessThan(2000);
+    expect(result.status).toBe('error');
+    expect(result.error?.ename).toBe('KeyboardInterrupt');
+    const after = await kernel.execute('kept');
+    expect(after.outputs).toContainEqual(
+      expect.objectContaining({ data: expect.objectContaining({ 'text/plain': '1234' }) }),
+    );
+  });
+
+  it('cancels a cell through its signal: settles at once and interrupts the kernel', async () => {
+    const controller = new AbortController();
+    const running = kernel.execute("import time\nprint('started', flush=True)\ntime.sleep(60)", {
+      signal: controller.signal,
+      onOutput: () => controller.abort(new Error('enough')),
+    });
+    const result = await running;
+    expect(result).toMatchObject({ status: 'aborted', cancelled: true, timedOut: false });
+    // The kernel was interrupted: the next cell runs at once.
+    const next = await kernel.execute('1 + 1', { timeoutMs: 10_000 });
+    expect(next.status).toBe('ok');
+  });
+
+  it('times a cell out with timedOut: true', async () => {
+    const result = await kernel.execute('import time\ntime.sleep(60)', { timeoutMs: 300 });
+    expect(result).toMatchObject({ status: 'aborted', cancelled: true, timedOut: true });
+    expect((await kernel.execute('2 + 2', { timeoutMs: 10_000 })).status).toBe('ok');
+  });
+
+  it('restart() clears the variables, keeps the handle and reports restarting then idle', async () => {
+    await kernel.execute('forgotten = 1');
+    const statuses: string[] = [];
+    const off = kernel.on('status', (e) => statuses.push(e.status));
+    await kernel.restart();
+    off();
+    expect(statuses[0]).toBe('restarting');
+    expect(statuses.at(-1)).toBe('idle');
+    expect(kernel.isAlive()).toBe(true);
+    const result = await kernel.execute('forgotten');
+    expect(result.status).toBe('error');
+    expect(result.error?.ename).toBe('NameError');
+  });
+
+  it('settles a cell within 5 s with KernelDiedError when the kernel process is killed -9, and recovers', async () => {
+    let busy!: () => void;
+    const started = new Promise<void>((r) => (busy = r));
+    const running = kernel.execute("import time\nprint('go', flush=True)\ntime.sleep(60)", { onOutput: () => busy() });
+    const outcome = running.then(
+      (r) => r,
+      (e: unknown) => e,
+    );
+    await started;
+    const pids = kernelPids(kernel.id);
+    expect(pids.length).toBeGreaterThan(0);
+    const t0 = performance.now();
+    for (const pid of pids) process.kill(pid, 'SIGKILL');
+    const settled = await outcome;
+    expect(performance.now() - t0).toBeLessThan(5000);
+    expect(KernelDiedError.isInstance(settled)).toBe(true);
+    expect((settled as KernelDiedError).reason).toBe('restarted');
+    // The server restarted the kernel: the same handle works again.
+    const after = await kernel.execute('3 + 3', { timeoutMs: 30_000 });
+    expect(after.status).toBe('ok');
+  });
+});
+
+describe('GatewayKernel wire formats on the real server', () => {
+  const cells = [
+    '1 + 1',
+    "print('a')\nimport sys\nprint('b', file=sys.stderr)",
+    "raise KeyError('k')",
+    PNG_CELL,
+    "from IPython.display import display\ndisplay({'application/json': {'x': [1, 2]}}, raw=True)",
+  ];
+
+  function normalise(r: ExecuteResult) {
+    return {
+      status: r.status,
+      stdout: r.stdout,
+      stderr: r.stderr,
+      error: r.error && { ename: r.error.ename, evalue: r.error.evalue },
+      outputs: r.outputs.map((o) =>
+        o.type === 'error' ? { type: o.type, ename: o.ename } : { ...o, executionCount: undefined },
+      ),
+    };
+  }
+
+  it('gives identical results for the same cells in v1 and legacy', async () => {
+    const results: Record<string, unknown[]> = {};
+    for (const protocol of ['v1', 'legacy'] as const) {
+      await using kernel = await GatewayKernel.start({ gateway: gateway(), protocol });
+      expect(kernel.protocol).toBe(protocol);
+      results[protocol] = [];
+      for (const code of cells) results[protocol].push(normalise(await kernel.execute(code)));
+    }
+    expect(results.legacy).toEqual(results.v1);
+  });
+});
+
+describe('GatewayKernel reconnect on the real server', () => {
+  it('returns every line of a cell once and in order when the socket drops mid-cell', async () => {
+    const sockets: WsWebSocket[] = [];
+    class TrackedWebSocket extends WsWebSocket {
+      constructor(...args: ConstructorParameters<typeof WsWebSocket>) {
+        super(...args);
+        sockets.push(this);
+      }
+    }
+    const client = new GatewayClient({
+      ...gateway(),
+      WebSocket: TrackedWebSocket as unknown as WebSocketClass,
+    });
+    await using kernel = await GatewayKernel.start({ gateway: client });
+    const events: string[] = [];
+    kernel.on('reconnecting', () => events.push('reconnecting'));
+    kernel.on('reconnected', () => events.push('reconnected'));
+    let dropped = false;
+    const result = await kernel.execute(
+      'import time\nfor i in range(200):\n    print(i, flush=True)\n    time.sleep(0.005)',
+      {
+        onOutput: (o) => {
+          if (!dropped && o.type === 'stream' && o.text.includes('50\n')) {
+            dropped = true;
+            // Closed from under the kernel: what the server already wrote arrives, the rest is buffered and replayed.
+            sockets.at(-1)?.close(4000, 'test drop');
+          }
+        },
+      },
+    );
+    expect(dropped).toBe(true);
+    expect(events).toContain('reconnected');
+    expect(sockets.length).toBeGreaterThan(1);
+    expect(result.status).toBe('ok');
+    const lines = result.stdout.trim().split('\n');
+    expect(lines).toEqual(Array.from({ length: 200 }, (_, i) => String(i)));
+  });
+});
+
+describe('GatewayClient bad input on the real server', () => {
+  it('names the URL of an unreachable gateway', async () => {
+    const client = new GatewayClient({ baseUrl: 'http://127.0.0.1:9' });
+    const error = await client.listKernels().catch((e: unknown) => e);
+    expect(GatewayUnavailableError.isInstance(error)).toBe(true);
+    expect((error as Error).message).toContain('http://127.0.0.1:9');
+  });
+
+  it('rejects a wrong token with GatewayAuthError and never prints the token', async () => {
+    const token = 'not-the-right-token-1234567890';
+    const client = new GatewayClient({ baseUrl: testGateway().baseUrl, token });
+    const error = await client.listKernels().catch((e: unknown) => e);
+    expect(GatewayAuthError.isInstance(error)).toBe(true);
+    expect((error as Error).message).not.toContain(token);
+    expect((error as Error).message).not.toContain(testGateway().token);
+  });
+
+  it('lists kernelspecs with python3', async () => {
+    const client = new GatewayClient(gateway());
+    const specs = await client.kernelSpecs();
+    expect(specs.kernelspecs.python3?.spec.language).toBe('python');
+  });
+});

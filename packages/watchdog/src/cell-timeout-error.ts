@@ -138,34 +138,3 @@ export class CellTimeoutLeaseReplacedError extends CellTimeoutError {
     );
   }
 }
-
-/**
- * `run()` was asked to execute in a slot that holds no kernel (never started, stopped, or abandoned).
- *
- * Ensure the slot first (`supervisor.ensure()`), or run through a `KernelSession`, which does.
- */
-export class SlotEmptyError extends KernelwardenError {
-  static override readonly brand: string = 'SlotEmptyError';
-  /** The empty slot. */
-  readonly slot: string;
-
-  constructor(slot: string) {
-    super(`No kernel in slot "${slot}": ensure the slot before running a cell in it.`, { code: 'SLOT_EMPTY' });
-    this.slot = slot;
-  }
-}
-
-/**
- * The kernel of the lease has no `execute()` method, so the watchdog cannot run a cell on it.
- *
- * Give the supervisor kernels that implement `KernelHandle.execute`.
- */
-export class KernelNotExecutableError extends KernelwardenError {
-  static override readonly brand: string = 'KernelNotExecutableError';
-
-  constructor(slot: string) {
-    super(`The kernel in slot "${slot}" has no execute() method: the watchdog can only run cells on kernels that do.`, {
-      code: 'KERNEL_NOT_EXECUTABLE',
-    });
-  }
-}

@@ -5,8 +5,6 @@ export {
   CellTimeoutError,
   CellTimeoutLeaseReplacedError,
   CellTimeoutRestartFailedError,
-  KernelNotExecutableError,
-  SlotEmptyError,
 } from './cell-timeout-error.js';
 export type {
   EscalationReason,
@@ -17,6 +15,5 @@ export type {
 } from './events.js';
 export type { ResolvedWatchdogPolicy, WatchdogPolicy } from './policy.js';
 export { CELL_TIMEOUT_ENV, cellTimeoutFromEnv, DEFAULT_CELL_TIMEOUT_MS, resolveWatchdogPolicy } from './policy.js';
-export type { CellExecutor, CellRunRequest, WatchedKernel, WatchedLease, WatchedSupervisor } from './supervision.js';
 export type { Watchdog } from './watchdog.js';
 export { createWatchdog } from './watchdog.js';

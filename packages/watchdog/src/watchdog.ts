@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { ExecuteOptions, ExecuteResult, InputRequest } from '@kernelwarden/core';
+import { type CellExecutor, type CellRunRequest, type Lease, NoKernelError } from '@kernelwarden/supervisor';
 import { CellBudget } from './budget.js';
 import {
   CellTimeoutAbandonedError,
@@ -7,8 +8,6 @@ import {
   CellTimeoutError,
   CellTimeoutLeaseReplacedError,
   CellTimeoutRestartFailedError,
-  KernelNotExecutableError,
-  SlotEmptyError,
 } from './cell-timeout-error.js';
 import {
   type EscalationReason,
@@ -19,7 +18,6 @@ import {
   type WatchdogListener,
 } from './events.js';
 import { type ResolvedWatchdogPolicy, resolveWatchdogPolicy, type WatchdogPolicy } from './policy.js';
-import type { CellExecutor, CellRunRequest, WatchedKernel, WatchedLease } from './supervision.js';
 
 /**
  * A cell executor that bounds every cell with a budget and, when the budget runs out or the caller aborts, climbs
@@ -79,10 +77,12 @@ class CellWatch {
     const { supervisor, slot, signal, code } = this.#req;
     signal?.throwIfAborted();
     const lease = this.#req.lease ?? supervisor.lease(slot);
-    if (!lease) throw new SlotEmptyError(slot);
-    const kernel = lease.kernel as WatchedKernel;
-    if (typeof kernel?.execute !== 'function') throw new KernelNotExecutableError(slot);
+    if (!lease) throw new NoKernelError(slot);
+    const kernel = lease.kernel;
+    if (typeof kernel.execute !== 'function') throw new NoKernelError(slot, 'kernel has no execute()');
 
+    // Keeps the slot from idle expiry while the cell runs, also when the watchdog is used without a session.
+    const hold = supervisor.hold(slot);
     let trip!: (reason: EscalationReason) => void;
     const tripped = new Promise<EscalationReason>((resolve) => {
       trip = resolve;
@@ -125,14 +125,11 @@ class CellWatch {
     } finally {
       budget.dispose();
       signal?.removeEventListener('abort', onAbort);
+      hold.release();
     }
   }
 
-  async #escalate(
-    lease: WatchedLease<any>,
-    reason: EscalationReason,
-    execution: Promise<Settled>,
-  ): Promise<ExecuteResult> {
+  async #escalate(lease: Lease<any>, reason: EscalationReason, execution: Promise<Settled>): Promise<ExecuteResult> {
     const { supervisor } = this.#req;
     if (this.#settled) return this.#finish(this.#settled, reason);
 
@@ -174,7 +171,7 @@ class CellWatch {
     // Nothing was killed (a stale lease, or a kernel the supervisor could not kill): the cell's own answer stands.
     if (!killed) return this.#finish(this.#settled, reason);
 
-    let restarted: WatchedLease<any> | undefined;
+    let restarted: Lease<any> | undefined;
     try {
       restarted = await supervisor.restartIfCurrent(lease);
     } catch (error) {
@@ -224,7 +221,7 @@ class CellWatch {
 
   #failure(
     reason: EscalationReason,
-    lease: WatchedLease<any>,
+    lease: Lease<any>,
     Kind: new (details: ConstructorParameters<typeof CellTimeoutError>[0]) => CellTimeoutError,
     cause?: unknown,
   ): unknown {
@@ -243,7 +240,7 @@ class CellWatch {
   #emit(
     type: WatchdogEventType,
     reason: EscalationReason,
-    lease: WatchedLease<any>,
+    lease: Lease<any>,
     acted: boolean,
     extra: Pick<WatchdogEvent, 'replacement' | 'error'> = {},
   ): void {

@@ -10,7 +10,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { GatewayUnavailableError } from './errors.js';
 import { GatewayKernel } from './gateway-kernel.js';
 import { identityOf, isProcessAlive } from './local-gateway/process-identity.js';
-import { LocalGateway, type LocalGatewayEvent, type LocalGatewayLease } from './local-gateway.js';
+import { LocalGateway, type LocalGatewayEvent } from './local-gateway.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 

@@ -104,9 +104,6 @@ const optionsSchema = z.object({
     .optional(),
 });
 
-/** The gateway's options schema, reused by `GatewayKernel.start()` for a plain `{ baseUrl, token }` gateway. */
-export const gatewayClientOptionsSchema = optionsSchema;
-
 /**
  * A REST client for a Jupyter Server or Kernel Gateway: kernelspecs and the kernel lifecycle, each call with a
  * deadline and an `AbortSignal`.

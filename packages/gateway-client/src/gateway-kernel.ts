@@ -6,6 +6,7 @@ import {
   DeadlineExceededError,
   type ExecuteOptions,
   type ExecuteResult,
+  InvalidOptionsError,
   type KernelHandle,
   systemClock,
   type Timer,
@@ -14,12 +15,7 @@ import { z } from 'zod';
 import { KernelChannel, type ReconnectPolicy, type WireProtocol } from './channel.js';
 import { type KernelDeathReason, KernelDiedError, KernelStartError } from './errors.js';
 import { CellExecution, DEFAULT_OUTPUT_CAPS, type OutputCaps } from './execution.js';
-import {
-  GatewayClient,
-  type GatewayClientOptions,
-  gatewayClientOptionsSchema,
-  type KernelModel,
-} from './gateway-client.js';
+import { GatewayClient, type GatewayClientOptions, type KernelModel } from './gateway-client.js';
 import {
   type GatewayKernelEventMap,
   type GatewayKernelListener,
@@ -78,7 +74,10 @@ export interface GatewayKernelStartOptions {
 
 const positive = z.number().min(0);
 const startSchema = z.object({
-  gateway: z.union([z.instanceof(GatewayClient), gatewayClientOptionsSchema]),
+  gateway: z.custom<GatewayClient | GatewayClientOptions>(
+    (v) => typeof v === 'object' && v !== null,
+    'must be a GatewayClient or { baseUrl, token? }',
+  ),
   kernelName: z.string().min(1).optional(),
   cwd: z.string().min(1).optional(),
   env: z.record(z.string(), z.string()).optional(),
@@ -199,7 +198,7 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
    */
   static async start(options: GatewayKernelStartOptions): Promise<GatewayKernel> {
     const opts = parseOptions(startSchema, options, 'GatewayKernel.start options');
-    const client = opts.gateway instanceof GatewayClient ? opts.gateway : new GatewayClient(opts.gateway);
+    const client = opts.gateway instanceof GatewayClient ? opts.gateway : gatewayFrom(opts.gateway);
     const clock = opts.clock ?? systemClock;
     const startupTimeoutMs = opts.startupTimeoutMs ?? 60_000;
     const scope = abortScope({
@@ -688,6 +687,16 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
     throw new KernelStartError(
       `Failed to initialize kernel environment: cwd/env are supported for Python and R kernels, not "${language || 'unknown'}"`,
     );
+  }
+}
+
+function gatewayFrom(options: GatewayClientOptions): GatewayClient {
+  try {
+    return new GatewayClient(options);
+  } catch (error) {
+    if (!InvalidOptionsError.isInstance(error)) throw error;
+    const issues = error.issues.map((i) => ({ path: i.path ? `gateway.${i.path}` : 'gateway', message: i.message }));
+    throw new InvalidOptionsError(issues, { subject: 'GatewayKernel.start options', cause: error });
   }
 }
 

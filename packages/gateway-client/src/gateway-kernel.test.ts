@@ -1,0 +1,431 @@
+import { getEventListeners } from 'node:events';
+import { InvalidOptionsError } from '@kernelwarden/core';
+import { FakeWebSocket, type FetchHook, hookFetch } from '@kernelwarden/testkit';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { KernelDiedError, KernelStartError } from './errors.js';
+import type { WebSocketClass } from './gateway-client.js';
+import { GatewayKernel, type GatewayKernelStartOptions } from './gateway-kernel.js';
+import { type KernelScript, scriptedKernel } from './kernel-script.test-fixture.js';
+
+const BASE = 'http://127.0.0.1:9999';
+const OPEN = 1;
+
+/** A FakeWebSocket whose "server" is a scripted kernel. */
+class KernelSocket extends FakeWebSocket {
+  static script: KernelScript = {};
+  static failNew = false;
+  readonly kernel = scriptedKernel(KernelSocket.script, (frame) =>
+    queueMicrotask(() => {
+      if (this.readyState === OPEN) this.receive(frame);
+    }),
+  );
+
+  constructor(url: string | URL, protocols?: string | string[], options?: unknown) {
+    super(url, protocols, options);
+    if (KernelSocket.failNew) {
+      FakeWebSocket.autoOpen = false;
+      queueMicrotask(() => this.fail(new Error('connect ECONNREFUSED')));
+    }
+  }
+
+  override send(data: Parameters<FakeWebSocket['send']>[0]): void {
+    super.send(data);
+    if (this.readyState === OPEN) this.kernel.handle(data);
+  }
+}
+
+const json = (body: unknown, status = 200) =>
+  new Response(JSON.stringify(body), { status, headers: { 'Content-Type': 'application/json' } });
+
+type Route = (method: string, url: string, init: RequestInit | undefined) => Response | Promise<Response> | undefined;
+
+function gatewayFetch(kernelId: string, route: Route = () => undefined): FetchHook {
+  return hookFetch((input, init) => {
+    const url = String(input);
+    const method = init?.method ?? 'GET';
+    const routed = route(method, url, init);
+    if (routed) return routed;
+    if (method === 'POST' && url.endsWith('/api/kernels')) return json({ id: kernelId, name: 'python3' }, 201);
+    if (method === 'GET' && url.endsWith(`/api/kernels/${kernelId}`)) return json({ id: kernelId, name: 'python3' });
+    if (method === 'DELETE') return new Response(null, { status: 204 });
+    return new Response(null, { status: 204 });
+  });
+}
+
+function start(extra: Partial<GatewayKernelStartOptions> = {}): Promise<GatewayKernel> {
+  return GatewayKernel.start({
+    gateway: { baseUrl: BASE, token: 'secret-token', WebSocket: KernelSocket as unknown as WebSocketClass },
+    ...extra,
+  });
+}
+
+const lastSocket = () => FakeWebSocket.instances.at(-1) as KernelSocket;
+const calls = (hook: FetchHook, method: string, suffix: string) =>
+  hook.calls.filter((c) => c.method === method && c.url.endsWith(suffix));
+
+beforeEach(() => {
+  FakeWebSocket.reset();
+  KernelSocket.script = {};
+  KernelSocket.failNew = false;
+});
+afterEach(() => {
+  FakeWebSocket.reset();
+});
+
+describe('GatewayKernel lifecycle (seed behaviours)', () => {
+  it('starts, interrupts and shuts down: POST create, POST interrupt, DELETE; isAlive false after', async () => {
+    using hook = gatewayFetch('kernel-123');
+    const kernel = await start();
+    expect(calls(hook, 'POST', '/api/kernels')).toHaveLength(1);
+    expect(kernel.id).toBe('kernel-123');
+    await expect(kernel.interrupt()).resolves.toEqual({ delivered: true });
+    expect(calls(hook, 'POST', '/api/kernels/kernel-123/interrupt')).toHaveLength(1);
+    await expect(kernel.shutdown()).resolves.toEqual({ confirmed: true });
+    expect(calls(hook, 'DELETE', '/api/kernels/kernel-123')).toHaveLength(1);
+    expect(kernel.isAlive()).toBe(false);
+    expect(kernel.status).toBe('closed');
+    expect(lastSocket().readyState).toBe(FakeWebSocket.CLOSED);
+  });
+
+  it('rejects a start stalled after the socket opened with the signal reason within 50 ms, deleting the kernel and closing the socket', async () => {
+    using hook = gatewayFetch('kernel-stalled');
+    let preludeStarted!: () => void;
+    const stalled = new Promise<void>((r) => (preludeStarted = r));
+    KernelSocket.script = { execute: () => preludeStarted() };
+    const controller = new AbortController();
+    const starting = start({ prelude: 'x = 1', signal: controller.signal });
+    await stalled;
+    controller.abort(new Error('cancel startup'));
+    const pending = Symbol('pending');
+    const settled = await Promise.race([
+      starting.then(
+        () => 'resolved',
+        (e: unknown) => e,
+      ),
+      new Promise((r) => setTimeout(() => r(pending), 50)),
+    ]);
+    expect(settled).toBeInstanceOf(Error);
+    expect((settled as Error).message).toBe('cancel startup');
+    expect(calls(hook, 'DELETE', '/api/kernels/kernel-stalled')).toHaveLength(1);
+    expect(lastSocket().readyState).toBe(FakeWebSocket.CLOSED);
+  });
+
+  it('rejects a timed-out environment step with TimeoutError "Failed to initialize kernel environment" and cleans up', async () => {
+    using hook = gatewayFetch('kernel-env');
+    KernelSocket.script = { execute: () => {} };
+    await expect(start({ cwd: '/tmp', startupTimeoutMs: 100 })).rejects.toMatchObject({
+      name: 'TimeoutError',
+      message: 'Failed to initialize kernel environment',
+    });
+    expect(calls(hook, 'DELETE', '/api/kernels/kernel-env')).toHaveLength(1);
+    expect(lastSocket().readyState).toBe(FakeWebSocket.CLOSED);
+  });
+
+  it('rejects a timed-out prelude with TimeoutError "Failed to initialize kernel prelude" and cleans up', async () => {
+    using hook = gatewayFetch('kernel-prelude');
+    KernelSocket.script = { execute: (req, replies, n) => (n === 1 ? replies.ok(req) : undefined) };
+    await expect(start({ cwd: '/tmp', prelude: 'import time', startupTimeoutMs: 150 })).rejects.toMatchObject({
+      name: 'TimeoutError',
+      message: 'Failed to initialize kernel prelude',
+    });
+    expect(calls(hook, 'DELETE', '/api/kernels/kernel-prelude')).toHaveLength(1);
+    expect(lastSocket().readyState).toBe(FakeWebSocket.CLOSED);
+  });
+
+  it('rejects a create that keeps failing (503) with KernelStartError carrying the status', async () => {
+    using hook = gatewayFetch('never', (method, url) =>
+      method === 'POST' && url.endsWith('/api/kernels') ? new Response('oops', { status: 503 }) : undefined,
+    );
+    const error = await start({ createAttempts: 2 }).catch((e: unknown) => e);
+    expect(KernelStartError.isInstance(error)).toBe(true);
+    expect((error as KernelStartError).message).toMatch(/^Failed to create kernel/);
+    expect((error as KernelStartError).status).toBe(503);
+    expect(calls(hook, 'POST', '/api/kernels')).toHaveLength(2);
+    expect(FakeWebSocket.instances).toHaveLength(0);
+  });
+
+  it('returns unconfirmed on DELETE 503, then confirms on 404, then confirms without a third DELETE', async () => {
+    let deletes = 0;
+    using _hook = gatewayFetch('kernel-retry', (method) => {
+      if (method !== 'DELETE') return undefined;
+      deletes++;
+      return new Response(deletes === 1 ? 'not yet' : 'gone', { status: deletes === 1 ? 503 : 404 });
+    });
+    const kernel = await start();
+    await expect(kernel.shutdown()).resolves.toEqual({ confirmed: false });
+    expect(kernel.isAlive()).toBe(false);
+    expect(lastSocket().readyState).toBe(FakeWebSocket.CLOSED);
+    await expect(kernel.shutdown()).resolves.toEqual({ confirmed: true });
+    await expect(kernel.shutdown()).resolves.toEqual({ confirmed: true });
+    expect(deletes).toBe(2);
+  });
+
+  it('returns unconfirmed when DELETE hangs past timeoutMs, aborting the request, and confirms on retry', async () => {
+    let deletes = 0;
+    let aborted!: () => void;
+    const firstAborted = new Promise<void>((r) => (aborted = r));
+    using _hook = gatewayFetch('kernel-hang', (method, _url, init) => {
+      if (method !== 'DELETE') return undefined;
+      deletes++;
+      if (deletes > 1) return new Response(null, { status: 404 });
+      return new Promise<Response>((_, reject) => {
+        init?.signal?.addEventListener('abort', () => {
+          aborted();
+          reject(init.signal?.reason);
+        });
+      });
+    });
+    const kernel = await start();
+    const pending = Symbol('pending');
+    const settled = await Promise.race([
+      kernel.shutdown({ timeoutMs: 25 }),
+      new Promise((r) => setTimeout(() => r(pending), 250)),
+    ]);
+    await firstAborted;
+    expect(settled).toEqual({ confirmed: false });
+    expect(kernel.isAlive()).toBe(false);
+    expect(lastSocket().readyState).toBe(FakeWebSocket.CLOSED);
+    await expect(kernel.shutdown()).resolves.toEqual({ confirmed: true });
+    expect(deletes).toBe(2);
+  });
+
+  it('returns unconfirmed without throwing when the DELETE fetch throws', async () => {
+    using _hook = gatewayFetch('kernel-throw', (method) => {
+      if (method === 'DELETE') throw new Error('delete failed');
+      return undefined;
+    });
+    const kernel = await start();
+    await expect(kernel.shutdown()).resolves.toEqual({ confirmed: false });
+  });
+});
+
+describe('GatewayKernel execution against a scripted kernel', () => {
+  it('completes when execute_reply and status idle arrive in either order, with the cell id in the request metadata', async () => {
+    using _hook = gatewayFetch('k');
+    KernelSocket.script = { execute: (req, r, n) => r.ok(req, { stdout: `run ${n}\n`, replyFirst: n % 2 === 0 }) };
+    await using kernel = await start();
+    const first = await kernel.execute('a', { cellId: 'cell-a' });
+    const second = await kernel.execute('b', { cellId: 'cell-b' });
+    expect([first.cellId, first.stdout, second.cellId, second.stdout]).toEqual([
+      'cell-a',
+      'run 1\n',
+      'cell-b',
+      'run 2\n',
+    ]);
+    const requests = lastSocket().kernel.requests.filter((m) => m.header.msg_type === 'execute_request');
+    expect(requests.map((m) => m.metadata.cellId)).toEqual(['cell-a', 'cell-b']);
+    expect(requests[0]?.content.allow_stdin).toBe(false);
+  });
+
+  it('answers input_request through onInput and sets allow_stdin', async () => {
+    using _hook = gatewayFetch('k');
+    KernelSocket.script = {
+      execute: (req, r) => r.send('stdin', 'input_request', { prompt: 'name? ', password: false }, req),
+      other: (req, r) => {
+        if (req.header.msg_type !== 'input_reply') return;
+        const execute = lastSocket().kernel.requests.find((m) => m.header.msg_type === 'execute_request')!;
+        r.ok(execute, { stdout: `hi ${req.content.value}\n` });
+      },
+    };
+    await using kernel = await start();
+    const result = await kernel.execute('input()', { onInput: ({ prompt }) => `${prompt.trim()}ada` });
+    expect(result.stdinRequested).toBe(true);
+    expect(result.stdout).toBe('hi name?ada\n');
+  });
+
+  it("maps IRkernel's execute_reply status 'abort' to status 'aborted'", async () => {
+    using _hook = gatewayFetch('k');
+    KernelSocket.script = { execute: (req, r) => r.ok(req, { status: 'abort' }) };
+    await using kernel = await start();
+    expect((await kernel.execute('Sys.sleep(60)')).status).toBe('aborted');
+  });
+
+  it('caps kept output and says truncated, while onOutput still sees everything', async () => {
+    using _hook = gatewayFetch('k');
+    KernelSocket.script = {
+      execute: (req, r) => {
+        r.send('iopub', 'status', { execution_state: 'busy' }, req);
+        for (let i = 0; i < 5; i++) {
+          r.send('iopub', 'stream', { name: 'stdout', text: '0123456789' }, req);
+          r.send('iopub', 'display_data', { data: { 'text/plain': String(i) }, metadata: {} }, req);
+        }
+        r.send('shell', 'execute_reply', { status: 'ok', execution_count: 1 }, req);
+        r.send('iopub', 'status', { execution_state: 'idle' }, req);
+      },
+    };
+    await using kernel = await start({ outputCaps: { maxStreamChars: 15, maxOutputs: 3 } });
+    let streamed = 0;
+    const result = await kernel.execute('x', { onOutput: () => streamed++ });
+    expect(streamed).toBe(10);
+    expect(result.stdout).toBe('012345678901234');
+    expect(result.outputs).toHaveLength(3);
+    expect(result.truncated).toBe(true);
+  });
+
+  it('sets outputDropped and emits output-dropped when the server reports its IOPub rate limit', async () => {
+    using _hook = gatewayFetch('k');
+    KernelSocket.script = {
+      execute: (req, r) => {
+        r.send('iopub', 'status', { execution_state: 'busy' }, req);
+        r.send(
+          'iopub',
+          'stream',
+          { name: 'stderr', text: 'IOPub data rate exceeded.\nThe Jupyter server will…\n' },
+          req,
+        );
+        r.send('shell', 'execute_reply', { status: 'ok', execution_count: 1 }, req);
+        r.send('iopub', 'status', { execution_state: 'idle' }, req);
+      },
+    };
+    await using kernel = await start();
+    const dropped: string[] = [];
+    kernel.on('output-dropped', (e) => dropped.push(e.cellId));
+    const result = await kernel.execute('big', { cellId: 'big-cell' });
+    expect(result.outputDropped).toBe(true);
+    expect(dropped).toEqual(['big-cell']);
+  });
+
+  it('reports a malformed frame as a protocol-error event and keeps working', async () => {
+    using _hook = gatewayFetch('k');
+    await using kernel = await start();
+    const errors: string[] = [];
+    kernel.on('protocol-error', (e) => errors.push(e.error.code));
+    lastSocket().receive(new Uint8Array([1, 2, 3, 4, 5, 6, 7, 8, 9]));
+    lastSocket().receive('not json at all');
+    expect(errors).toEqual(['PROTOCOL', 'PROTOCOL']);
+    expect((await kernel.execute('1')).status).toBe('ok');
+  });
+
+  it('settles at once with cancelled when the signal aborts, and interrupts the kernel', async () => {
+    using hook = gatewayFetch('k');
+    let running!: () => void;
+    const started = new Promise<void>((r) => (running = r));
+    KernelSocket.script = { execute: () => running() };
+    await using kernel = await start();
+    const controller = new AbortController();
+    const execution = kernel.execute('sleep', { signal: controller.signal });
+    await started;
+    controller.abort();
+    await expect(execution).resolves.toMatchObject({ status: 'aborted', cancelled: true, timedOut: false });
+    expect(calls(hook, 'POST', '/api/kernels/k/interrupt')).toHaveLength(1);
+  });
+
+  it('leaves no abort listener behind on a long-lived signal after 10,000 executions', async () => {
+    using _hook = gatewayFetch('k');
+    await using kernel = await start();
+    const controller = new AbortController();
+    for (let i = 0; i < 10_000; i++) await kernel.execute('1', { signal: controller.signal, timeoutMs: 60_000 });
+    expect(getEventListeners(controller.signal, 'abort')).toHaveLength(0);
+  });
+});
+
+describe('GatewayKernel kernel death and connection loss', () => {
+  it('fails pending executions at once with KernelDiedError when the server reports status dead', async () => {
+    using _hook = gatewayFetch('k');
+    KernelSocket.script = { execute: (req, r) => r.send('iopub', 'status', { execution_state: 'dead' }) };
+    await using kernel = await start();
+    const error = await kernel.execute('x').catch((e: unknown) => e);
+    expect(KernelDiedError.isInstance(error)).toBe(true);
+    expect((error as KernelDiedError).reason).toBe('dead');
+    expect(kernel.isAlive()).toBe(false);
+    expect(kernel.status).toBe('dead');
+  });
+
+  it('fails the running cell with reason restarted when the server auto-restarts the kernel, and keeps the handle', async () => {
+    using _hook = gatewayFetch('k');
+    let executes = 0;
+    KernelSocket.script = {
+      execute: (req, r) =>
+        ++executes === 1 ? r.send('iopub', 'status', { execution_state: 'restarting' }) : r.ok(req),
+    };
+    await using kernel = await start();
+    const error = await kernel.execute('x').catch((e: unknown) => e);
+    expect((error as KernelDiedError).reason).toBe('restarted');
+    expect(kernel.isAlive()).toBe(true);
+    expect((await kernel.execute('y')).status).toBe('ok');
+    expect(FakeWebSocket.instances.length).toBe(2);
+  });
+
+  it('fails a pending cell with reason gone when the kernel vanishes from REST while the socket is quiet', async () => {
+    let gone = false;
+    using _hook = gatewayFetch('k', (method, url) =>
+      gone && method === 'GET' && url.endsWith('/api/kernels/k') ? new Response('', { status: 404 }) : undefined,
+    );
+    KernelSocket.script = { execute: () => (gone = true) };
+    await using kernel = await start({ livenessPollMs: 10 });
+    const error = await kernel.execute('x').catch((e: unknown) => e);
+    expect(KernelDiedError.isInstance(error)).toBe(true);
+    expect((error as KernelDiedError).reason).toBe('gone');
+  });
+
+  it('reconnects with the same session id and drops replayed duplicates', async () => {
+    using _hook = gatewayFetch('k');
+    let request!: (req: import('./message.js').JupyterMessage) => void;
+    const sent = new Promise<import('./message.js').JupyterMessage>((r) => (request = r));
+    KernelSocket.script = { execute: (req) => request(req) };
+    await using kernel = await start({ reconnect: { initialDelayMs: 1 } });
+    const reconnected = new Promise<void>((r) => kernel.on('reconnected', () => r()));
+    const execution = kernel.execute('x');
+    const req = await sent;
+    const first = lastSocket();
+    first.kernel.replies.send('iopub', 'stream', { name: 'stdout', text: 'line 1\n' }, req);
+    await new Promise((r) => setImmediate(r));
+    first.serverClose(1006);
+    await reconnected;
+    const second = lastSocket();
+    expect(second).not.toBe(first);
+    expect(new URL(second.url).searchParams.get('session_id')).toBe(new URL(first.url).searchParams.get('session_id'));
+    // Replay: a message the client already saw arrives again (same msg_id), then the rest.
+    const seen = first.kernel.requests.length;
+    expect(seen).toBeGreaterThan(0);
+    const duplicate = {
+      ...req,
+      channel: 'iopub',
+      header: { ...req.header, msg_id: 'dup-1', msg_type: 'stream' },
+      parent_header: req.header,
+      content: { name: 'stdout', text: 'line 2\n' },
+    };
+    const { encodeV1 } = await import('./wire-v1.js');
+    second.receive(encodeV1(duplicate));
+    second.receive(encodeV1(duplicate));
+    second.kernel.replies.ok(req);
+    const result = await execution;
+    expect(result.stdout).toBe('line 1\nline 2\n');
+  });
+
+  it('fails pending executions with KernelDiedError after the reconnect budget is spent', async () => {
+    using _hook = gatewayFetch('k');
+    KernelSocket.script = { execute: () => {} };
+    await using kernel = await start({ reconnect: { attempts: 2, initialDelayMs: 1, maxDelayMs: 2 } });
+    const lost = new Promise<void>((r) => kernel.on('connection-lost', () => r()));
+    const execution = kernel.execute('x').catch((e: unknown) => e);
+    await new Promise((r) => setImmediate(r));
+    KernelSocket.failNew = true;
+    lastSocket().serverClose(1006);
+    await lost;
+    const error = await execution;
+    expect(KernelDiedError.isInstance(error)).toBe(true);
+    expect((error as KernelDiedError).reason).toBe('connection-lost');
+    expect(kernel.isAlive()).toBe(false);
+  });
+});
+
+describe('GatewayKernel options', () => {
+  it('rejects invalid options with an error naming the field', async () => {
+    const bad = await GatewayKernel.start({ gateway: { baseUrl: BASE }, startupTimeoutMs: -1 }).catch(
+      (e: unknown) => e,
+    );
+    expect(InvalidOptionsError.isInstance(bad)).toBe(true);
+    expect((bad as InvalidOptionsError).path).toBe('startupTimeoutMs');
+    const badUrl = await GatewayKernel.start({ gateway: { baseUrl: 'ftp://x' } }).catch((e: unknown) => e);
+    expect((badUrl as InvalidOptionsError).path).toBe('gateway.baseUrl');
+    expect((badUrl as Error).message).toContain('gateway.baseUrl');
+  });
+
+  it('never sends the token in the socket URL of a ws-style class, only for WHATWG classes', async () => {
+    using _hook = gatewayFetch('k');
+    await using _kernel = await start();
+    expect(lastSocket().url).toContain('token=');
+    expect(lastSocket().url).toContain('session_id=');
+  });
+});

@@ -29,6 +29,8 @@ export type IsolationUnavailableReason =
   | 'no-signal-control'
   /** The gateway is remote (it has no local kernelspec directory): nothing here can wrap its kernels. */
   | 'remote-gateway'
+  /** The base kernelspec could not be read from the gateway (`prepareIsolatedKernel()`). */
+  | 'base-kernelspec-unavailable'
   /** The self-test probe ran under the policy and could read what it must not, or not read what it must. */
   | 'probe-failed';
 

@@ -5,6 +5,7 @@ import { kernelPids, processesMentioning, startTestServer, type TestServer, test
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { IsolationUnavailableError } from './errors.js';
+import { prepareIsolatedKernel } from './gateway-kernelspec.js';
 import { type BaseKernelSpec, installIsolatedKernelSpec } from './kernelspec.js';
 import { createReadIsolationPolicy, type IsolationPolicy } from './policy.js';
 
@@ -198,6 +199,9 @@ r['systmp'] = ls(${JSON.stringify(p.systmp)})
 with open(os.path.join(os.environ['TMPDIR'], 'mine.txt'), 'w') as f:
     f.write('x')
 r['token'] = 'JUPYTER_TOKEN' in os.environ
+from ipykernel.connect import get_connection_file
+r['runtime'] = ls(os.path.dirname(get_connection_file()))
+r['procs'] = len([e for e in os.listdir('/proc') if e.isdigit()])
 print(json.dumps(r))
 `,
   ir: (p: typeof paths) => `
@@ -223,13 +227,22 @@ describe.each(['python3', 'ir'] as const)('an isolated %s kernel through a local
 
   beforeAll(async () => {
     ws = workspaceFor(language);
-    const name = await installIsolatedKernelSpec({
-      kernelSpecDir,
-      baseSpec: specs[language]!,
-      policy,
-      workspace: ws,
-      privateTemp: [paths.systmp],
-    });
+    const name =
+      language === 'python3'
+        ? await prepareIsolatedKernel({
+            gateway: { baseUrl: server.baseUrl, token: server.token, kernelSpecDir },
+            kernelName: language,
+            policy,
+            workspace: ws,
+            privateTemp: [paths.systmp],
+          })
+        : await installIsolatedKernelSpec({
+            kernelSpecDir,
+            baseSpec: specs[language]!,
+            policy,
+            workspace: ws,
+            privateTemp: [paths.systmp],
+          });
     expect(existsSync(join(kernelSpecDir, name, 'kernel.json'))).toBe(true);
     const kernel = await rest(server, 'POST', '/api/kernels', { name });
     kernelId = kernel.id as string;
@@ -262,6 +275,12 @@ describe.each(['python3', 'ir'] as const)('an isolated %s kernel through a local
     expect(seen.systmp).not.toContain('host-file.txt');
     expect(readFileSync(join(ws, 'written.txt'), 'utf8').trim()).toBe('hello');
     expect(readdirSync(paths.systmp)).toEqual(['host-file.txt']);
+    if (language === 'python3') {
+      // The gateway's runtime dir (other kernels' keys, the server's token file) shows only this kernel's file,
+      // and the private PID namespace shows only the sandbox's own processes.
+      expect(seen.runtime).toEqual([`kernel-${kernelId}.json`]);
+      expect(seen.procs).toBeLessThanOrEqual(4);
+    }
   });
 
   it('is interrupted by the gateway and keeps running', async () => {
@@ -329,7 +348,7 @@ describe('when isolation cannot be enforced', () => {
     }
   });
 
-  it('refuses a remote gateway (no kernelspec directory)', async () => {
+  it('refuses a remote gateway (no kernelspec directory), before any request', async () => {
     const error = await installIsolatedKernelSpec({
       kernelSpecDir: undefined,
       baseSpec: specs.python3!,
@@ -337,5 +356,13 @@ describe('when isolation cannot be enforced', () => {
       workspace: base,
     }).catch((e: unknown) => e);
     expect(error).toMatchObject({ name: 'IsolationUnavailableError', reason: 'remote-gateway' });
+    const remote = await prepareIsolatedKernel({
+      gateway: { baseUrl: server.baseUrl, token: server.token },
+      policy,
+      workspace: base,
+      fetch: () => Promise.reject(new Error('must not be called')),
+    }).catch((e: unknown) => e);
+    expect(remote).toMatchObject({ name: 'IsolationUnavailableError', reason: 'remote-gateway' });
+    expect((remote as Error).message).not.toContain(server.token);
   });
 });

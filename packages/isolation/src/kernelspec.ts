@@ -1,6 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdirSync, readFileSync, realpathSync, renameSync, rmSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { homedir } from 'node:os';
+import { join, resolve } from 'node:path';
 import { InvalidOptionsError, type ReadIsolationPolicy } from '@kernelwarden/core';
 import { bwrapArguments, checkWrapInputs } from './bubblewrap.js';
 import { IsolationPolicyError, IsolationUnavailableError } from './errors.js';
@@ -42,6 +43,26 @@ export interface InstallIsolatedKernelSpecOptions extends DetectSandboxOptions {
   hide?: readonly string[];
   /** Directories given a private tmpfs per kernel. @defaultValue [policy.tempDir, '/tmp'] */
   privateTemp?: readonly string[];
+  /**
+   * Also hide kernelwarden's state directory (where `LocalGateway` keeps its token): `KERNELWARDEN_STATE_DIR`, else
+   * `$XDG_STATE_HOME/kernelwarden`, else `~/.local/state/kernelwarden`, when it exists. @defaultValue true
+   */
+  hideStateDir?: boolean;
+}
+
+/** kernelwarden's state directory, as `LocalGateway` chooses it: `KERNELWARDEN_STATE_DIR`, XDG, or the default. */
+export function kernelwardenStateDir(env: NodeJS.ProcessEnv = process.env): string {
+  if (env.KERNELWARDEN_STATE_DIR) return resolve(env.KERNELWARDEN_STATE_DIR);
+  if (env.XDG_STATE_HOME) return join(resolve(env.XDG_STATE_HOME), 'kernelwarden');
+  return join(homedir(), '.local', 'state', 'kernelwarden');
+}
+
+function existingStateDir(): string[] {
+  try {
+    return [realpathSync.native(kernelwardenStateDir())];
+  } catch {
+    return [];
+  }
 }
 
 /** Marker replaced at launch by the steps that hide the runtime directory and bind the connection file. */
@@ -112,7 +133,7 @@ export async function installIsolatedKernelSpec(opts: InstallIsolatedKernelSpecO
   const wrap = {
     workspace,
     readWrite: opts.extraReadWrite ?? [],
-    hide: opts.hide ?? [],
+    hide: [...(opts.hide ?? []), ...(opts.hideStateDir === false ? [] : existingStateDir())],
     ...(opts.privateTemp ? { privateTemp: opts.privateTemp } : {}),
   };
   checkWrapInputs(opts.policy, argvBase, wrap);

@@ -131,12 +131,12 @@ export interface LocalGatewayStatus {
 }
 
 /** Codes of `LocalGatewayError`. */
-export type LocalGatewayErrorCode = 'LOCAL_GATEWAY_COMMAND' | 'LOCAL_GATEWAY_INSECURE';
+export type LocalGatewayErrorCode = 'LOCAL_GATEWAY_COMMAND' | 'LOCAL_GATEWAY_INSECURE' | 'LOCAL_GATEWAY_TOKEN_REFUSED';
 
 /**
- * The embedded gateway cannot be provided: jupyter-server is not installed (`LOCAL_GATEWAY_COMMAND`), or the
- * server it started answers without the token (`LOCAL_GATEWAY_INSECURE`, e.g. a system-wide jupyter config that
- * disables auth). Not retryable.
+ * The embedded gateway cannot be provided: jupyter-server is not installed (`LOCAL_GATEWAY_COMMAND`), or a
+ * system-wide jupyter config fights the token: the server answers without it (`LOCAL_GATEWAY_INSECURE`) or
+ * refuses it (`LOCAL_GATEWAY_TOKEN_REFUSED`). The server is stopped before this is thrown. Not retryable.
  */
 export class LocalGatewayError extends KernelwardenError {
   static override readonly brand: string = 'LocalGatewayError';
@@ -300,6 +300,12 @@ async function startServer(
     try {
       const readiness = await waitUntilReady({ baseUrl, token, server: child, signal });
       removeFile(layout.tokenFile);
+      if ('refused' in readiness) {
+        throw new LocalGatewayError(
+          `The local gateway's jupyter-server at ${baseUrl} refused its own token (HTTP ${readiness.refused}): a system-wide jupyter_server_config overrides ServerApp.token; see ${layout.log}`,
+          { code: 'LOCAL_GATEWAY_TOKEN_REFUSED' },
+        );
+      }
       if (!readiness.ready) {
         const tail = logTail(layout.log, token);
         if (attempt < PORT_ATTEMPTS && /already in use|Address already/i.test(tail)) continue;

@@ -74,7 +74,7 @@ export function logTail(path: string, secret: string, maxLines = 12): string {
 }
 
 /** Outcome of waiting for a server to answer. */
-export type Readiness = { ready: true } | { ready: false; ended: string };
+export type Readiness = { ready: true } | { ready: false; ended: string } | { ready: false; refused: number };
 
 /**
  * Polls `GET /api/status` with the token until it answers 200, or until the process exits. Rejects with the
@@ -91,8 +91,32 @@ export async function waitUntilReady(opts: {
   for (;;) {
     signal.throwIfAborted();
     if (server.hasExited()) return { ready: false, ended: await server.exited };
-    if (await answersStatus(opts.baseUrl, opts.token, signal, 2_000)) return { ready: true };
+    const status = await statusCode(opts.baseUrl, opts.token, signal, 2_000);
+    if (status === 200) return { ready: true };
+    if (status === 401 || status === 403) return { ready: false, refused: status };
     await Promise.race([sleep(opts.pollMs ?? 100, { signal }), server.exited]);
+  }
+}
+
+/** The HTTP status of `GET /api/status` with the token, or undefined when it does not answer within `timeoutMs`. */
+async function statusCode(
+  baseUrl: string,
+  token: string,
+  signal: AbortSignal | undefined,
+  timeoutMs: number,
+): Promise<number | undefined> {
+  try {
+    return await withDeadline(
+      async (s) => {
+        const res = await fetch(`${baseUrl}/api/status`, { headers: { Authorization: `token ${token}` }, signal: s });
+        await res.body?.cancel();
+        return res.status;
+      },
+      { signal, timeoutMs },
+    );
+  } catch {
+    signal?.throwIfAborted();
+    return undefined;
   }
 }
 
@@ -103,20 +127,7 @@ export async function answersStatus(
   signal: AbortSignal | undefined,
   timeoutMs: number,
 ): Promise<boolean> {
-  try {
-    return await withDeadline(
-      async (s) => {
-        const res = await fetch(`${baseUrl}/api/status`, { headers: { Authorization: `token ${token}` }, signal: s });
-        await res.body?.cancel();
-        return res.ok;
-      },
-      { signal, timeoutMs },
-    );
-  } catch (error) {
-    signal?.throwIfAborted();
-    void error;
-    return false;
-  }
+  return (await statusCode(baseUrl, token, signal, timeoutMs)) === 200;
 }
 
 /** The HTTP status of an unauthenticated `GET /api/kernels` (to check the token is enforced). */

@@ -5,9 +5,9 @@ import { join, resolve } from 'node:path';
 import { InvalidOptionsError, type ReadIsolationPolicy } from '@kernelwarden/core';
 import { bwrapArguments, checkWrapInputs } from './bubblewrap.js';
 import { IsolationPolicyError, IsolationUnavailableError } from './errors.js';
-import { isAbsolutePath } from './paths.js';
+import { isAbsolutePath, isWithin } from './paths.js';
 import { verifyIsolation } from './probe.js';
-import { assertSandbox, type DetectSandboxOptions } from './sandbox.js';
+import { assertSandbox, type DetectSandboxOptions, findExecutable } from './sandbox.js';
 
 /** A kernelspec to wrap, as `GET /api/kernelspecs` returns it (`spec` plus its `name`). */
 export interface BaseKernelSpec {
@@ -95,6 +95,31 @@ function validateBase(spec: BaseKernelSpec): void {
 }
 
 /**
+ * Refuses a kernel whose interpreter would be hidden by the policy: it would only fail later, as a kernel that
+ * dies at start-up, with a far less helpful message.
+ */
+function checkInterpreterVisible(policy: ReadIsolationPolicy, command: string, searchPath: string | undefined): void {
+  const lexical = isAbsolutePath(command) ? command : findExecutable(command, searchPath);
+  if (!lexical) return;
+  let real = lexical;
+  try {
+    real = realpathSync.native(lexical);
+  } catch {
+    // a missing interpreter fails at launch like it would without isolation
+  }
+  for (const path of new Set([lexical, real])) {
+    const root = policy.roots.find((r) => isWithin(path, r));
+    if (root && !policy.allowedRoots.some((a) => isWithin(path, a))) {
+      throw new IsolationPolicyError(
+        `The kernel's interpreter ${path} lies in the hidden root ${root}: the kernel could not start; allow its ` +
+          'installation directory or use an interpreter outside the hidden roots',
+        { path },
+      );
+    }
+  }
+}
+
+/**
  * Writes a kernelspec into a local gateway's kernelspec directory that launches `baseSpec`'s command under
  * bubblewrap with `policy` enforced, and returns its name — start kernels with that name
  * (`GatewayKernel.start({ kernelName })`). The name is deterministic: `kw-iso-<base>-<hash of policy, base spec,
@@ -137,6 +162,7 @@ export async function installIsolatedKernelSpec(opts: InstallIsolatedKernelSpecO
     ...(opts.privateTemp ? { privateTemp: opts.privateTemp } : {}),
   };
   checkWrapInputs(opts.policy, argvBase, wrap);
+  checkInterpreterVisible(opts.policy, argvBase[0]!, opts.searchPath ?? process.env.PATH);
   const sandbox = await assertSandbox(opts);
   await verifyIsolation(opts.policy, {
     ...wrap,

@@ -1,0 +1,68 @@
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { IsolationPolicyError } from './errors.js';
+import { installIsolatedKernelSpec, removeIsolatedKernelSpec } from './kernelspec.js';
+import { createReadIsolationPolicy } from './policy.js';
+
+let base: string;
+let specDir: string;
+let ws: string;
+let temp: string;
+let data: string;
+
+beforeEach(() => {
+  base = realpathSync(mkdtempSync(join(tmpdir(), 'kw-spec-')));
+  specDir = join(base, 'kernels');
+  ws = join(base, 'ws');
+  temp = join(base, 'systmp');
+  data = join(base, 'data');
+  for (const d of [specDir, ws, temp, join(data, 'venv', 'bin')]) mkdirSync(d, { recursive: true });
+});
+afterEach(() => rmSync(base, { recursive: true, force: true }));
+
+const baseSpec = {
+  name: 'python3',
+  argv: ['/usr/bin/python3', '-m', 'ipykernel_launcher', '-f', '{connection_file}'],
+  display_name: 'Python 3',
+  language: 'python',
+};
+
+describe('installIsolatedKernelSpec', () => {
+  it('writes a deterministic kw-iso-<base>-<hash> spec that wraps the base argv, and removes it again', async () => {
+    const policy = createReadIsolationPolicy({ roots: [{ path: data, label: 'data' }], tempDir: temp });
+    const opts = { kernelSpecDir: specDir, baseSpec, policy, workspace: ws, privateTemp: [temp], hideStateDir: false };
+    const name = await installIsolatedKernelSpec(opts);
+    expect(name).toMatch(/^kw-iso-python3-[0-9a-f]{16}$/);
+    expect(await installIsolatedKernelSpec(opts)).toBe(name);
+    const spec = JSON.parse(readFileSync(join(specDir, name, 'kernel.json'), 'utf8'));
+    expect(spec.argv.slice(0, 2)).toEqual(['/bin/sh', '-c']);
+    expect(spec.argv.slice(-6)).toEqual(['--default-signal=INT', ...baseSpec.argv]);
+    expect(spec.argv).toContain('--die-with-parent');
+    expect(spec).toMatchObject({ display_name: 'Python 3 (isolated)', language: 'python', interrupt_mode: 'signal' });
+    // No jupyter placeholder but the connection file: jupyter formats every argv element.
+    expect(spec.argv.join(' ').match(/\{[A-Za-z0-9_]+\}/g)).toEqual(['{connection_file}', '{connection_file}']);
+
+    const ws2 = join(base, 'ws2');
+    mkdirSync(ws2);
+    const other = await installIsolatedKernelSpec({ ...opts, workspace: ws2 });
+    expect(other).not.toBe(name);
+    removeIsolatedKernelSpec(specDir, name);
+    expect(readdirSync(specDir)).toEqual([other]);
+    expect(() => removeIsolatedKernelSpec(specDir, '../python3')).toThrow(/not an isolated kernelspec name/);
+  });
+
+  it('refuses a kernel whose interpreter lies in a hidden root, before writing anything', async () => {
+    const policy = createReadIsolationPolicy({ roots: [{ path: data, label: 'data' }], tempDir: temp });
+    const error = await installIsolatedKernelSpec({
+      kernelSpecDir: specDir,
+      baseSpec: { ...baseSpec, argv: [join(data, 'venv', 'bin', 'python'), '-m', 'ipykernel_launcher'] },
+      policy,
+      workspace: ws,
+    }).catch((e: unknown) => e);
+    expect(IsolationPolicyError.isInstance(error)).toBe(true);
+    expect((error as Error).message).toMatch(/interpreter .* lies in the hidden root/);
+    expect(readdirSync(specDir)).toEqual([]);
+  });
+});

@@ -42,6 +42,7 @@ export class WarmPool<K extends SupervisedKernel> {
   #filling = false;
   #closed = false;
   #lastError: unknown;
+  readonly #watchers = new Set<() => void>();
 
   constructor(init: WarmPoolInit<K>) {
     this.#init = init;
@@ -74,7 +75,36 @@ export class WarmPool<K extends SupervisedKernel> {
   async drain(): Promise<void> {
     this.#closed = true;
     this.#controller.abort(new Error('the warm pool was drained'));
+    this.#notify();
     await Promise.all(this.#ready.splice(0).map((kernel) => this.#init.shutdown(kernel)));
+  }
+
+  /** Resolves once `size` kernels are ready; rejects with the refill's error when it failed, or when drained. */
+  async ready(signal?: AbortSignal): Promise<void> {
+    for (;;) {
+      signal?.throwIfAborted();
+      if (this.#lastError !== undefined) throw this.#lastError;
+      if (this.#closed) throw new Error('the warm pool was drained');
+      if (this.#ready.length >= this.#init.size) return;
+      await new Promise<void>((resolve, reject) => {
+        const onAbort = () => {
+          this.#watchers.delete(wake);
+          reject(signal?.reason);
+        };
+        const wake = () => {
+          signal?.removeEventListener('abort', onAbort);
+          resolve();
+        };
+        this.#watchers.add(wake);
+        signal?.addEventListener('abort', onAbort, { once: true });
+      });
+    }
+  }
+
+  #notify(): void {
+    const watchers = [...this.#watchers];
+    this.#watchers.clear();
+    for (const wake of watchers) wake();
   }
 
   status(): { ready: number; filling: boolean; size: number; lastError?: unknown } {
@@ -99,6 +129,7 @@ export class WarmPool<K extends SupervisedKernel> {
           await prepare?.(kernel, { slot, key, signal });
           if (this.#closed || !isAlive(kernel)) break;
           this.#ready.push(kernel);
+          this.#notify();
         } finally {
           if (!this.#ready.includes(kernel)) await shutdown(kernel);
         }
@@ -107,6 +138,7 @@ export class WarmPool<K extends SupervisedKernel> {
       if (!this.#closed) this.#lastError = error ?? new Error('pool refill failed');
     } finally {
       this.#filling = false;
+      this.#notify();
     }
   }
 }

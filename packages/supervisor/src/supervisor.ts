@@ -434,6 +434,16 @@ export class KernelSupervisor<K extends SupervisedKernel = SupervisedKernel> {
     await Promise.all(drained);
   }
 
+  /**
+   * Resolves once the pool of `slot` and `key` holds its full size of ready kernels; rejects with the refill's
+   * error when a build failed, or at once when there is no such pool.
+   */
+  async poolReady(slot: string, key: string, opts: { signal?: AbortSignal } = {}): Promise<void> {
+    const pool = this.#pools.get(poolId(slot, key));
+    if (!pool) throw new InvalidOptionsError([{ path: 'key', message: `no warm pool for "${slot}" / "${key}"` }]);
+    await pool.ready(opts.signal);
+  }
+
   /** How many pooled kernels are ready for `slot` and `key`, and whether a refill is running. */
   poolStatus(slot: string, key: string): { ready: number; filling: boolean; size: number; lastError?: unknown } {
     const pool = this.#pools.get(poolId(slot, key));
@@ -500,7 +510,8 @@ export class KernelSupervisor<K extends SupervisedKernel = SupervisedKernel> {
   async #waitFor(build: Build<K>, signal: AbortSignal | undefined): Promise<AcquireResult<K>> {
     build.waiters += 1;
     try {
-      return await raceSignal(build.promise, signal);
+      // A revoked build rejects its waiters at once (with BuildCancelledError); its kernel is shut down on arrival.
+      return await raceSignal(raceSignal(build.promise, build.controller.signal), signal);
     } catch (error) {
       if (signal?.aborted && build.waiters === 1) this.#revoke(build, 'the caller gave up waiting');
       throw error;

@@ -1,0 +1,570 @@
+import type { ExecuteResult, ReadIsolationPolicy } from '@kernelwarden/core';
+import { Gate, RecordingKernel } from '@kernelwarden/testkit';
+import { describe, expect, it } from 'vitest';
+import { plainExecutor } from './executor.js';
+import type { LanguageSlot, LanguageSlotContext } from './language-slot.js';
+import type { Lease } from './lease.js';
+import { KernelSession, type KernelStatusEvent, type SlotFactoryContext } from './session.js';
+
+async function flush(rounds = 5): Promise<void> {
+  for (let i = 0; i < rounds; i++) await new Promise((resolve) => setImmediate(resolve));
+}
+
+function okResult(cellId: string, stdout = ''): ExecuteResult {
+  return {
+    status: 'ok',
+    cellId,
+    stdout,
+    stderr: '',
+    outputs: [],
+    cancelled: false,
+    timedOut: false,
+    stdinRequested: false,
+    truncated: false,
+  };
+}
+
+function statuses(session: KernelSession<any, any>): string[] {
+  const seen: string[] = [];
+  session.on('kernel_status', (e: KernelStatusEvent) => seen.push(e.status));
+  return seen;
+}
+
+/** A tiny R LanguageSlot: keeps its kernel in the session supervisor's 'r' slot, keyed by environment. */
+function fakeRSlot(
+  spawn: (ctx: LanguageSlotContext) => RecordingKernel,
+): LanguageSlot & { seen: LanguageSlotContext[] } {
+  const seen: LanguageSlotContext[] = [];
+  let supervisor: LanguageSlotContext['supervisor'] | undefined;
+  return {
+    language: 'r',
+    seen,
+    async ensure(ctx) {
+      seen.push(ctx);
+      supervisor = ctx.supervisor;
+      try {
+        await ctx.supervisor.ensure('r', ctx.env ?? 'default', () => spawn(ctx));
+        return null;
+      } catch (error) {
+        const cause = (error as { cause?: unknown }).cause;
+        return `R kernel unavailable: ${cause instanceof Error ? cause.message : String(error)}`;
+      }
+    },
+    lease: () => supervisor?.lease('r'),
+    execute: (code, opts, ctx) => ctx.executor.run({ supervisor: ctx.supervisor, slot: 'r', code, ...opts }),
+    async shutdown(reason) {
+      const lease = supervisor?.lease('r');
+      if (lease) await supervisor?.shutdownIfCurrent(lease, reason ?? 'shutdown');
+    },
+    status: () => supervisor?.status('r'),
+  };
+}
+
+describe('KernelSession.stop (seed 1)', () => {
+  it('interrupts both slots, waits for the running execution to leave the barrier, then shuts down and stays cancelled', async () => {
+    const events: string[] = [];
+    const python = new RecordingKernel('python', { events, hold: true });
+    python.releaseOnInterrupt = true;
+    const r = new RecordingKernel('r', { events });
+    const session = new KernelSession<RecordingKernel>({ python: () => python });
+    await session.supervisor.ensure('r', 'default', () => r);
+
+    const running = session.execute('pass');
+    await python.executeEntered.wait();
+    await session.stop();
+    const result = await running;
+
+    expect(python.interruptCalls).toBe(1);
+    expect(r.interruptCalls).toBe(1);
+    expect(events.indexOf('python:interrupt')).toBeLessThan(events.indexOf('python:execute-exit'));
+    expect(events.indexOf('python:execute-exit')).toBeLessThan(events.indexOf('python:shutdown'));
+    expect(python.shutdownCalls).toBe(1);
+    expect(r.shutdownCalls).toBe(1);
+    expect(result.cellId).toBeTypeOf('string');
+    expect(session.status()).toMatchObject({ state: 'stopped', manualStop: true, cancelled: true });
+    expect(session.cancelled).toBe(true);
+    await session.close();
+  });
+
+  it('stays cancelled until the next execute, which clears it', async () => {
+    const session = new KernelSession<RecordingKernel>({ python: () => new RecordingKernel('k') });
+    await session.start();
+    await session.stop();
+    expect(session.cancelled).toBe(true);
+    await flush();
+    expect(session.cancelled).toBe(true);
+    const result = await session.execute('1');
+    expect(result.status).toBe('ok');
+    expect(session.cancelled).toBe(false);
+    expect(session.status().state).toBe('running');
+    await session.close();
+  });
+
+  it('cancels executions queued behind the running one', async () => {
+    const python = new RecordingKernel('python', { hold: true });
+    python.releaseOnInterrupt = true;
+    const session = new KernelSession<RecordingKernel>({ python: () => python });
+    const running = session.execute('first');
+    await python.executeEntered.wait();
+    const queued = session.execute('second', { cellId: 'queued' });
+    await session.stop();
+    expect(await queued).toMatchObject({ cellId: 'queued', cancelled: true, status: 'aborted' });
+    await running;
+    expect(python.executeCalls).toBe(1);
+    await session.close();
+  });
+});
+
+describe('KernelSession stop intent (seed 2)', () => {
+  it('makes a start issued during a paused stop wait for it: stopped then started, old shut down once', async () => {
+    const pause = new Gate();
+    const entered = new Gate();
+    const current = new RecordingKernel('current');
+    const replacement = new RecordingKernel('replacement');
+    const made: RecordingKernel[] = [];
+    const kernels = [current, replacement];
+    const session = new KernelSession<RecordingKernel>({
+      python: () => {
+        const k = kernels.shift()!;
+        made.push(k);
+        return k;
+      },
+      // An executor that ignores the abort until the gate opens: the stop stays paused after cancelling.
+      executor: {
+        run: async (req) => {
+          entered.open();
+          await pause.wait();
+          return plainExecutor.run(req);
+        },
+      },
+    });
+    const seen = statuses(session);
+    await session.start();
+    const turn = session.execute('long()');
+    await entered.wait();
+
+    const stopping = session.stop();
+    expect(session.cancelled).toBe(true);
+    const starting = session.start();
+    await flush();
+    // The stop is paused after cancelling (the turn ignores its abort): the start has not begun.
+    expect(made).toEqual([current]);
+    expect(current.shutdownCalls).toBe(0);
+    expect(seen.at(-1)).toBe('started');
+    expect(session.status().stopping).toBe(true);
+
+    pause.open();
+    await stopping;
+    const status = await starting;
+    await turn;
+
+    expect(current.shutdownCalls).toBe(1);
+    expect(session.supervisor.lease('python')?.kernel).toBe(replacement);
+    expect(session.cancelled).toBe(false);
+    expect(status).toMatchObject({ state: 'running', generation: 1 });
+    expect(seen.slice(-2)).toEqual(['stopped', 'started']);
+    await session.close();
+  });
+
+  it('orders a start issued right after stop() behind it even with nothing running', async () => {
+    const session = new KernelSession<RecordingKernel>({ python: () => new RecordingKernel('k') });
+    const seen = statuses(session);
+    await session.start();
+    const stopping = session.stop();
+    const starting = session.start();
+    await Promise.all([stopping, starting]);
+    expect(seen).toEqual(['started', 'stopped', 'started']);
+    expect(session.cancelled).toBe(false);
+    await session.close();
+  });
+
+  it('drops a start that was queued before a stop issued after it (the stop wins)', async () => {
+    const python = new RecordingKernel('python', { hold: true });
+    python.releaseOnInterrupt = true;
+    const session = new KernelSession<RecordingKernel>({ python: () => python });
+    const seen = statuses(session);
+    const running = session.execute('x');
+    await python.executeEntered.wait();
+    const starting = session.start();
+    await session.stop();
+    await expect(starting).rejects.toMatchObject({ code: 'SESSION_STOPPED' });
+    await running;
+    expect(seen.at(-1)).toBe('stopped');
+    expect(session.status().state).toBe('stopped');
+    await session.close();
+  });
+});
+
+describe('KernelSession dead worker (seed 3)', () => {
+  it('replaces a dead python worker on the next execute and shuts the dead one down', async () => {
+    const old = new RecordingKernel('old');
+    const replacement = new RecordingKernel('replacement');
+    const queue = [old, replacement];
+    let spawned = 0;
+    const session = new KernelSession<RecordingKernel>({
+      python: () => {
+        spawned++;
+        return queue.shift()!;
+      },
+    });
+    await session.start();
+    old.live = false;
+    await session.execute('1');
+    expect(spawned).toBe(2);
+    expect(session.supervisor.lease('python')?.kernel).toBe(replacement);
+    expect(old.shutdownCalls).toBe(1);
+    expect(replacement.executeCalls).toBe(1);
+    await session.close();
+  });
+});
+
+describe('KernelSession bootstrap outside the lock (seed 4)', () => {
+  it('answers interrupt("python") and status at once while a bootstrap is blocked; the interrupt releases it', async () => {
+    const kernel = new RecordingKernel('python', { hold: true });
+    kernel.releaseOnInterrupt = true;
+    const bootstrapped: RecordingKernel[] = [];
+    const session = new KernelSession<RecordingKernel>({
+      python: () => kernel,
+      bootstrap: async (lease) => {
+        await lease.kernel.execute('bootstrap()');
+        bootstrapped.push(lease.kernel);
+      },
+    });
+    const starting = session.start();
+    await kernel.executeEntered.wait();
+    expect(session.status()).toMatchObject({ state: 'running', turnRunning: true });
+    expect(bootstrapped).toEqual([]);
+    expect(await session.supervisor.interrupt('python')).toBe(1);
+    await starting;
+    expect(bootstrapped).toEqual([kernel]);
+    await session.close();
+  });
+
+  it('answers interrupt while the bootstrap stays blocked (it does not wait for it)', async () => {
+    const gate = new Gate();
+    const kernel = new RecordingKernel('python');
+    const session = new KernelSession<RecordingKernel>({
+      python: () => kernel,
+      bootstrap: () => gate.wait(),
+    });
+    const starting = session.start();
+    await flush();
+    expect(await session.supervisor.interrupt('python')).toBe(1);
+    expect(session.status().alive).toBe(true);
+    expect(gate.isOpen).toBe(false);
+    gate.open();
+    await starting;
+    await session.close();
+  });
+
+  it('shuts the lease down and fails the call when bootstrap throws; the next execute builds afresh', async () => {
+    let fail = true;
+    const made: RecordingKernel[] = [];
+    const session = new KernelSession<RecordingKernel>({
+      python: () => {
+        const k = new RecordingKernel(`k${made.length}`);
+        made.push(k);
+        return k;
+      },
+      bootstrap: () => {
+        if (fail) throw new Error('sidecar import failed');
+      },
+    });
+    await expect(session.execute('1')).rejects.toMatchObject({ code: 'BOOTSTRAP_FAILED' });
+    expect(made[0]?.shutdownCalls).toBe(1);
+    expect(session.status().endedReason).toBe('bootstrap_failed');
+    fail = false;
+    expect((await session.execute('1')).status).toBe('ok');
+    expect(session.status().generation).toBe(1);
+    await session.close();
+  });
+});
+
+describe('KernelSession.setEnv (seed 5)', () => {
+  it('is build-first and atomic: a failing build keeps kernel, host state, env and generation; a working one switches', async () => {
+    let failStruct = true;
+    const kernels: (RecordingKernel & { env?: string; ctx?: SlotFactoryContext<Host> })[] = [];
+    interface Host {
+      activeREnv: string | undefined;
+    }
+    let hosts = 0;
+    const bootstrapped: RecordingKernel[] = [];
+    const session = new KernelSession<RecordingKernel, Host>({
+      env: 'base',
+      cwd: '/work/space',
+      createHost: () => {
+        hosts++;
+        return { activeREnv: undefined };
+      },
+      python: (ctx) => {
+        if (ctx.env === 'struct' && failStruct) throw new Error('struct worker failed to start');
+        const k = Object.assign(new RecordingKernel(`${ctx.env}-${ctx.purpose}`), { env: ctx.env, ctx });
+        kernels.push(k);
+        return k;
+      },
+      bootstrap: (lease) => {
+        bootstrapped.push(lease.kernel);
+      },
+    });
+    const seen = statuses(session);
+    await session.start();
+    const old = session.supervisor.lease('python')!.kernel;
+    const host = session.host;
+    host.activeREnv = 'r-special';
+
+    const bg = session.runBackground('print(1)');
+    await session.waitBackground(bg.execId);
+    expect(kernels.at(-1)).toMatchObject({ env: 'base', ctx: { purpose: 'background', cwd: '/work/space' } });
+
+    await expect(session.setEnv('struct')).rejects.toThrow(/failed to start/);
+    expect(session.supervisor.lease('python')?.kernel).toBe(old);
+    expect(session.host).toBe(host);
+    expect(session.status()).toMatchObject({ env: 'base', desiredEnv: 'struct', generation: 0 });
+    expect(old.shutdownCalls).toBe(0);
+
+    failStruct = false;
+    const changed = await session.setEnv('struct');
+    expect(changed).toMatchObject({ generation: 1, env: 'struct', desiredEnv: 'struct', state: 'running' });
+    const current = session.supervisor.lease('python')!.kernel as (typeof kernels)[number];
+    expect(current).not.toBe(old);
+    expect(current.env).toBe('struct');
+    expect(current.ctx?.host).toBe(host);
+    expect(hosts).toBe(1);
+    expect(session.host.activeREnv).toBe('r-special');
+    expect(old.shutdownCalls).toBe(1);
+    expect(bootstrapped).toEqual([old, current]);
+    expect(seen.at(-1)).toBe('env_changed');
+
+    const bg2 = session.runBackground('print(2)');
+    await session.waitBackground(bg2.execId);
+    expect(kernels.at(-1)).toMatchObject({ env: 'struct', ctx: { purpose: 'background', cwd: '/work/space' } });
+    await session.close();
+  });
+
+  it('only records the environment when no kernel runs, and the next start builds it', async () => {
+    const envs: (string | undefined)[] = [];
+    const session = new KernelSession<RecordingKernel>({
+      python: (ctx) => {
+        envs.push(ctx.env);
+        return new RecordingKernel(String(ctx.env));
+      },
+    });
+    await session.setEnv('struct');
+    expect(envs).toEqual([]);
+    await session.start();
+    expect(envs).toEqual(['struct']);
+    expect(session.status().key).toBe('struct');
+    await session.close();
+  });
+
+  it('keeps running cells on the old kernel after a failed switch', async () => {
+    const session = new KernelSession<RecordingKernel>({
+      env: 'base',
+      python: (ctx) => {
+        if (ctx.env === 'broken') throw new Error('no such env');
+        return new RecordingKernel(String(ctx.env));
+      },
+    });
+    await session.start();
+    await expect(session.setEnv('broken')).rejects.toMatchObject({ code: 'KERNEL_FACTORY' });
+    expect((await session.execute('1')).status).toBe('ok');
+    expect(session.status()).toMatchObject({ generation: 0, env: 'base', desiredEnv: 'broken' });
+    await session.close();
+  });
+});
+
+describe('KernelSession read isolation (seed 6)', () => {
+  const policy: ReadIsolationPolicy = { roots: ['/data'], allowedRoots: ['/data/inputs/abc'] };
+
+  it('hands the policy to the main kernel, a background kernel and the R kernel', async () => {
+    const contexts: SlotFactoryContext[] = [];
+    const rSpawns: LanguageSlotContext[] = [];
+    const r = fakeRSlot((ctx) => {
+      rSpawns.push(ctx);
+      return new RecordingKernel('r');
+    });
+    const session = new KernelSession<RecordingKernel>({
+      cwd: '/work/space',
+      readIsolation: policy,
+      r,
+      python: (ctx) => {
+        contexts.push(ctx);
+        return new RecordingKernel(ctx.purpose);
+      },
+    });
+    await session.start();
+    const bg = session.runBackground('1');
+    await session.waitBackground(bg.execId);
+    const result = await session.execute('1 + 1', { language: 'r' });
+    expect(result.status).toBe('ok');
+    expect(contexts.map((c) => [c.purpose, c.readIsolation, c.cwd])).toEqual([
+      ['main', policy, '/work/space'],
+      ['background', policy, '/work/space'],
+    ]);
+    expect(rSpawns).toHaveLength(1);
+    expect(rSpawns[0]).toMatchObject({ readIsolation: policy, cwd: '/work/space', env: undefined });
+    await session.close();
+  });
+
+  it('runs a background cell as the very first action, with the policy, leaving the python slot unleased', async () => {
+    const contexts: SlotFactoryContext[] = [];
+    const session = new KernelSession<RecordingKernel>({
+      cwd: '/work/space',
+      readIsolation: policy,
+      python: (ctx) => {
+        contexts.push(ctx);
+        return new RecordingKernel('bg', {
+          execute: (_code, opts) => {
+            opts?.onOutput?.({ type: 'stream', name: 'stdout', text: 'done' });
+            return okResult(opts?.cellId ?? 'c', 'done');
+          },
+        });
+      },
+    });
+    expect(session.supervisor.lease('python')).toBeUndefined();
+    const { execId } = session.runBackground("print('first')");
+    expect(execId).toMatch(/^exec-[0-9a-f]{12}$/);
+    const peek = await session.waitBackground(execId);
+    expect(peek).toMatchObject({ done: true, stdout: 'done', error: null, status: 'done' });
+    expect(session.peekBackground(execId)).toMatchObject({ done: true, stdout: 'done', error: null });
+    expect(contexts).toHaveLength(1);
+    expect(contexts[0]).toMatchObject({ purpose: 'background', readIsolation: policy, cwd: '/work/space' });
+    expect(session.supervisor.lease('python')).toBeUndefined();
+    await session.close();
+  });
+});
+
+describe('KernelSession R slot', () => {
+  it('turns a soft failure into an RKernelUnavailable result without touching python', async () => {
+    const python = new RecordingKernel('python');
+    const r = fakeRSlot(() => {
+      throw new Error('R is missing');
+    });
+    const session = new KernelSession<RecordingKernel>({ python: () => python, r });
+    await session.start();
+    const pyLease = session.supervisor.lease('python');
+    const result = await session.execute('1', { language: 'r', cellId: 'r1' });
+    expect(result).toMatchObject({
+      status: 'error',
+      cellId: 'r1',
+      error: { ename: 'RKernelUnavailable', evalue: 'R kernel unavailable: R is missing', traceback: [] },
+    });
+    expect(session.supervisor.lease('python')).toBe(pyLease);
+    expect(python.interruptCalls + python.shutdownCalls + python.executeCalls).toBe(0);
+    await session.close();
+  });
+
+  it('hands the R environment to the slot', async () => {
+    const r = fakeRSlot(() => new RecordingKernel('r'));
+    const session = new KernelSession<RecordingKernel>({ python: () => new RecordingKernel('p'), r, rEnv: 'r-base' });
+    await session.execute('1', { language: 'r' });
+    session.setREnv('r-special');
+    await session.execute('1', { language: 'r' });
+    expect(r.seen.map((c) => c.env)).toEqual(['r-base', 'r-special']);
+    expect(session.supervisor.status('r')).toMatchObject({ generation: 1, key: 'r-special' });
+    await session.close();
+  });
+});
+
+describe('KernelSession executor, events and close', () => {
+  it('runs cells through the given executor with the exact lease, cell id and a bootstrap hook', async () => {
+    const seen: { lease?: Lease<any>; cellId?: string; origin?: string; hasBootstrap: boolean }[] = [];
+    const session = new KernelSession<RecordingKernel>({
+      python: () => new RecordingKernel('p'),
+      executor: {
+        run: async (req) => {
+          seen.push({
+            ...(req.lease ? { lease: req.lease } : {}),
+            ...(req.cellId ? { cellId: req.cellId } : {}),
+            ...(req.origin ? { origin: req.origin } : {}),
+            hasBootstrap: typeof req.bootstrap === 'function',
+          });
+          return okResult(req.cellId ?? 'x');
+        },
+      },
+    });
+    const result = await session.execute('1', { cellId: 'cell-shared', origin: 'agent' });
+    expect(result.cellId).toBe('cell-shared');
+    expect(seen).toEqual([
+      { lease: session.supervisor.lease('python'), cellId: 'cell-shared', origin: 'agent', hasBootstrap: true },
+    ]);
+    await session.close();
+  });
+
+  it('emits restarted with generation + 1 when restarted in place, and re-runs bootstrap', async () => {
+    const kernel = new RecordingKernel('p');
+    let boots = 0;
+    const session = new KernelSession<RecordingKernel>({
+      python: () => kernel,
+      bootstrap: () => {
+        boots++;
+      },
+    });
+    const events: KernelStatusEvent[] = [];
+    session.on('kernel_status', (e) => events.push(e));
+    await session.start();
+    await session.restart();
+    expect(kernel.restartCalls).toBe(1);
+    expect(boots).toBe(2);
+    expect(events.map((e) => [e.status, e.generation])).toEqual([
+      ['started', 0],
+      ['restarted', 1],
+    ]);
+    await session.close();
+  });
+
+  it('close() shuts everything down, emits ended, and refuses further work', async () => {
+    const bgGate = new Gate();
+    const made: RecordingKernel[] = [];
+    const session = new KernelSession<RecordingKernel>({
+      python: (ctx) => {
+        const k = new RecordingKernel(ctx.purpose, {
+          execute: async (_code, opts) => {
+            if (ctx.purpose === 'background') await bgGate.wait(opts?.signal);
+            return okResult('c');
+          },
+        });
+        made.push(k);
+        return k;
+      },
+    });
+    const events: KernelStatusEvent[] = [];
+    session.on('kernel_status', (e) => events.push(e));
+    await session.start();
+    const bg = session.runBackground('long()');
+    await flush();
+    await session.close();
+    await session.close();
+    expect(made.map((k) => k.shutdownCalls)).toEqual([1, 1]);
+    expect(session.peekBackground(bg.execId)).toMatchObject({ done: true, status: 'interrupted' });
+    expect(events.at(-1)).toMatchObject({ status: 'ended', endedReason: 'session_closed' });
+    expect(session.status()).toMatchObject({ closed: true, state: 'ended', endedReason: 'session_closed' });
+    await expect(session.execute('1')).rejects.toMatchObject({ code: 'CLOSED' });
+    expect(() => session.runBackground('1')).toThrow(/closed/);
+  });
+
+  it('validates options and names the bad field', () => {
+    expect(() => new KernelSession({} as never)).toThrow(/options\.python/);
+    expect(() => new KernelSession({ python: () => new RecordingKernel('x'), pool: { size: -1 } })).toThrow(
+      /options\.pool\.size/,
+    );
+    expect(
+      () => new KernelSession({ python: () => new RecordingKernel('x'), readIsolation: { roots: 'x' } as never }),
+    ).toThrow(/options\.readIsolation\.roots/);
+    expect(() => new KernelSession({ python: () => new RecordingKernel('x'), executor: {} as never })).toThrow(
+      /options\.executor\.run/,
+    );
+  });
+
+  it("settles a cell cancelled by the caller's signal with cancelled: true", async () => {
+    const python = new RecordingKernel('python', { hold: true });
+    python.releaseOnInterrupt = true;
+    const session = new KernelSession<RecordingKernel>({ python: () => python });
+    await session.start();
+    const controller = new AbortController();
+    controller.abort(new Error('gave up'));
+    const result = await session.execute('1', { signal: controller.signal, cellId: 'c9' });
+    expect(result).toMatchObject({ cancelled: true, cellId: 'c9' });
+    await session.close();
+  });
+});

@@ -1,0 +1,138 @@
+import { once } from 'node:events';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import { WebSocketServer, WebSocket as WsWebSocket } from 'ws';
+import { GatewayAuthError } from './errors.js';
+import { GatewayClient, type WebSocketClass } from './gateway-client.js';
+import { GatewayKernel } from './gateway-kernel.js';
+import { type KernelReplies, scriptedKernel } from './kernel-script.test-fixture.js';
+import { V1_SUBPROTOCOL } from './wire-v1.js';
+
+/** A loopback ws server speaking the channels protocol with a scripted kernel; counts the pongs it receives. */
+async function kernelServer(opts: { rejectUpgrade?: number } = {}) {
+  const server: Server = createServer();
+  const wss = new WebSocketServer({
+    noServer: true,
+    handleProtocols: (protocols) => (protocols.has(V1_SUBPROTOCOL) ? V1_SUBPROTOCOL : false),
+  });
+  const state = { pongs: 0, replies: undefined as KernelReplies | undefined, sockets: [] as WsWebSocket[] };
+  const pongWaiters: (() => void)[] = [];
+  server.on('upgrade', (req, socket, head) => {
+    if (opts.rejectUpgrade) {
+      socket.end(`HTTP/1.1 ${opts.rejectUpgrade} Forbidden\r\nContent-Length: 0\r\n\r\n`);
+      return;
+    }
+    wss.handleUpgrade(req, socket, head, (ws) => {
+      state.sockets.push(ws);
+      const kernel = scriptedKernel({}, (frame) => ws.send(frame));
+      state.replies = kernel.replies;
+      ws.on('message', (data, isBinary) => kernel.handle(isBinary ? data : data.toString()));
+      ws.on('pong', () => {
+        state.pongs++;
+        for (const w of pongWaiters.splice(0)) w();
+      });
+    });
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const fetch = (async (input: string | URL | Request, init?: RequestInit) => {
+    const method = init?.method ?? 'GET';
+    if (method === 'POST' && String(input).endsWith('/api/kernels')) {
+      return new Response(JSON.stringify({ id: 'k1', name: 'python3' }), { status: 201 });
+    }
+    return new Response(null, { status: 204 });
+  }) as typeof globalThis.fetch;
+  return {
+    baseUrl,
+    fetch,
+    state,
+    pongArrived: () => new Promise<void>((r) => pongWaiters.push(r)),
+    async [Symbol.asyncDispose]() {
+      for (const ws of state.sockets) ws.terminate();
+      wss.close();
+      server.close();
+      server.closeAllConnections();
+    },
+  };
+}
+
+/** The `ws` WebSocket with a counter on `pong()`, so the test sees what the client sends, synchronously. */
+const sent = { pongs: 0 };
+class CountingWebSocket extends WsWebSocket {
+  override pong(...args: Parameters<WsWebSocket['pong']>): void {
+    sent.pongs++;
+    super.pong(...args);
+  }
+}
+
+afterEach(() => {
+  sent.pongs = 0;
+});
+
+describe('stall workaround (unsolicited pong)', () => {
+  it('sends a pong after each message received while a request is pending, and none while idle', async () => {
+    await using server = await kernelServer();
+    const client = new GatewayClient({
+      baseUrl: server.baseUrl,
+      fetch: server.fetch,
+      WebSocket: CountingWebSocket as unknown as WebSocketClass,
+    });
+    await using kernel = await GatewayKernel.start({ gateway: client });
+    expect(kernel.protocol).toBe('v1');
+
+    // Nothing pending: unsolicited messages are not acknowledged with pongs.
+    sent.pongs = 0;
+    const statuses: string[] = [];
+    const threeStatuses = new Promise<void>((resolve) =>
+      kernel.on('status', (e) => {
+        statuses.push(e.status);
+        if (statuses.length === 3) resolve();
+      }),
+    );
+    for (const state of ['busy', 'idle', 'busy']) {
+      server.state.replies?.send('iopub', 'status', { execution_state: state });
+    }
+    await threeStatuses;
+    expect(sent.pongs).toBe(0);
+
+    // A cell: busy, execute_reply, idle. Pongs follow the first two; after idle nothing is pending.
+    const arrived = server.pongArrived();
+    const result = await kernel.execute('print(1)');
+    expect(result.status).toBe('ok');
+    expect(sent.pongs).toBe(2);
+    await arrived;
+    expect(server.state.pongs).toBeGreaterThan(0);
+  });
+
+  it('sends no pong at all when turned off', async () => {
+    await using server = await kernelServer();
+    const client = new GatewayClient({
+      baseUrl: server.baseUrl,
+      fetch: server.fetch,
+      WebSocket: CountingWebSocket as unknown as WebSocketClass,
+    });
+    await using kernel = await GatewayKernel.start({ gateway: client, stallWorkaround: false });
+    await kernel.execute('print(1)');
+    await kernel.execute('print(2)');
+    expect(sent.pongs).toBe(0);
+  });
+});
+
+describe('channels socket errors', () => {
+  it('turns a 403 on the WebSocket upgrade into GatewayAuthError and deletes the kernel', async () => {
+    await using server = await kernelServer({ rejectUpgrade: 403 });
+    const deletes: string[] = [];
+    const fetch = (async (input: string | URL | Request, init?: RequestInit) => {
+      if (init?.method === 'DELETE') deletes.push(String(input));
+      return server.fetch(input, init);
+    }) as typeof globalThis.fetch;
+    const error = await GatewayKernel.start({ gateway: { baseUrl: server.baseUrl, token: 'tok-xyz', fetch } }).catch(
+      (e: unknown) => e,
+    );
+    expect(GatewayAuthError.isInstance(error)).toBe(true);
+    expect((error as Error).message).not.toContain('tok-xyz');
+    expect(deletes).toEqual([`${server.baseUrl}/api/kernels/k1`]);
+  });
+});

@@ -329,9 +329,24 @@ describe('createWatchdog: the ladder on timeout', () => {
 });
 
 describe('createWatchdog: a lease replaced while the cell ran', () => {
+  /** A shutdown that leaves the running cell unsettled, as an unconfirmed DELETE to a wedged gateway would. */
+  const keepCellRunning = async () => ({ confirmed: false });
+
+  it('settles at once, without escalating, when the replaced kernel’s shutdown settles the cell', async () => {
+    const h = await harness({ hold: true });
+    const outcome = settle(h.watchdog.run({ supervisor: h.supervisor, slot: 'python', code: 'spin()' }));
+    await h.kernel.executeEntered.wait();
+    await h.supervisor.ensure('python', 'other-env', () => new RecordingKernel('newer'));
+    const { value } = await outcome;
+    expect(value?.status).toBe('aborted');
+    expect(h.rungs).toEqual([]);
+    expect(h.clock.pendingTimers()).toBe(0);
+  });
+
   it('touches nothing newer than the lease the cell ran on', async () => {
     const never = new Gate();
     const h = await harness({ execute: () => never.wait().then(() => okResult('old')) });
+    h.kernel.shutdown = keepCellRunning;
     const outcome = settle(
       h.watchdog.run({ supervisor: h.supervisor, slot: 'python', code: 'wedged()', bootstrap: h.bootstrap }),
     );
@@ -359,6 +374,7 @@ describe('createWatchdog: a lease replaced while the cell ran', () => {
 
   it('returns the cell’s own answer when it arrives after its lease was stopped', async () => {
     const h = await harness({ hold: true });
+    h.kernel.shutdown = keepCellRunning;
     const outcome = settle(h.watchdog.run({ supervisor: h.supervisor, slot: 'python', code: 'spin()' }));
     await h.kernel.executeEntered.wait();
     await h.supervisor.stop('python');

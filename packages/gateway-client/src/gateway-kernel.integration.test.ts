@@ -142,6 +142,17 @@ describe('GatewayKernel on the real jupyter-server (python3)', () => {
     expect((await kernel.execute('2 + 2', { timeoutMs: 10_000 })).status).toBe('ok');
   });
 
+  it("marks a 20 MB cell outputDropped on a server with default iopub rate limits, keeping memory to the caps", async () => {
+    const dropped: string[] = [];
+    const off = kernel.on('output-dropped', (e) => dropped.push(e.cellId));
+    const result = await kernel.execute("for i in range(200000):\n    print('x' * 99)", { cellId: 'twenty-mb' });
+    off();
+    expect(result.status).toBe('ok');
+    expect(result.outputDropped).toBe(true);
+    expect(dropped).toEqual(['twenty-mb']);
+    expect(result.stdout.length).toBeLessThanOrEqual(1_048_576);
+  });
+
   it('restart() clears the variables, keeps the handle and reports restarting then idle', async () => {
     await kernel.execute('forgotten = 1');
     const statuses: string[] = [];

@@ -305,6 +305,37 @@ describe('LocalGateway on a real jupyter-server (one shared server)', () => {
   });
 });
 
+describe('LocalGateway and a system-wide jupyter config that fights the token', () => {
+  it('refuses a server that answers without the token, and one that refuses its own token, stopping both', async () => {
+    const stateDir = freshDir('config-fight');
+    const configDir = freshDir('config-path');
+    const configFile = join(configDir, 'jupyter_server_config.py');
+    const saved = process.env.JUPYTER_CONFIG_PATH;
+    process.env.JUPYTER_CONFIG_PATH = configDir;
+    try {
+      writeFileSync(configFile, "c.ServerApp.token = ''\nc.ServerApp.password = ''\n");
+      const open = await LocalGateway.acquire({ stateDir }).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect((open as { code?: string }).code).toBe('LOCAL_GATEWAY_INSECURE');
+      expect(liveProcessesMentioning(stateDir)).toEqual([]);
+
+      writeFileSync(configFile, "c.ServerApp.token = 'someone-elses-token'\n");
+      const refused = await LocalGateway.acquire({ stateDir }).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect((refused as { code?: string }).code).toBe('LOCAL_GATEWAY_TOKEN_REFUSED');
+      expect(liveProcessesMentioning(stateDir)).toEqual([]);
+    } finally {
+      if (saved === undefined) delete process.env.JUPYTER_CONFIG_PATH;
+      else process.env.JUPYTER_CONFIG_PATH = saved;
+      await LocalGateway.stop({ stateDir });
+    }
+  });
+});
+
 describe('LocalGateway lifetime', () => {
   const dirs: string[] = [];
   afterEach(async () => {
@@ -312,6 +343,29 @@ describe('LocalGateway lifetime', () => {
       await LocalGateway.stop({ stateDir });
       await waitFor('no process left mentioning the state dir', () => liveProcessesMentioning(stateDir).length === 0);
     }
+  });
+
+  it('rejects with the signal reason when aborted during start-up, and leaves no server behind', async () => {
+    const stateDir = freshDir('abort');
+    dirs.push(stateDir);
+    const controller = new AbortController();
+    const reason = new Error('caller gave up');
+    const error = await LocalGateway.acquire({
+      stateDir,
+      signal: controller.signal,
+      onEvent: (e) => {
+        if (e.type === 'server-starting') setTimeout(() => controller.abort(reason), 200);
+      },
+    }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(error).toBe(reason);
+    expect(liveProcessesMentioning(stateDir)).toEqual([]);
+    const [dir] = gatewayDirs(stateDir);
+    expect(existsSync(join(dir!, 'lock'))).toBe(false);
+    expect(existsSync(join(dir!, 'server.json'))).toBe(false);
+    expect(existsSync(join(dir!, 'token'))).toBe(false);
   });
 
   it('stops the server at the last release when lingerMs is 0', async () => {

@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { InvalidOptionsError } from '@kernelwarden/core';
@@ -58,6 +58,23 @@ describe('LocalGateway options', () => {
       const error = await rejection(LocalGateway.acquire({ stateDir: dir, serverArgs: ['--debug', arg] }));
       expect((error as InvalidOptionsError).path, arg).toBe('serverArgs.1');
       expect((error as Error).message.includes('abc')).toBe(false);
+    }
+  });
+
+  it('times out waiting for the lock with a TimeoutError naming the holder, starting nothing', async () => {
+    const fake = join(dir, 'jupyter-server');
+    writeFileSync(fake, '#!/bin/sh\nexit 1\n');
+    chmodSync(fake, 0o755);
+    const { stateDir } = await LocalGateway.status({ stateDir: dir, command: fake });
+    mkdirSync(stateDir, { recursive: true });
+    const held = await acquireLock(join(stateDir, 'lock'));
+    try {
+      const error = await rejection(LocalGateway.acquire({ stateDir: dir, command: fake, startupTimeoutMs: 200 }));
+      expect((error as Error).name).toBe('TimeoutError');
+      expect((error as Error).message).toMatch(new RegExp(`lock held by pid ${process.pid}`));
+      expect(existsSync(join(stateDir, 'server.log'))).toBe(false);
+    } finally {
+      held.release();
     }
   });
 

@@ -1,0 +1,55 @@
+// kernelwarden's own client: GatewayKernel from the built packages/gateway-client/dist, with its defaults (v1 framing
+// where offered, the delayed-ACK stall workaround on).
+const DIST = new URL('../../packages/gateway-client/dist/index.js', import.meta.url);
+
+let loaded;
+
+/** Loads GatewayKernel from the built dist; throws a clear error when the package is not built or lacks it. */
+export async function loadGatewayKernel() {
+  loaded ??= import(DIST.href).then((mod) => {
+    if (typeof mod.GatewayKernel?.start !== 'function')
+      throw new Error(`${DIST.pathname} does not export GatewayKernel yet (build @kernelwarden/gateway-client)`);
+    return mod.GatewayKernel;
+  });
+  return loaded;
+}
+
+export class KernelwardenClient {
+  #kernel;
+
+  constructor(kernel) {
+    this.#kernel = kernel;
+  }
+
+  get kernelId() {
+    return this.#kernel.id;
+  }
+
+  /** `GatewayKernel.start()` on a python3 kernel: create, connect, kernel_info handshake. */
+  static async start({ baseUrl, token, kernelName = 'python3', options = {} }) {
+    const GatewayKernel = await loadGatewayKernel();
+    const kernel = await GatewayKernel.start({ gateway: { baseUrl, token }, kernelName, ...options });
+    return new KernelwardenClient(kernel);
+  }
+
+  /** Executes `code`; GatewayKernel settles once both execute_reply and status idle arrived. */
+  async run(code, { onText } = {}) {
+    const result = await this.#kernel.execute(code, {
+      onOutput: onText
+        ? (output) => {
+            if (output.type === 'stream') onText(output.text);
+          }
+        : undefined,
+    });
+    return { status: result.status, outputDropped: result.outputDropped === true, truncated: result.truncated };
+  }
+
+  async interrupt() {
+    const { delivered } = await this.#kernel.interrupt();
+    if (!delivered) throw new Error('interrupt not delivered');
+  }
+
+  async close() {
+    await this.#kernel.shutdown();
+  }
+}

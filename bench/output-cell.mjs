@@ -1,0 +1,63 @@
+// Child process: runs one big-output scenario with one Node client and prints one JSON line
+// `{ times, rssBaselineMB, rssPeakOverBaselineMB, bytes, inOrder, outputDropped }`.
+// Usage: node --expose-gc bench/output-cell.mjs <client> <scenario> <reps>, with KW_BENCH_URL / KW_BENCH_TOKEN.
+import './quiet-console.mjs';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { CLIENTS } from './clients/catalog.mjs';
+import { LineOrder } from './line-order.mjs';
+import { OUTPUT_SCENARIOS } from './output-scenarios.mjs';
+
+function statusKb(field) {
+  const match = readFileSync('/proc/self/status', 'utf8').match(new RegExp(`^${field}:\\s+(\\d+)`, 'm'));
+  return match ? Number(match[1]) : 0;
+}
+
+function resetPeakRss() {
+  try {
+    writeFileSync('/proc/self/clear_refs', '5');
+  } catch {
+    // not Linux, or not allowed: the peak then includes start-up
+  }
+}
+
+const [clientKey, scenarioKey, repsArg] = process.argv.slice(2);
+const client = CLIENTS[clientKey];
+const scenario = OUTPUT_SCENARIOS[scenarioKey];
+if (!client || !scenario) {
+  console.error(
+    `usage: output-cell.mjs <${Object.keys(CLIENTS).join('|')}> <${Object.keys(OUTPUT_SCENARIOS).join('|')}> <reps>`,
+  );
+  process.exit(2);
+}
+const reps = Number(repsArg ?? 3);
+const kernel = await client.start({ baseUrl: process.env.KW_BENCH_URL, token: process.env.KW_BENCH_TOKEN });
+try {
+  await kernel.run('1');
+  const result = { times: [], rssBaselineMB: [], rssPeakOverBaselineMB: [], bytes: [], inOrder: [], outputDropped: [] };
+  for (let i = 0; i < reps; i++) {
+    let bytes = 0;
+    const order = new LineOrder();
+    globalThis.gc?.();
+    const baseline = statusKb('VmRSS');
+    resetPeakRss();
+    const start = performance.now();
+    const reply = await kernel.run(scenario.code, {
+      onText: (text) => {
+        bytes += text.length;
+        if (scenario.expectLines) order.feed(text);
+      },
+    });
+    const ms = performance.now() - start;
+    const peak = statusKb('VmHWM');
+    if (reply.status !== 'ok') throw new Error(`cell ended with status ${reply.status}`);
+    result.times.push(ms);
+    result.rssBaselineMB.push(baseline / 1024);
+    result.rssPeakOverBaselineMB.push(Math.max(0, peak - baseline) / 1024);
+    result.bytes.push(bytes);
+    if (scenario.expectLines) result.inOrder.push(order.ok && order.next === scenario.expectLines);
+    result.outputDropped.push(reply.outputDropped === true);
+  }
+  process.stdout.write(`${JSON.stringify(result)}\n`);
+} finally {
+  await kernel.close();
+}

@@ -1,0 +1,15 @@
+// The big-output cells: each client runs them in its own child process so its peak RSS is its own.
+export const OUTPUT_SCENARIOS = {
+  '20mb': {
+    title: '20 MB cell',
+    code: "for i in range(200000): print('x'*99)",
+    expectBytes: 20_000_000,
+    expectLines: 0,
+  },
+  lines: {
+    title: '200,000-line flushed cell',
+    code: 'for i in range(200000): print(i, flush=True)',
+    expectBytes: 0,
+    expectLines: 200_000,
+  },
+};

@@ -1,0 +1,532 @@
+#!/usr/bin/env node
+// kernelwarden's benchmark suite (`pnpm bench`). Starts its own jupyter-servers on 127.0.0.1 — "stock", "no-delay"
+// (the same server with TCP_NODELAY on the kernel WebSocket, bench/nodelay/jupyter_server_config.py) and "raised"
+// (stock with raised iopub rate limits, for the big-output cells) — and compares kernelwarden's GatewayKernel with
+// @jupyterlab/services 7.6.6, a minimal `ws` v1 client and jupyter_client over ZMQ (the kernel's own floor).
+// Prints a table, writes bench/results.json (and bench/results.md); `--update-readme` puts the table in README.md.
+// Not a test: no asserts, but it exits non-zero when a client crashes.
+//
+// Options: --rounds N (300), --only a,b (sections: roundtrip, coldstart, interrupt, output, packages),
+//          --cold N (10), --interrupts N (5), --output-reps N (3), --update-readme, --keep (keep the temp dir).
+import './quiet-console.mjs';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { CLIENTS, ZMQ_FLOOR_LABEL } from './clients/catalog.mjs';
+import { JupyterLabClient } from './clients/jupyterlab.mjs';
+import { loadGatewayKernel } from './clients/kernelwarden.mjs';
+import {
+  listKernels,
+  NODELAY_CONFIG,
+  processesMentioning,
+  RAISED_IOPUB_LIMITS,
+  startServer,
+} from './jupyter-servers.mjs';
+import { describeMachine, machineLine } from './machine.mjs';
+import { OUTPUT_SCENARIOS } from './output-scenarios.mjs';
+import { renderMarkdown, renderText, updateReadme } from './report.mjs';
+import { summarize } from './statistics.mjs';
+import { ZmqFloor, zmqOutputCell } from './zmq-floor.mjs';
+
+const { values: args } = parseArgs({
+  options: {
+    rounds: { type: 'string', default: '300' },
+    only: { type: 'string' },
+    cold: { type: 'string', default: '10' },
+    interrupts: { type: 'string', default: '5' },
+    'output-reps': { type: 'string', default: '3' },
+    'update-readme': { type: 'boolean', default: false },
+    keep: { type: 'boolean', default: false },
+  },
+});
+const ROUNDS = Number(args.rounds);
+const COLD = Number(args.cold);
+const INTERRUPTS = Number(args.interrupts);
+const OUTPUT_REPS = Number(args['output-reps']);
+const WARMUP = 20;
+const LINES_TIMEOUT_MS = 150_000;
+const PACKAGE_BENCH_TIMEOUT_MS = 180_000;
+const sections = new Set(
+  (args.only ?? 'roundtrip,coldstart,interrupt,output,packages').split(',').map((s) => s.trim()),
+);
+
+const REPO = new URL('..', import.meta.url).pathname;
+const root = mkdtempSync(join(tmpdir(), 'kw-bench-'));
+const crashes = [];
+const results = { date: new Date().toISOString(), machine: describeMachine(), settings: {}, sections: [], crashes };
+results.settings = { rounds: ROUNDS, warmup: WARMUP, cold: COLD, interrupts: INTERRUPTS, outputReps: OUTPUT_REPS };
+const servers = [];
+const children = new Set();
+const began = performance.now();
+
+function log(msg) {
+  const s = ((performance.now() - began) / 1000).toFixed(0).padStart(4);
+  process.stderr.write(`[bench ${s}s] ${msg}\n`);
+}
+
+function crashed(client, where, error) {
+  const message = error instanceof Error ? error.message : String(error);
+  crashes.push({ client, where, message });
+  log(`CRASH ${client} in ${where}: ${message}`);
+}
+
+function row(client, server, samples, extra = {}) {
+  return { client, server, ...summarize(samples), unit: 'ms', ...extra };
+}
+
+/** Starts every client that can start; a client that cannot is recorded as crashed and left out. */
+async function startClients(keys, server, where) {
+  const started = [];
+  for (const key of keys) {
+    try {
+      started.push({ key, server, client: await CLIENTS[key].start(server) });
+    } catch (error) {
+      crashed(key, `${where} start (${server.name})`, error);
+    }
+  }
+  return started;
+}
+
+async function closeAll(entries) {
+  await Promise.all(entries.map((e) => e.client.close().catch((error) => log(`close ${e.key}: ${error.message}`))));
+}
+
+function rotate(list, by) {
+  const k = list.length ? by % list.length : 0;
+  return [...list.slice(k), ...list.slice(0, k)];
+}
+
+// --- 1. Round trip of a trivial cell, alternated, one warm kernel per client ----------------------------------
+async function roundTrip(stock, nodelay) {
+  const keys = ['kernelwarden', 'jupyterlab', 'minimal', 'minimal-pong'];
+  log(`round trip: starting ${keys.length} clients on each of stock and no-delay, and the ZMQ floor`);
+  const entries = [
+    ...(await startClients(keys, stock, 'roundtrip')),
+    ...(await startClients(keys, nodelay, 'roundtrip')),
+  ];
+  let floor;
+  try {
+    try {
+      floor = await ZmqFloor.start({ dir: join(root, 'zmq-floor'), warmup: WARMUP });
+    } catch (error) {
+      crashed('zmq-floor', 'roundtrip start', error);
+    }
+    const samples = new Map(entries.map((e) => [e, []]));
+    const floorSamples = [];
+    let live = [...entries];
+    const runOne = async (entry, record) => {
+      const start = performance.now();
+      const reply = await entry.client.run('1');
+      const ms = performance.now() - start;
+      if (reply.status !== 'ok') throw new Error(`cell status ${reply.status}`);
+      if (record) samples.get(entry).push(ms);
+    };
+    for (const entry of live) {
+      try {
+        for (let i = 0; i < WARMUP; i++) await runOne(entry, false);
+      } catch (error) {
+        crashed(entry.key, `roundtrip warm-up (${entry.server.name})`, error);
+        live = live.filter((e) => e !== entry);
+      }
+    }
+    log(`round trip: ${ROUNDS} rounds over ${live.length + (floor ? 1 : 0)} clients`);
+    for (let round = 0; round < ROUNDS; round++) {
+      for (const entry of rotate([...live, 'floor'], round)) {
+        if (entry === 'floor') {
+          if (!floor) continue;
+          try {
+            floorSamples.push(await floor.cell());
+          } catch (error) {
+            crashed('zmq-floor', 'roundtrip', error);
+            floor = undefined;
+          }
+          continue;
+        }
+        try {
+          await runOne(entry, true);
+        } catch (error) {
+          crashed(entry.key, `roundtrip (${entry.server.name})`, error);
+          live = live.filter((e) => e !== entry);
+        }
+      }
+      if ((round + 1) % 100 === 0) log(`round trip: ${round + 1}/${ROUNDS}`);
+    }
+    const floorRow = floorSamples.length
+      ? row(ZMQ_FLOOR_LABEL, 'none (ZMQ)', floorSamples, { key: 'zmq-floor' })
+      : undefined;
+    const rows = [];
+    for (const server of [stock, nodelay]) {
+      const jlab = entries.find((e) => e.server === server && e.key === 'jupyterlab');
+      const jlabMedian = jlab ? summarize(samples.get(jlab))?.median : undefined;
+      for (const entry of entries.filter((e) => e.server === server)) {
+        const s = samples.get(entry);
+        if (s.length === 0) continue;
+        const r = row(CLIENTS[entry.key].label, server.name, s, { key: entry.key, complete: s.length === ROUNDS });
+        r.ratio = floorRow ? r.median / floorRow.median : undefined;
+        r.ratioToJupyterlab = jlabMedian ? r.median / jlabMedian : undefined;
+        rows.push(r);
+      }
+    }
+    if (floorRow) {
+      floorRow.ratio = 1;
+      rows.push(floorRow);
+    }
+    results.sections.push({
+      id: 'roundtrip',
+      title: `Trivial cell \`1\` round trip (until execute_reply and status idle), ${ROUNDS} cells each, alternated, one warm python3 kernel per client`,
+      reference: ZMQ_FLOOR_LABEL,
+      ratioColumns: ['ratio', 'ratioToJupyterlab'],
+      rows,
+    });
+    results.goals = goals(rows);
+  } finally {
+    await closeAll(entries);
+    if (floor) await floor.close().catch((error) => crashed('zmq-floor', 'roundtrip close', error));
+  }
+}
+
+/** issue 10's goals: kernelwarden on stock <= 1.2x the ZMQ floor; never above @jupyterlab/services on either server. */
+function goals(rows) {
+  const find = (key, server) => rows.find((r) => r.key === key && r.server === server);
+  const floor = rows.find((r) => r.key === 'zmq-floor');
+  const out = [];
+  const kwStock = find('kernelwarden', 'stock');
+  if (kwStock && floor) {
+    const ratio = kwStock.median / floor.median;
+    out.push({ goal: 'kernelwarden median on stock <= 1.2x the ZMQ floor', value: ratio, met: ratio <= 1.2 });
+  } else out.push({ goal: 'kernelwarden median on stock <= 1.2x the ZMQ floor', value: null, met: false });
+  for (const server of ['stock', 'no-delay']) {
+    const kw = find('kernelwarden', server);
+    const jl = find('jupyterlab', server);
+    const ratio = kw && jl ? kw.median / jl.median : null;
+    out.push({
+      goal: `kernelwarden median <= @jupyterlab/services on ${server}`,
+      value: ratio,
+      met: ratio !== null && ratio <= 1,
+    });
+  }
+  return out;
+}
+
+// --- 2. Cold start to a usable kernel ---------------------------------------------------------------------------
+async function coldStart(stock) {
+  log(`cold start: ${COLD} each, alternated`);
+  const manager = await JupyterLabClient.manager(stock);
+  const starters = {
+    kernelwarden: () => CLIENTS.kernelwarden.start(stock),
+    jupyterlab: () => JupyterLabClient.start({ ...stock, manager }),
+    minimal: () => CLIENTS.minimal.start(stock),
+  };
+  const samples = Object.fromEntries(Object.keys(starters).map((k) => [k, []]));
+  let live = Object.keys(starters);
+  try {
+    for (let i = 0; i < COLD; i++) {
+      for (const key of rotate(live, i)) {
+        const start = performance.now();
+        let client;
+        try {
+          client = await starters[key]();
+          samples[key].push(performance.now() - start);
+        } catch (error) {
+          crashed(key, 'cold start', error);
+          live = live.filter((k) => k !== key);
+        } finally {
+          await client?.close().catch((error) => log(`close ${key}: ${error.message}`));
+        }
+      }
+    }
+  } finally {
+    manager.dispose();
+  }
+  const jlab = summarize(samples.jupyterlab);
+  const rows = Object.entries(samples)
+    .filter(([, s]) => s.length > 0)
+    .map(([key, s]) => {
+      const r = row(CLIENTS[key].label, 'stock', s, { key });
+      r.ratio = jlab ? r.median / jlab.median : undefined;
+      return r;
+    });
+  results.sections.push({
+    id: 'coldstart',
+    title: `Cold start to a usable python3 kernel (create until the first kernel_info_reply), median of ${COLD}`,
+    reference: CLIENTS.jupyterlab.label,
+    ratioColumns: ['ratio'],
+    rows,
+  });
+}
+
+// --- 3. Interrupt latency ---------------------------------------------------------------------------------------
+async function interruptLatency(stock, nodelay) {
+  log(`interrupt: ${INTERRUPTS} each (after one warm-up interrupt) on stock and no-delay`);
+  const keys = ['kernelwarden', 'jupyterlab', 'minimal'];
+  const rows = [];
+  for (const server of [stock, nodelay]) {
+    const entries = await startClients(keys, server, 'interrupt');
+    try {
+      for (const entry of entries) {
+        const s = [];
+        try {
+          for (let i = 0; i <= INTERRUPTS; i++) {
+            const cell = entry.client.run('import time; time.sleep(60)');
+            cell.catch(() => {});
+            await new Promise((r) => setTimeout(r, 400)); // the kernel is warm: the cell is sleeping by now
+            const start = performance.now();
+            await entry.client.interrupt();
+            const reply = await cell;
+            const ms = performance.now() - start;
+            if (reply.status === 'ok') throw new Error('the interrupted cell ended ok');
+            if (i > 0) s.push(ms); // the first interrupt of a kernel is slower (signal handler set-up)
+          }
+        } catch (error) {
+          crashed(entry.key, `interrupt (${server.name})`, error);
+          continue;
+        }
+        rows.push(row(CLIENTS[entry.key].label, server.name, s, { key: entry.key }));
+      }
+    } finally {
+      await closeAll(entries);
+    }
+  }
+  for (const r of rows) {
+    const jl = rows.find((x) => x.key === 'jupyterlab' && x.server === r.server);
+    r.ratio = jl ? r.median / jl.median : undefined;
+  }
+  results.sections.push({
+    id: 'interrupt',
+    title: `Interrupt latency: \`time.sleep(60)\`, POST interrupt until the cell settles, median of ${INTERRUPTS}`,
+    reference: CLIENTS.jupyterlab.label,
+    ratioColumns: ['ratio'],
+    rows,
+  });
+}
+
+// --- 4. Big outputs, each client in its own child process -------------------------------------------------------
+function runChild(argv, env, timeoutMs) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, argv, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    children.add(child);
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => {
+      stdout += d;
+    });
+    child.stderr.on('data', (d) => {
+      stderr = (stderr + d).slice(-4000);
+    });
+    const timer = setTimeout(() => child.kill('SIGTERM'), timeoutMs);
+    child.on('exit', (code, signal) => {
+      clearTimeout(timer);
+      children.delete(child);
+      const last = stdout.trim().split('\n').pop();
+      if (code === 0 && last) return resolve(JSON.parse(last));
+      const why = signal === 'SIGTERM' ? `did not finish within ${timeoutMs / 1000} s` : `exited ${signal ?? code}`;
+      reject(new Error(`${why}: ${stderr.trim().split('\n').slice(-3).join(' | ')}`));
+    });
+  });
+}
+
+async function outputCells(raised) {
+  const keys = ['kernelwarden', 'jupyterlab', 'minimal'];
+  for (const [id, scenario] of Object.entries(OUTPUT_SCENARIOS)) {
+    const reps = id === 'lines' ? 1 : OUTPUT_REPS;
+    const timeoutMs = id === 'lines' ? LINES_TIMEOUT_MS : 120_000;
+    log(`${scenario.title}: ${reps} rep(s) per client, each client in its own process`);
+    const rows = [];
+    const add = (label, key, r) => {
+      const expectation = scenario.expectLines
+        ? r.inOrder.every(Boolean)
+          ? 'all lines, in order'
+          : `LOST OR REORDERED (${r.bytes.join(', ')} chars)`
+        : r.bytes.every((b) => b === scenario.expectBytes)
+          ? 'all 20 MB'
+          : `INCOMPLETE (${r.bytes.join(', ')} chars)`;
+      rows.push(
+        row(label, raised.name, r.times, {
+          key,
+          rssPeakOverBaselineMB: summarize(r.rssPeakOverBaselineMB).median,
+          rssBaselineMB: summarize(r.rssBaselineMB).median,
+          received: expectation,
+        }),
+      );
+    };
+    for (const key of keys) {
+      try {
+        const r = await runChild(
+          ['--expose-gc', new URL('./output-cell.mjs', import.meta.url).pathname, key, id, String(reps)],
+          { KW_BENCH_URL: raised.baseUrl, KW_BENCH_TOKEN: raised.token },
+          timeoutMs,
+        );
+        add(CLIENTS[key].label, key, r);
+      } catch (error) {
+        crashed(key, scenario.title, error);
+      }
+    }
+    try {
+      const r = await Promise.race([
+        zmqOutputCell({ dir: join(root, 'zmq-floor'), code: scenario.code, reps, expectLines: scenario.expectLines }),
+        new Promise((_, reject) =>
+          setTimeout(() => reject(new Error(`did not finish within ${timeoutMs / 1000} s`)), timeoutMs).unref(),
+        ),
+      ]);
+      add(ZMQ_FLOOR_LABEL, 'zmq-floor', r);
+    } catch (error) {
+      crashed('zmq-floor', scenario.title, error);
+    }
+    const jl = rows.find((r) => r.key === 'jupyterlab');
+    for (const r of rows) r.ratio = jl ? r.median / jl.median : undefined;
+    results.sections.push({
+      id: `output-${id}`,
+      title: `${scenario.title} (\`${scenario.code}\`), raised iopub limits; time and client peak RSS over its baseline${reps > 1 ? `, median of ${reps}` : ''}`,
+      reference: CLIENTS.jupyterlab.label,
+      ratioColumns: ['ratio'],
+      extraColumns: ['rssPeakOverBaselineMB', 'received'],
+      rows,
+    });
+  }
+}
+
+// --- 5. Other packages' bench scripts -----------------------------------------------------------------------------
+async function packageBenches(stock) {
+  const rows = [];
+  for (const pkg of ['supervisor', 'watchdog']) {
+    const dir = join(REPO, 'packages', pkg, 'bench');
+    let files = [];
+    try {
+      files = readdirSync(dir).filter((f) => /\.(mjs|js)$/.test(f));
+    } catch {
+      log(`packages/${pkg}/bench: none yet`);
+      continue;
+    }
+    for (const file of files) {
+      log(`packages/${pkg}/bench/${file}`);
+      try {
+        const lines = await runPackageBench(join(dir, file), stock);
+        for (const l of lines)
+          rows.push({
+            client: `${pkg}: ${l.name}`,
+            server: 'stock',
+            median: l.median,
+            min: l.min,
+            max: l.max,
+            unit: l.unit ?? 'ms',
+            key: `${pkg}/${file}`,
+          });
+      } catch (error) {
+        crashed(`${pkg}/${file}`, 'package bench', error);
+      }
+    }
+  }
+  if (rows.length)
+    results.sections.push({
+      id: 'packages',
+      title: "Other packages' benchmarks (stock server)",
+      rows,
+      ratioColumns: [],
+    });
+}
+
+function runPackageBench(file, stock) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [file], {
+      cwd: REPO,
+      env: { ...process.env, KW_BENCH_URL: stock.baseUrl, KW_BENCH_TOKEN: stock.token },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    children.add(child);
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => {
+      stdout += d;
+    });
+    child.stderr.on('data', (d) => {
+      stderr = (stderr + d).slice(-4000);
+    });
+    const timer = setTimeout(() => child.kill('SIGTERM'), PACKAGE_BENCH_TIMEOUT_MS);
+    child.on('exit', (code, signal) => {
+      clearTimeout(timer);
+      children.delete(child);
+      const lines = [];
+      for (const line of stdout.split('\n')) {
+        try {
+          const obj = JSON.parse(line);
+          if (obj && typeof obj.name === 'string' && typeof obj.median === 'number') lines.push(obj);
+        } catch {
+          // not a result line
+        }
+      }
+      if (code === 0) resolve(lines);
+      else reject(new Error(`exited ${signal ?? code}: ${stderr.trim().split('\n').slice(-3).join(' | ')}`));
+    });
+  });
+}
+
+// --- main -----------------------------------------------------------------------------------------------------------
+async function cleanUp() {
+  for (const child of children) child.kill('SIGTERM');
+  await Promise.all(servers.map((s) => s.stop().catch((error) => log(`stop ${s.name}: ${error.message}`))));
+  for (const pid of processesMentioning(root)) {
+    try {
+      process.kill(pid, 'SIGKILL');
+    } catch {
+      // gone
+    }
+  }
+  if (!args.keep && crashes.length === 0) rmSync(root, { recursive: true, force: true });
+  else log(`logs kept in ${root}`);
+}
+
+let interrupted = false;
+for (const sig of ['SIGINT', 'SIGTERM']) {
+  process.once(sig, () => {
+    interrupted = true;
+    log(`${sig}: stopping servers and kernels`);
+    cleanUp().finally(() => process.exit(130));
+  });
+}
+
+try {
+  log(machineLine(results.machine));
+  if (sections.has('roundtrip') || sections.has('coldstart') || sections.has('interrupt')) {
+    await loadGatewayKernel().catch((error) => log(`kernelwarden: ${error.message}`));
+  }
+  const [stock, nodelay, raised] = await Promise.all([
+    startServer({ name: 'stock', root }),
+    startServer({ name: 'no-delay', root, args: [`--config=${NODELAY_CONFIG}`] }),
+    startServer({ name: 'raised', root, args: RAISED_IOPUB_LIMITS }),
+  ]);
+  servers.push(stock, nodelay, raised);
+  if (!readFileSync(nodelay.logFile, 'utf8').includes('TCP_NODELAY on kernel WebSockets'))
+    throw new Error(`the no-delay server did not load ${NODELAY_CONFIG}; see ${nodelay.logFile}`);
+  log('servers up: stock, no-delay, raised');
+  if (sections.has('roundtrip')) await roundTrip(stock, nodelay);
+  if (sections.has('coldstart')) await coldStart(stock);
+  if (sections.has('interrupt')) await interruptLatency(stock, nodelay);
+  if (sections.has('output')) await outputCells(raised);
+  if (sections.has('packages')) await packageBenches(stock);
+  for (const server of servers) {
+    const left = await listKernels(server).catch(() => []);
+    if (left.length) log(`note: ${left.length} kernel(s) still listed by ${server.name}; deleting them`);
+  }
+} catch (error) {
+  crashed('bench', 'harness', error);
+} finally {
+  if (!interrupted) await cleanUp();
+}
+
+results.durationS = Number(((performance.now() - began) / 1000).toFixed(1));
+const text = renderText(results);
+process.stdout.write(`${text}\n`);
+if (sections.size === 5) {
+  writeFileSync(new URL('./results.json', import.meta.url), `${JSON.stringify(results, null, 2)}\n`);
+  writeFileSync(new URL('./results.md', import.meta.url), renderMarkdown(results));
+  if (args['update-readme']) updateReadme(new URL('../README.md', import.meta.url), renderMarkdown(results));
+} else {
+  writeFileSync(join(tmpdir(), 'kw-bench-partial.json'), `${JSON.stringify(results, null, 2)}\n`);
+  log(`partial run (--only): results in ${join(tmpdir(), 'kw-bench-partial.json')}, bench/results.json untouched`);
+}
+if (crashes.length) {
+  log(`${crashes.length} crash(es): ${crashes.map((c) => `${c.client} (${c.where})`).join('; ')}`);
+  process.exitCode = 1;
+}

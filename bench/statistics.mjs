@@ -1,0 +1,10 @@
+// Summaries of timing samples: median, min, max (ms unless said otherwise).
+
+/** `{ median, min, max, n }` of `samples`; an empty list gives `undefined`. */
+export function summarize(samples) {
+  if (samples.length === 0) return undefined;
+  const sorted = [...samples].sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  const median = sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+  return { median, min: sorted[0], max: sorted[sorted.length - 1], n: sorted.length };
+}

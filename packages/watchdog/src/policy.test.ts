@@ -36,6 +36,7 @@ describe('resolveWatchdogPolicy', () => {
       cellTimeoutMs: 900_000,
       interruptGraceMs: 10_000,
       killGraceMs: 10_000,
+      killTimeoutMs: 60_000,
       clock: systemClock,
     });
     expect(Object.isFrozen(policy)).toBe(true);

@@ -22,6 +22,12 @@ export interface WatchdogPolicy {
   interruptGraceMs?: number;
   /** How long to wait for the cell to settle after the kill before abandoning the lease. @defaultValue 10 000 */
   killGraceMs?: number;
+  /**
+   * How long the kill request itself may take, from when it is sent, once the cell has settled: a gateway kernel's
+   * kill is a server-side restart that can take several seconds. A kill still running after it abandons the lease.
+   * @defaultValue 60 000
+   */
+  killTimeoutMs?: number;
   /** The clock that measures the budget and the graces; inject testkit's `ManualClock` in tests. @defaultValue systemClock */
   clock?: Clock;
 }
@@ -34,11 +40,13 @@ export interface ResolvedWatchdogPolicy {
   readonly interruptGraceMs: number;
   /** Milliseconds granted after the kill. */
   readonly killGraceMs: number;
+  /** Milliseconds the kill request may take. */
+  readonly killTimeoutMs: number;
   /** The clock in use. */
   readonly clock: Clock;
 }
 
-const KNOWN_FIELDS = new Set(['cellTimeoutMs', 'interruptGraceMs', 'killGraceMs', 'clock']);
+const KNOWN_FIELDS = new Set(['cellTimeoutMs', 'interruptGraceMs', 'killGraceMs', 'killTimeoutMs', 'clock']);
 
 /**
  * Reads the cell budget from `KERNELWARDEN_CELL_TIMEOUT` (seconds): unset or blank gives the 900 s default; a value
@@ -71,7 +79,13 @@ export function resolveWatchdogPolicy(
   for (const key of Object.keys(policy)) {
     if (!KNOWN_FIELDS.has(key)) issues.push({ path: `policy.${key}`, message: 'is not a watchdog policy field' });
   }
-  const { cellTimeoutMs, interruptGraceMs = 10_000, killGraceMs = 10_000, clock = systemClock } = policy;
+  const {
+    cellTimeoutMs,
+    interruptGraceMs = 10_000,
+    killGraceMs = 10_000,
+    killTimeoutMs = 60_000,
+    clock = systemClock,
+  } = policy;
   if (cellTimeoutMs !== undefined && (typeof cellTimeoutMs !== 'number' || Number.isNaN(cellTimeoutMs))) {
     issues.push({
       path: 'policy.cellTimeoutMs',
@@ -81,6 +95,7 @@ export function resolveWatchdogPolicy(
   for (const [name, value] of [
     ['interruptGraceMs', interruptGraceMs],
     ['killGraceMs', killGraceMs],
+    ['killTimeoutMs', killTimeoutMs],
   ] as const) {
     if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) {
       issues.push({ path: `policy.${name}`, message: 'must be a finite number of milliseconds >= 0' });
@@ -102,5 +117,5 @@ export function resolveWatchdogPolicy(
       : Number.isFinite(cellTimeoutMs) && cellTimeoutMs > 0
         ? cellTimeoutMs
         : undefined;
-  return Object.freeze({ cellTimeoutMs: budget, interruptGraceMs, killGraceMs, clock });
+  return Object.freeze({ cellTimeoutMs: budget, interruptGraceMs, killGraceMs, killTimeoutMs, clock });
 }

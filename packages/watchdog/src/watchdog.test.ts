@@ -309,7 +309,46 @@ describe('createWatchdog: the ladder on timeout', () => {
     ]);
   });
 
-  it('abandons the lease when the kill itself does not return within the kill grace', async () => {
+  it('waits for a slow kill once the cell has settled, then restarts the same lease', async () => {
+    const killDone = new Gate();
+    const h = await harness({ hold: true }, { killTimeoutMs: 30_000 });
+    h.kernel.kill = async () => {
+      h.kernel.killCalls++;
+      h.kernel.executeRelease.open(); // the cell settles at once, like a gateway kernel's pending executions
+      await killDone.wait(); // while the server-side restart takes its time
+    };
+    const outcome = settle(h.watchdog.run({ supervisor: h.supervisor, slot: 'python', code: 'spin()' }));
+    await h.kernel.executeEntered.wait();
+    await h.clock.advance(BUDGET + INTERRUPT_GRACE + KILL_GRACE * 5);
+    expect(h.kernel.restartCalls).toBe(0);
+    expect(h.kernel.shutdownCalls).toBe(0);
+    killDone.open();
+    const { error } = await outcome;
+    expect((error as CellTimeoutError).code).toBe('CELL_TIMEOUT');
+    expect(h.kernel.restartCalls).toBe(1);
+    expect(h.supervisor.lease('python')?.generation).toBe(1);
+    expect(h.clock.pendingTimers()).toBe(0);
+  });
+
+  it('abandons the lease when the kill does not return within killTimeoutMs, even though the cell settled', async () => {
+    const h = await harness({ hold: true }, { killTimeoutMs: 30_000 });
+    h.kernel.kill = async () => {
+      h.kernel.executeRelease.open();
+      await new Promise(() => {});
+    };
+    const outcome = settle(h.watchdog.run({ supervisor: h.supervisor, slot: 'python', code: 'spin()' }));
+    await h.kernel.executeEntered.wait();
+    await h.clock.advance(BUDGET + INTERRUPT_GRACE + 30_000 - 1);
+    expect(h.kernel.shutdownCalls).toBe(0);
+    await h.clock.advance(1);
+    expect(CellTimeoutAbandonedError.isInstance((await outcome).error)).toBe(true);
+    expect(h.kernel.restartCalls).toBe(0);
+    expect(h.kernel.shutdownCalls).toBe(1);
+    expect(h.supervisor.lease('python')).toBeUndefined();
+    expect(h.clock.pendingTimers()).toBe(0);
+  });
+
+  it('abandons the lease when the kill neither returns nor settles the cell within the kill grace', async () => {
     const h = await harness({ hold: true });
     h.kernel.kill = () => new Promise(() => {});
     const outcome = settle(h.watchdog.run({ supervisor: h.supervisor, slot: 'python', code: 'spin()' }));
@@ -556,6 +595,7 @@ describe('createWatchdog: policy', () => {
       [{ cellTimeoutMs: '10' as unknown as number }, 'policy.cellTimeoutMs'],
       [{ interruptGraceMs: -1 }, 'policy.interruptGraceMs'],
       [{ killGraceMs: Number.POSITIVE_INFINITY }, 'policy.killGraceMs'],
+      [{ killTimeoutMs: -5 }, 'policy.killTimeoutMs'],
       [{ clock: {} as never }, 'policy.clock'],
       [{ cellTimeout: 5 } as WatchdogPolicy, 'policy.cellTimeout'],
     ];

@@ -148,21 +148,23 @@ class CellWatch {
     }
     if (this.#settled) return this.#finish(this.#settled, reason);
 
-    // Kill. The grace bounds the kill itself and the cell's settling after it.
+    // Kill. The kill grace bounds how long the cell may take to settle once the kill is sent; the kill request
+    // itself may go on up to killTimeoutMs (a gateway kernel's kill is a server-side restart that takes seconds).
     const killGrace = this.#grace(this.#policy.killGraceMs);
-    let killReturned = false;
-    let killed: boolean;
+    const killTimeout = this.#grace(this.#policy.killTimeoutMs);
+    let killed: boolean | undefined;
     try {
-      const killing = attempt(() => supervisor.killIfCurrent(lease)).finally(() => {
-        killReturned = true;
+      const killing = attempt(() => supervisor.killIfCurrent(lease)).then((acted) => {
+        killed = acted;
       });
-      killed = await Promise.race([killing, killGrace.elapsed.then(() => false)]);
-      this.#emit('kill', reason, lease, killed);
-      if (killReturned && !this.#settled) await Promise.race([execution, killGrace.elapsed]);
+      if (!this.#settled) await Promise.race([execution, killGrace.elapsed]);
+      if (this.#settled) await Promise.race([killing, killTimeout.elapsed]);
     } finally {
       killGrace.cancel();
+      killTimeout.cancel();
     }
-    if (!this.#settled || !killReturned) {
+    this.#emit('kill', reason, lease, killed === true);
+    if (!this.#settled || killed === undefined) {
       // Still stuck (or the kill itself hangs): give the lease up; the next ensure builds a fresh kernel.
       const abandoned = await attempt(() => supervisor.shutdownIfCurrent(lease, 'watchdog_abandoned'));
       this.#emit('abandon', reason, lease, abandoned);

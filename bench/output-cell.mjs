@@ -31,6 +31,11 @@ if (!client || !scenario) {
 }
 const reps = Number(repsArg ?? 3);
 const kernel = await client.start({ baseUrl: process.env.KW_BENCH_URL, token: process.env.KW_BENCH_TOKEN });
+// run.mjs sends SIGTERM when the cell outlives its time limit: delete the kernel before going.
+process.once('SIGTERM', () => {
+  kernel.close().finally(() => process.exit(143));
+  setTimeout(() => process.exit(143), 10_000).unref();
+});
 try {
   await kernel.run('1');
   const result = { times: [], rssBaselineMB: [], rssPeakOverBaselineMB: [], bytes: [], inOrder: [], outputDropped: [] };

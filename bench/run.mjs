@@ -6,7 +6,8 @@
 // Prints a table, writes bench/results.json (and bench/results.md); `--update-readme` puts the table in README.md.
 // Not a test: no asserts, but it exits non-zero when a client crashes.
 //
-// Options: --rounds N (300), --only a,b (sections: roundtrip, coldstart, interrupt, output, packages),
+// Options: --rounds N (300), --only a,b (sections: roundtrip, coldstart, interrupt, output [= output-20mb,
+//          output-lines], packages),
 //          --cold N (10), --interrupts N (5), --output-reps N (3), --update-readme, --keep (keep the temp dir).
 import './quiet-console.mjs';
 import { spawn } from 'node:child_process';
@@ -46,7 +47,6 @@ const COLD = Number(args.cold);
 const INTERRUPTS = Number(args.interrupts);
 const OUTPUT_REPS = Number(args['output-reps']);
 const WARMUP = 20;
-const LINES_TIMEOUT_MS = 150_000;
 const PACKAGE_BENCH_TIMEOUT_MS = 180_000;
 const sections = new Set(
   (args.only ?? 'roundtrip,coldstart,interrupt,output,packages').split(',').map((s) => s.trim()),
@@ -100,7 +100,7 @@ function rotate(list, by) {
 
 // --- 1. Round trip of a trivial cell, alternated, one warm kernel per client ----------------------------------
 async function roundTrip(stock, nodelay) {
-  const keys = ['kernelwarden', 'jupyterlab', 'minimal', 'minimal-pong'];
+  const keys = ['kernelwarden', 'kernelwarden-nopong', 'jupyterlab', 'minimal', 'minimal-pong'];
   log(`round trip: starting ${keys.length} clients on each of stock and no-delay, and the ZMQ floor`);
   const entries = [
     ...(await startClients(keys, stock, 'roundtrip')),
@@ -315,26 +315,31 @@ function runChild(argv, env, timeoutMs) {
     child.stderr.on('data', (d) => {
       stderr = (stderr + d).slice(-4000);
     });
-    const timer = setTimeout(() => child.kill('SIGTERM'), timeoutMs);
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      child.kill('SIGTERM'); // the child's own kernel is deleted by the server stop at the end
+    }, timeoutMs);
     child.on('exit', (code, signal) => {
       clearTimeout(timer);
       children.delete(child);
       const last = stdout.trim().split('\n').pop();
       if (code === 0 && last) return resolve(JSON.parse(last));
-      const why = signal === 'SIGTERM' ? `did not finish within ${timeoutMs / 1000} s` : `exited ${signal ?? code}`;
-      reject(new Error(`${why}: ${stderr.trim().split('\n').slice(-3).join(' | ')}`));
+      if (timedOut)
+        return reject(Object.assign(new Error(`did not finish within ${timeoutMs / 1000} s`), { timedOut }));
+      reject(new Error(`exited ${signal ?? code}: ${stderr.trim().split('\n').slice(-3).join(' | ')}`));
     });
   });
 }
 
 async function outputCells(raised) {
-  const keys = ['kernelwarden', 'jupyterlab', 'minimal'];
   for (const [id, scenario] of Object.entries(OUTPUT_SCENARIOS)) {
-    const reps = id === 'lines' ? 1 : OUTPUT_REPS;
-    const timeoutMs = id === 'lines' ? LINES_TIMEOUT_MS : 120_000;
+    if (!sections.has('output') && !sections.has(`output-${id}`)) continue;
+    const reps = scenario.reps ?? OUTPUT_REPS;
+    const timeoutMs = scenario.timeoutMs;
     log(`${scenario.title}: ${reps} rep(s) per client, each client in its own process`);
     const rows = [];
-    const add = (label, key, r) => {
+    const add = (label, key, server, r) => {
       const expectation = scenario.expectLines
         ? r.inOrder.every(Boolean)
           ? 'all lines, in order'
@@ -343,7 +348,7 @@ async function outputCells(raised) {
           ? 'all 20 MB'
           : `INCOMPLETE (${r.bytes.join(', ')} chars)`;
       rows.push(
-        row(label, raised.name, r.times, {
+        row(label, server, r.times, {
           key,
           rssPeakOverBaselineMB: summarize(r.rssPeakOverBaselineMB).median,
           rssBaselineMB: summarize(r.rssBaselineMB).median,
@@ -351,31 +356,41 @@ async function outputCells(raised) {
         }),
       );
     };
-    for (const key of keys) {
+    // A run that outlives its time limit is a figure ("did not finish"), not a crash.
+    const unfinished = (label, key, server, error) => {
+      if (!error.timedOut) return false;
+      rows.push({ client: label, server, unit: 'ms', key, received: `did not finish within ${timeoutMs / 1000} s` });
+      log(`${label}: ${error.message}`);
+      return true;
+    };
+    for (const key of scenario.clients) {
       try {
         const r = await runChild(
           ['--expose-gc', new URL('./output-cell.mjs', import.meta.url).pathname, key, id, String(reps)],
           { KW_BENCH_URL: raised.baseUrl, KW_BENCH_TOKEN: raised.token },
           timeoutMs,
         );
-        add(CLIENTS[key].label, key, r);
+        add(CLIENTS[key].label, key, raised.name, r);
       } catch (error) {
-        crashed(key, scenario.title, error);
+        if (!unfinished(CLIENTS[key].label, key, raised.name, error)) crashed(key, scenario.title, error);
       }
     }
-    try {
-      const r = await Promise.race([
-        zmqOutputCell({ dir: join(root, 'zmq-floor'), code: scenario.code, reps, expectLines: scenario.expectLines }),
-        new Promise((_, reject) =>
-          setTimeout(() => reject(new Error(`did not finish within ${timeoutMs / 1000} s`)), timeoutMs).unref(),
-        ),
-      ]);
-      add(ZMQ_FLOOR_LABEL, 'zmq-floor', r);
-    } catch (error) {
-      crashed('zmq-floor', scenario.title, error);
+    if (scenario.zmqFloor) {
+      try {
+        const r = await zmqOutputCell({
+          dir: join(root, 'zmq-floor'),
+          code: scenario.code,
+          reps,
+          expectLines: scenario.expectLines,
+          timeoutMs,
+        });
+        add(ZMQ_FLOOR_LABEL, 'zmq-floor', 'none (ZMQ)', r);
+      } catch (error) {
+        if (!unfinished(ZMQ_FLOOR_LABEL, 'zmq-floor', 'none (ZMQ)', error)) crashed('zmq-floor', scenario.title, error);
+      }
     }
-    const jl = rows.find((r) => r.key === 'jupyterlab');
-    for (const r of rows) r.ratio = jl ? r.median / jl.median : undefined;
+    const jl = rows.find((r) => r.key === 'jupyterlab' && r.median !== undefined);
+    for (const r of rows) r.ratio = jl && r.median !== undefined ? r.median / jl.median : undefined;
     results.sections.push({
       id: `output-${id}`,
       title: `${scenario.title} (\`${scenario.code}\`), raised iopub limits; time and client peak RSS over its baseline${reps > 1 ? `, median of ${reps}` : ''}`,
@@ -503,7 +518,7 @@ try {
   if (sections.has('roundtrip')) await roundTrip(stock, nodelay);
   if (sections.has('coldstart')) await coldStart(stock);
   if (sections.has('interrupt')) await interruptLatency(stock, nodelay);
-  if (sections.has('output')) await outputCells(raised);
+  if ([...sections].some((s) => s.startsWith('output'))) await outputCells(raised);
   if (sections.has('packages')) await packageBenches(stock);
   for (const server of servers) {
     const left = await listKernels(server).catch(() => []);
@@ -518,7 +533,7 @@ try {
 results.durationS = Number(((performance.now() - began) / 1000).toFixed(1));
 const text = renderText(results);
 process.stdout.write(`${text}\n`);
-if (sections.size === 5) {
+if (args.only === undefined) {
   writeFileSync(new URL('./results.json', import.meta.url), `${JSON.stringify(results, null, 2)}\n`);
   writeFileSync(new URL('./results.md', import.meta.url), renderMarkdown(results));
   if (args['update-readme']) updateReadme(new URL('../README.md', import.meta.url), renderMarkdown(results));

@@ -68,18 +68,34 @@ export class ZmqFloor {
   }
 }
 
-/** Runs a big-output cell `reps` times through jupyter_client in its own process (clean RSS); see zmq_floor.py. */
-export async function zmqOutputCell({ dir, code, reps, expectLines = 0 }) {
+/**
+ * Runs a big-output cell `reps` times through jupyter_client in its own process (clean RSS); see zmq_floor.py.
+ * Past `timeoutMs` the script gets SIGINT (it then shuts its kernel down) and this rejects with `timedOut: true`.
+ */
+export async function zmqOutputCell({ dir, code, reps, expectLines = 0, timeoutMs }) {
   const proc = spawnFloor(
     ['output', '--code', code, '--reps', String(reps), '--expect-lines', String(expectLines)],
     dir,
   );
+  let timedOut = false;
+  const timer = setTimeout(() => {
+    timedOut = true;
+    proc.child.kill('SIGINT');
+  }, timeoutMs);
   try {
     const result = await proc.next();
     await proc.exited; // the script shuts its kernel down before it exits
     return result;
+  } catch (error) {
+    if (timedOut)
+      throw Object.assign(new Error(`did not finish within ${timeoutMs / 1000} s`), { timedOut, cause: error });
+    throw error;
   } finally {
-    // Only on failure: run.mjs's final sweep kills any kernel left under the bench's temp dir.
-    if (proc.child.exitCode === null) proc.child.kill('SIGTERM');
+    clearTimeout(timer);
+    if (proc.child.exitCode === null) {
+      const exited = await Promise.race([proc.exited, new Promise((r) => setTimeout(r, 15_000, 'late'))]);
+      // Only on failure: run.mjs's final sweep kills any kernel left under the bench's temp dir.
+      if (exited === 'late') proc.child.kill('SIGKILL');
+    }
   }
 }

@@ -9,6 +9,10 @@ export const CLIENTS = {
     label: 'kernelwarden GatewayKernel',
     start: (server) => KernelwardenClient.start(server),
   },
+  'kernelwarden-nopong': {
+    label: 'kernelwarden, stallWorkaround: false',
+    start: (server) => KernelwardenClient.start({ ...server, options: { stallWorkaround: false } }),
+  },
   jupyterlab: {
     label: '@jupyterlab/services 7.6.6',
     start: (server) => JupyterLabClient.start(server),

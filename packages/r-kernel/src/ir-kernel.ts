@@ -1,0 +1,141 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { type ExecuteOptions, type ExecuteResult, InvalidOptionsError, sleep } from '@kernelwarden/core';
+import { GatewayClient, GatewayKernel, type GatewayKernelStartOptions } from '@kernelwarden/gateway-client';
+
+/** Options of `startIRKernel()`: `GatewayKernel.start`'s, with R defaults. */
+export interface IRKernelStartOptions extends Omit<GatewayKernelStartOptions, 'kernelName'> {
+  /** The R kernelspec. @defaultValue 'ir' */
+  kernelName?: string;
+  /**
+   * Bound on `shutdown()` when the caller gives none. IRkernel ignores `shutdown_request` while R code runs, so the
+   * server waits its `shutdown_wait_time` (5 s) before it kills the process. @defaultValue 15000
+   */
+  shutdownTimeoutMs?: number;
+  /** How long `shutdown()` waits for the R process to exit on a local gateway before it kills it. @defaultValue 3000 */
+  processExitTimeoutMs?: number;
+}
+
+/** The error an interrupted R cell carries: IRkernel replies `status: 'abort'` with no error of its own. */
+export const R_INTERRUPTED = {
+  ename: 'Interrupted',
+  evalue: 'The R cell was interrupted before it finished',
+  traceback: [] as string[],
+};
+
+/**
+ * Starts an R kernel (IRkernel) through a Jupyter gateway, with IRkernel's quirks handled.
+ *
+ * - Interrupts go through the REST API (a signal): IRkernel ignores `interrupt_request` messages, and
+ *   `GatewayKernel.interrupt()` never sends one.
+ * - An interrupted cell comes back as `status: 'aborted'` with an `Interrupted` error, instead of IRkernel's bare
+ *   `abort` that looks neither failed nor finished.
+ * - No heartbeat or other request is expected while R code runs (IRkernel services nothing then); liveness is
+ *   judged from the socket and the REST listing.
+ * - `shutdown()` interrupts a busy kernel first so it can honour the shutdown request, waits long enough for the
+ *   server's kill fallback, and on a loopback gateway makes sure the R process has exited (IRkernel does not exit
+ *   when its parent dies), killing it if needed.
+ *
+ * Returns the `GatewayKernel` itself; use it wherever a `KernelHandle` goes.
+ */
+export async function startIRKernel(opts: IRKernelStartOptions): Promise<GatewayKernel> {
+  if (opts === null || typeof opts !== 'object') {
+    throw new InvalidOptionsError([{ path: 'options', message: 'expected an object' }], {
+      subject: 'IRkernel options',
+    });
+  }
+  const { shutdownTimeoutMs = 15_000, processExitTimeoutMs = 3000, ...rest } = opts;
+  for (const [name, value] of Object.entries({ shutdownTimeoutMs, processExitTimeoutMs })) {
+    if (typeof value !== 'number' || !(value >= 0)) {
+      throw new InvalidOptionsError([{ path: `options.${name}`, message: 'expected a number >= 0' }], {
+        subject: 'IRkernel options',
+      });
+    }
+  }
+  const kernel = await GatewayKernel.start({ ...rest, kernelName: opts.kernelName ?? 'ir' });
+  const baseUrl = opts.gateway instanceof GatewayClient ? opts.gateway.baseUrl : opts.gateway.baseUrl;
+  const local = isLoopback(baseUrl);
+
+  const execute = kernel.execute.bind(kernel);
+  const shutdown = kernel.shutdown.bind(kernel);
+  Object.defineProperties(kernel, {
+    execute: {
+      configurable: true,
+      value: async (code: string, execOpts?: ExecuteOptions): Promise<ExecuteResult> => {
+        const result = await execute(code, execOpts);
+        if (result.status === 'aborted' && !result.error) return { ...result, error: { ...R_INTERRUPTED } };
+        return result;
+      },
+    },
+    shutdown: {
+      configurable: true,
+      value: async (shutdownOpts: { timeoutMs?: number; signal?: AbortSignal } = {}) => {
+        const pids = local ? kernelProcesses(kernel.id) : [];
+        if (kernel.isAlive() && kernel.status === 'busy') {
+          await kernel
+            .interrupt(shutdownOpts.signal ? { signal: shutdownOpts.signal } : {})
+            .catch(() => ({ delivered: false }));
+        }
+        const outcome = await shutdown({
+          timeoutMs: shutdownOpts.timeoutMs ?? shutdownTimeoutMs,
+          ...(shutdownOpts.signal ? { signal: shutdownOpts.signal } : {}),
+        });
+        if (outcome.confirmed && pids.length > 0) await reapProcesses(pids, processExitTimeoutMs);
+        return outcome;
+      },
+    },
+  });
+  return kernel;
+}
+
+function isLoopback(baseUrl: string): boolean {
+  try {
+    const host = new URL(baseUrl).hostname;
+    return host === 'localhost' || host === '[::1]' || host === '::1' || /^127\./.test(host);
+  } catch {
+    return false;
+  }
+}
+
+/** Pids (with their start times, against pid reuse) of this machine's processes serving kernel `id`. */
+function kernelProcesses(id: string): { pid: number; start: string }[] {
+  const found: { pid: number; start: string }[] = [];
+  let entries: string[];
+  try {
+    entries = readdirSync('/proc');
+  } catch {
+    return found;
+  }
+  for (const entry of entries) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const cmdline = readFileSync(`/proc/${entry}/cmdline`, 'utf8');
+      if (!cmdline.includes(`kernel-${id}.json`)) continue;
+      found.push({ pid: Number(entry), start: startTime(Number(entry)) ?? '' });
+    } catch {
+      // gone, or not ours to read
+    }
+  }
+  return found;
+}
+
+function startTime(pid: number): string | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19];
+  } catch {
+    return undefined;
+  }
+}
+
+async function reapProcesses(pids: { pid: number; start: string }[], timeoutMs: number): Promise<void> {
+  const alive = () => pids.filter((p) => startTime(p.pid) === p.start);
+  const deadline = Date.now() + timeoutMs;
+  while (alive().length > 0 && Date.now() < deadline) await sleep(50);
+  for (const p of alive()) {
+    try {
+      process.kill(p.pid, 'SIGKILL');
+    } catch {
+      // exited meanwhile, or not ours
+    }
+  }
+}

@@ -204,6 +204,48 @@ describe('LocalGateway on a real jupyter-server (one shared server)', () => {
     }
   });
 
+  it('launches a kernelspec written into kernelSpecDir by name at once, and replaces a dead watcher', async () => {
+    const lease = await LocalGateway.acquire({ stateDir });
+    try {
+      const spec = join(lease.kernelSpecDir, 'kw-written');
+      mkdirSync(spec, { recursive: true });
+      writeFileSync(
+        join(spec, 'kernel.json'),
+        JSON.stringify({
+          argv: ['/usr/bin/python3', '-m', 'ipykernel_launcher', '-f', '{connection_file}'],
+          display_name: 'written by a test',
+          language: 'python',
+        }),
+      );
+      const headers = { Authorization: `token ${lease.token}`, 'Content-Type': 'application/json' };
+      const specs = (await (await fetch(`${lease.baseUrl}/api/kernelspecs`, { headers })).json()) as {
+        kernelspecs: Record<string, unknown>;
+      };
+      expect(Object.keys(specs.kernelspecs)).toContain('kw-written');
+      const created = await fetch(`${lease.baseUrl}/api/kernels`, {
+        method: 'POST',
+        headers,
+        body: JSON.stringify({ name: 'kw-written' }),
+      });
+      expect(created.status).toBe(201);
+      const { id } = (await created.json()) as { id: string };
+      const deleted = await fetch(`${lease.baseUrl}/api/kernels/${id}`, { method: 'DELETE', headers });
+      expect(deleted.status).toBe(204);
+
+      const info = () => JSON.parse(readFileSync(join(lease.stateDir, 'server.json'), 'utf8'));
+      const watcher = identityOf(info().watcher.pid);
+      process.kill(watcher.pid, 'SIGKILL');
+      await waitFor('the watcher to die', () => !isProcessAlive(watcher));
+      const again = await LocalGateway.acquire({ stateDir });
+      await again.release();
+      expect(again.pid).toBe(lease.pid);
+      expect(info().watcher.pid).not.toBe(watcher.pid);
+      expect(isProcessAlive(info().watcher)).toBe(true);
+    } finally {
+      await lease.release();
+    }
+  });
+
   it('takes over a stale lock left by a killed owner', async () => {
     const [dir] = gatewayDirs(stateDir);
     const victim = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000)'], { stdio: 'ignore' });
@@ -371,7 +413,17 @@ describe('LocalGateway lifetime', () => {
   it('stops the server at the last release when lingerMs is 0', async () => {
     const stateDir = freshDir('linger0');
     dirs.push(stateDir);
-    const first = await LocalGateway.acquire({ stateDir, lingerMs: 0 });
+    const extra = freshDir('extra-jupyter-path');
+    mkdirSync(join(extra, 'kernels', 'kw-extra'), { recursive: true });
+    writeFileSync(
+      join(extra, 'kernels', 'kw-extra', 'kernel.json'),
+      JSON.stringify({ argv: ['/bin/false', '{connection_file}'], display_name: 'extra', language: 'python' }),
+    );
+    const first = await LocalGateway.acquire({ stateDir, lingerMs: 0, jupyterPath: [extra] });
+    const specs = await fetch(`${first.baseUrl}/api/kernelspecs`, {
+      headers: { Authorization: `token ${first.token}` },
+    });
+    expect(Object.keys(((await specs.json()) as { kernelspecs: object }).kernelspecs)).toContain('kw-extra');
     const second = await LocalGateway.acquire({ stateDir, lingerMs: 0 });
     const server = identityOf(first.pid);
     await first.release();

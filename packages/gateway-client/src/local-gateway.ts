@@ -39,7 +39,7 @@ export type LocalGatewayEvent =
   | { type: 'server-reused'; baseUrl: string; pid: number }
   | { type: 'server-starting'; port: number; logFile: string }
   | { type: 'server-ready'; baseUrl: string; pid: number }
-  | { type: 'server-stopped'; pid: number; reason: 'unhealthy' | 'last-release' | 'stop' }
+  | { type: 'server-stopped'; pid: number; reason: 'unhealthy' | 'last-release' }
   | { type: 'kernel-reaped'; kernelId: string; ownerPid: number }
   | { type: 'reap-failed'; kernelId: string; message: string };
 

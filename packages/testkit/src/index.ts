@@ -1,8 +1,23 @@
+export type {
+  FakeGatewayOptions,
+  FakeGatewayRoute,
+  FakeKernelSpec,
+  FaultAnswer,
+  RecordedFrame,
+  RecordedRequest,
+} from './fake-gateway.js';
+export { FakeGateway } from './fake-gateway.js';
+export type { FakeKernelOptions } from './fake-kernel.js';
+export { FakeKernel } from './fake-kernel.js';
+export type { DieOptions, KernelScript, KernelScriptContext } from './fake-kernel-script.js';
+export { pythonLikeScript } from './fake-kernel-script.js';
 export type { FakeCloseEvent, FakeErrorEvent, FakeWebSocketData, FakeWebSocketOpenOptions } from './fake-websocket.js';
 export { FakeWebSocket } from './fake-websocket.js';
 export { Gate } from './gate.js';
 export type { FetchCall, FetchHandler, FetchHook } from './hook-fetch.js';
 export { hookFetch } from './hook-fetch.js';
+export type { JupyterHeader, JupyterMessage, WireFormat } from './jupyter-wire.js';
+export { decodeFrame, encodeFrame, V1_SUBPROTOCOL, WireFormatError } from './jupyter-wire.js';
 export type { ManualClockOptions } from './manual-clock.js';
 export { ManualClock } from './manual-clock.js';
 export type { RecordingKernelOptions, RecordingKernelScript } from './recording-kernel.js';

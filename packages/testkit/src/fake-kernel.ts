@@ -1,0 +1,443 @@
+import { randomUUID } from 'node:crypto';
+import { type Clock, sleep } from '@kernelwarden/core';
+import type { DieOptions, KernelScript, KernelScriptContext } from './fake-kernel-script.js';
+import type { JupyterHeader, JupyterMessage } from './jupyter-wire.js';
+
+/** Why a cell stopped early; internal to the fake. */
+class Interrupted extends Error {}
+class Abandoned extends Error {}
+class Raised extends Error {
+  constructor(
+    readonly ename: string,
+    readonly evalue: string,
+    readonly traceback: string[],
+  ) {
+    super(`${ename}: ${evalue}`);
+  }
+}
+
+/** Options of one simulated kernel, set per kernelspec in `FakeGatewayOptions.kernelSpecs`. */
+export interface FakeKernelOptions {
+  /** Answers `execute_request`s. @defaultValue pythonLikeScript */
+  script?: KernelScript;
+  /** Interrupts are recorded but do nothing. @defaultValue false */
+  ignoreInterrupts?: boolean;
+  /**
+   * How an interrupted cell ends: `'error'` (ipykernel: a KeyboardInterrupt error) or `'abort'` (IRkernel:
+   * `status: 'abort'` and no error message).
+   * @defaultValue 'error'
+   */
+  interruptReply?: 'error' | 'abort';
+  /** The kernel's language, reported in `kernel_info_reply`. @defaultValue 'python' */
+  language?: string;
+}
+
+/** The part of FakeGateway a kernel talks to. @internal */
+export interface KernelHost {
+  readonly clock: Clock;
+  deliver(kernel: FakeKernel, msg: JupyterMessage, toSession: string | undefined): void;
+  deliverRaw(kernel: FakeKernel, data: string | Uint8Array): void;
+  removed(kernel: FakeKernel): void;
+}
+
+interface Running {
+  readonly request: JupyterMessage;
+  readonly controller: AbortController;
+  readonly fromSession: string | undefined;
+  stdinWaiter: ((value: string) => void) | undefined;
+}
+
+/**
+ * One simulated kernel inside a FakeGateway: it answers `kernel_info_request` and runs `execute_request`s one at a
+ * time through its script, with iopub `status` busy/idle around each request.
+ *
+ * Get it with `gateway.kernel(id)` to read what happened (`interrupts`, `restarts`, `state`) or to make it misbehave
+ * (`ignoreInterrupts`, `die()`, `send()`, `sendRaw()`).
+ */
+export class FakeKernel {
+  /** The kernel id (a UUID, as jupyter_server makes). */
+  readonly id: string;
+  /** The kernelspec name it was created from. */
+  readonly name: string;
+  /** The JSON body of the `POST /api/kernels` that created it (`name`, `path`, `env`, …). */
+  readonly createBody: Readonly<Record<string, unknown>>;
+  /** The simulated interpreter state that scripts use; cleared on restart. */
+  readonly state = new Map<string, unknown>();
+  /** The kernel's execution counter. */
+  executionCount = 0;
+  /** `'starting' | 'idle' | 'busy' | 'dead'`. */
+  executionState: 'starting' | 'idle' | 'busy' | 'dead' = 'idle';
+  /** Interrupts are recorded but do nothing. */
+  ignoreInterrupts: boolean;
+  /** How an interrupted cell ends. */
+  interruptReply: 'error' | 'abort';
+  /** How many interrupts (REST or `interrupt_request`) reached the kernel. */
+  interrupts = 0;
+  /** How many restarts (REST or auto-restart after `die()`) happened. */
+  restarts = 0;
+  /** Every `execute_request` code, in arrival order. */
+  readonly executed: string[] = [];
+  /** The ISO time of the last message. */
+  lastActivity = new Date().toISOString();
+
+  #session = randomUUID();
+  readonly #host: KernelHost;
+  readonly #script: KernelScript;
+  readonly #language: string;
+  readonly #queue: { msg: JupyterMessage; fromSession: string | undefined }[] = [];
+  #running: Running | undefined;
+  #pumping = false;
+  #generation = 0;
+  #gone = false;
+
+  /** @internal Made by FakeGateway on `POST /api/kernels`. */
+  constructor(
+    host: KernelHost,
+    name: string,
+    createBody: Record<string, unknown>,
+    opts: FakeKernelOptions & { script: KernelScript },
+  ) {
+    this.id = randomUUID();
+    this.name = name;
+    this.createBody = createBody;
+    this.#host = host;
+    this.#script = opts.script;
+    this.ignoreInterrupts = opts.ignoreInterrupts ?? false;
+    this.interruptReply = opts.interruptReply ?? 'error';
+    this.#language = opts.language ?? 'python';
+  }
+
+  /** False once the kernel died for good or was deleted. */
+  get alive(): boolean {
+    return !this.#gone;
+  }
+
+  /** The REST model of the kernel. */
+  model(connections: number): Record<string, unknown> {
+    return {
+      id: this.id,
+      name: this.name,
+      last_activity: this.lastActivity,
+      execution_state: this.executionState,
+      connections,
+    };
+  }
+
+  /** @internal A message from a client on the channels socket. */
+  receive(msg: JupyterMessage, fromSession: string | undefined): void {
+    if (this.#gone) return;
+    this.lastActivity = new Date().toISOString();
+    const type = msg.header?.msg_type;
+    if (msg.channel === 'stdin') {
+      if (type === 'input_reply' && this.#running?.stdinWaiter) {
+        const waiter = this.#running.stdinWaiter;
+        this.#running.stdinWaiter = undefined;
+        waiter(String(msg.content?.value ?? ''));
+      }
+      return;
+    }
+    if (msg.channel === 'control') {
+      if (type === 'interrupt_request') {
+        this.interrupt();
+        this.#reply(msg, fromSession, 'interrupt_reply', { status: 'ok' });
+      } else if (type === 'kernel_info_request') {
+        this.#reply(msg, fromSession, 'kernel_info_reply', this.#kernelInfo());
+      } else if (type === 'shutdown_request') {
+        this.#reply(msg, fromSession, 'shutdown_reply', { status: 'ok', restart: Boolean(msg.content?.restart) });
+      }
+      return;
+    }
+    if (msg.channel !== 'shell') return;
+    this.#queue.push({ msg, fromSession });
+    void this.#pump();
+  }
+
+  /** Interrupts the running cell (unless `ignoreInterrupts`); counted either way. */
+  interrupt(): void {
+    this.interrupts++;
+    if (this.ignoreInterrupts || !this.#running) return;
+    this.#running.controller.abort(new Interrupted('interrupted'));
+  }
+
+  /** Restarts the kernel: the running cell never gets a reply, queued requests are dropped, state is cleared. */
+  restart(): void {
+    if (this.#gone) return;
+    this.restarts++;
+    this.#abandon();
+    this.state.clear();
+    this.executionCount = 0;
+    this.#session = randomUUID();
+    this.executionState = 'idle';
+  }
+
+  /** Kills the kernel process (see `KernelScriptContext.die()`); a running cell never gets a reply. */
+  die(opts: DieOptions = {}): void {
+    if (this.#gone) return;
+    if (opts.restart ?? true) {
+      this.#status('restarting', undefined);
+      this.restart();
+      this.#status('starting', undefined);
+      this.#status('idle', undefined);
+      return;
+    }
+    this.#abandon();
+    this.#status('dead', undefined);
+    this.executionState = 'dead';
+    this.#gone = true;
+    this.#host.removed(this);
+  }
+
+  /** @internal Deleted over REST, or the gateway closed. */
+  shutdown(): void {
+    this.#abandon();
+    this.#gone = true;
+    this.executionState = 'dead';
+  }
+
+  /** Sends an unsolicited message (or one with `parent` as parent) to the clients. */
+  send(
+    channel: 'iopub' | 'shell' | 'stdin' | 'control',
+    msgType: string,
+    content: Record<string, unknown>,
+    parent?: JupyterMessage,
+  ): void {
+    this.#host.deliver(this, this.#message(channel, msgType, content, parent), undefined);
+  }
+
+  /** Sends raw bytes or text to every client of this kernel, e.g. a malformed frame. */
+  sendRaw(data: string | Uint8Array): void {
+    this.#host.deliverRaw(this, data);
+  }
+
+  #abandon(): void {
+    this.#generation++;
+    this.#pumping = false;
+    this.#queue.length = 0;
+    this.#running?.controller.abort(new Abandoned('abandoned'));
+    this.#running = undefined;
+  }
+
+  async #pump(): Promise<void> {
+    if (this.#pumping) return;
+    this.#pumping = true;
+    const generation = this.#generation;
+    try {
+      for (let next = this.#queue.shift(); next; next = this.#queue.shift()) {
+        await this.#handle(next.msg, next.fromSession);
+        if (this.#generation !== generation || this.#gone) return;
+      }
+    } finally {
+      if (this.#generation === generation) this.#pumping = false;
+    }
+  }
+
+  async #handle(msg: JupyterMessage, fromSession: string | undefined): Promise<void> {
+    const type = msg.header?.msg_type;
+    const generation = this.#generation;
+    this.#status('busy', msg);
+    let failed = false;
+    switch (type) {
+      case 'kernel_info_request':
+        this.#reply(msg, fromSession, 'kernel_info_reply', this.#kernelInfo());
+        break;
+      case 'execute_request':
+        failed = await this.#execute(msg, fromSession);
+        break;
+      case 'comm_info_request':
+        this.#reply(msg, fromSession, 'comm_info_reply', { status: 'ok', comms: {} });
+        break;
+      case 'is_complete_request':
+        this.#reply(msg, fromSession, 'is_complete_reply', { status: 'complete' });
+        break;
+      case 'complete_request':
+        this.#reply(msg, fromSession, 'complete_reply', {
+          status: 'ok',
+          matches: [],
+          cursor_start: 0,
+          cursor_end: 0,
+          metadata: {},
+        });
+        break;
+      case 'inspect_request':
+        this.#reply(msg, fromSession, 'inspect_reply', { status: 'ok', found: false, data: {}, metadata: {} });
+        break;
+      case 'history_request':
+        this.#reply(msg, fromSession, 'history_reply', { status: 'ok', history: [] });
+        break;
+      default:
+        break; // ipykernel logs "Unknown message type" and answers nothing
+    }
+    if (this.#gone || this.#generation !== generation) return;
+    this.#status('idle', msg);
+    if (failed && msg.content?.stop_on_error !== false) this.#abortQueued();
+  }
+
+  async #execute(msg: JupyterMessage, fromSession: string | undefined): Promise<boolean> {
+    const content = msg.content ?? {};
+    const code = String(content.code ?? '');
+    const silent = Boolean(content.silent);
+    const storeHistory = content.store_history === undefined ? !silent : Boolean(content.store_history);
+    this.executed.push(code);
+    if (storeHistory && !silent) this.executionCount++;
+    const count = this.executionCount;
+    if (!silent) this.send('iopub', 'execute_input', { code, execution_count: count }, msg);
+    const running: Running = { request: msg, controller: new AbortController(), fromSession, stdinWaiter: undefined };
+    this.#running = running;
+    const signal = running.controller.signal;
+    const stopped = () => signal.aborted && signal.reason instanceof Abandoned;
+    const emit = (channel: 'iopub' | 'shell' | 'stdin' | 'control', type: string, c: Record<string, unknown>) => {
+      if (!stopped())
+        this.#host.deliver(this, this.#message(channel, type, c, msg), channel === 'iopub' ? undefined : fromSession);
+    };
+    const check = () => {
+      if (signal.aborted) throw signal.reason;
+    };
+    const ctx: KernelScriptContext = {
+      code,
+      cellId: typeof msg.metadata?.cellId === 'string' ? msg.metadata.cellId : undefined,
+      content,
+      executionCount: count,
+      state: this.state,
+      kernel: this,
+      signal,
+      stdout: (text) => emit('iopub', 'stream', { name: 'stdout', text }),
+      stderr: (text) => emit('iopub', 'stream', { name: 'stderr', text }),
+      display: (data, metadata = {}) => emit('iopub', 'display_data', { data, metadata, transient: {} }),
+      result: (data, metadata = {}) => emit('iopub', 'execute_result', { data, metadata, execution_count: count }),
+      raise: (ename, evalue, traceback) => {
+        throw new Raised(ename, evalue, traceback ?? [`${ename}: ${evalue}`]);
+      },
+      sleep: async (ms) => {
+        check();
+        await sleep(ms, { clock: this.#host.clock, signal });
+      },
+      input: async (prompt = '', opts = {}) => {
+        check();
+        if (content.allow_stdin === false) {
+          throw new Raised(
+            'StdinNotImplementedError',
+            'raw_input was called, but this frontend does not support input requests.',
+            [],
+          );
+        }
+        return new Promise<string>((resolve, reject) => {
+          const onAbort = () => reject(signal.reason);
+          running.stdinWaiter = (value) => {
+            signal.removeEventListener('abort', onAbort);
+            resolve(value);
+          };
+          signal.addEventListener('abort', onAbort, { once: true });
+          emit('stdin', 'input_request', { prompt, password: opts.password ?? false });
+        });
+      },
+      hang: () =>
+        new Promise<never>((_, reject) => {
+          if (signal.aborted) reject(signal.reason);
+          else signal.addEventListener('abort', () => reject(signal.reason), { once: true });
+        }),
+      ignoreInterrupts: () => {
+        this.ignoreInterrupts = true;
+      },
+      die: (opts) => {
+        this.die(opts);
+        throw new Abandoned('died');
+      },
+      send: (channel, type, c) => emit(channel, type, c),
+      raw: (data) => {
+        if (!stopped()) this.#host.deliverRaw(this, data);
+      },
+    };
+
+    let reply: Record<string, unknown>;
+    try {
+      await this.#script(ctx);
+      if (stopped()) return false;
+      reply = { status: 'ok', execution_count: count, user_expressions: {}, payload: [] };
+    } catch (error) {
+      if (stopped() || error instanceof Abandoned) return false;
+      if (error instanceof Interrupted && this.interruptReply === 'abort') {
+        reply = { status: 'abort' };
+      } else {
+        const raised =
+          error instanceof Raised
+            ? error
+            : error instanceof Interrupted
+              ? new Raised('KeyboardInterrupt', '', ['KeyboardInterrupt: '])
+              : new Raised((error as Error)?.name ?? 'Error', (error as Error)?.message ?? String(error), [
+                  String((error as Error)?.stack ?? error),
+                ]);
+        emit('iopub', 'error', { ename: raised.ename, evalue: raised.evalue, traceback: raised.traceback });
+        reply = {
+          status: 'error',
+          execution_count: count,
+          ename: raised.ename,
+          evalue: raised.evalue,
+          traceback: raised.traceback,
+        };
+      }
+    } finally {
+      if (this.#running === running) this.#running = undefined;
+    }
+    this.#reply(msg, fromSession, 'execute_reply', reply);
+    return reply.status !== 'ok';
+  }
+
+  /** ipykernel's stop_on_error: every execute_request already queued is answered `aborted` without running. */
+  #abortQueued(): void {
+    const queued = this.#queue.splice(0).filter((q) => {
+      if (q.msg.header?.msg_type === 'execute_request') return true;
+      this.#queue.push(q);
+      return false;
+    });
+    for (const q of queued) {
+      this.#status('busy', q.msg);
+      this.#reply(q.msg, q.fromSession, 'execute_reply', { status: 'aborted' });
+      this.#status('idle', q.msg);
+    }
+  }
+
+  #kernelInfo(): Record<string, unknown> {
+    return {
+      status: 'ok',
+      protocol_version: '5.3',
+      implementation: 'kernelwarden-fake',
+      implementation_version: '0.1.0',
+      language_info: {
+        name: this.#language,
+        version: '3.11.0',
+        mimetype: this.#language === 'python' ? 'text/x-python' : 'text/plain',
+        file_extension: this.#language === 'python' ? '.py' : '.txt',
+      },
+      banner: 'kernelwarden FakeGateway kernel',
+      help_links: [],
+    };
+  }
+
+  #status(state: string, parent: JupyterMessage | undefined): void {
+    if (state === 'busy' || state === 'idle' || state === 'starting') this.executionState = state;
+    const msg = this.#message('iopub', 'status', { execution_state: state }, parent);
+    this.#host.deliver(this, msg, undefined);
+  }
+
+  #reply(request: JupyterMessage, toSession: string | undefined, type: string, content: Record<string, unknown>): void {
+    const channel = request.channel === 'control' ? 'control' : 'shell';
+    this.#host.deliver(this, this.#message(channel, type, content, request), toSession);
+  }
+
+  #message(
+    channel: string,
+    msgType: string,
+    content: Record<string, unknown>,
+    parent?: JupyterMessage,
+  ): JupyterMessage {
+    const header: JupyterHeader = {
+      msg_id: randomUUID(),
+      msg_type: msgType,
+      session: this.#session,
+      username: 'kernel',
+      date: new Date().toISOString(),
+      version: '5.3',
+    };
+    return { channel, header, parent_header: parent?.header ?? {}, metadata: {}, content };
+  }
+}

@@ -15,8 +15,10 @@ import { isProcessAlive, type ProcessIdentity } from './local-gateway/process-id
 import { resolveServerCommand, type ServerCommand } from './local-gateway/server-command.js';
 import {
   answersStatus,
+  fileSize,
   freeLoopbackPort,
   logTail,
+  rotateLog,
   type SpawnedProcess,
   spawnDetached,
   stopServerProcess,
@@ -291,6 +293,8 @@ async function startServer(
     const baseUrl = `http://127.0.0.1:${port}`;
     const token = randomBytes(32).toString('hex');
     writePrivateFileAtomic(layout.tokenFile, token);
+    rotateLog(layout.log);
+    const logStart = fileSize(layout.log);
     emit({ type: 'server-starting', port, logFile: layout.log });
     const child: SpawnedProcess = spawnDetached(
       server.command,
@@ -307,7 +311,7 @@ async function startServer(
         );
       }
       if (!readiness.ready) {
-        const tail = logTail(layout.log, token);
+        const tail = logTail(layout.log, token, logStart);
         if (attempt < PORT_ATTEMPTS && /already in use|Address already/i.test(tail)) continue;
         throw new GatewayUnavailableError(
           `The local gateway's jupyter-server exited during start-up (${readiness.ended}); see ${layout.log}:\n${tail}`,

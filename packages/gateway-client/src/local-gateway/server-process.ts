@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { closeSync, openSync, readdirSync, readFileSync, readSync, statSync } from 'node:fs';
+import { closeSync, openSync, readdirSync, readFileSync, readSync, renameSync, statSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { sleep, withDeadline } from '@kernelwarden/core';
 import { identityOf, isProcessAlive, type ProcessIdentity, signalGroup } from './process-identity.js';
@@ -53,12 +53,33 @@ export function spawnDetached(
   return { identity: identityOf(child.pid ?? -1), child, exited, hasExited: () => ended !== undefined };
 }
 
-/** The last `maxLines` lines of a log file, with every occurrence of `secret` masked. */
-export function logTail(path: string, secret: string, maxLines = 12): string {
+/** The size of a file, 0 when it does not exist. */
+export function fileSize(path: string): number {
+  try {
+    return statSync(path).size;
+  } catch {
+    return 0;
+  }
+}
+
+/** Keeps a log from growing without bound: past `maxBytes` it becomes `<path>.1` (replacing the older one). */
+export function rotateLog(path: string, maxBytes = 1_000_000): void {
+  if (fileSize(path) <= maxBytes) return;
+  try {
+    renameSync(path, `${path}.1`);
+  } catch {
+    // another process rotated it first
+  }
+}
+
+/**
+ * The last `maxLines` lines written to a log file after byte `from`, with every occurrence of `secret` masked.
+ */
+export function logTail(path: string, secret: string, from = 0, maxLines = 12): string {
   let text: string;
   try {
     const size = statSync(path).size;
-    const length = Math.min(size, 16_384);
+    const length = Math.max(0, Math.min(size - from, 16_384));
     const buffer = Buffer.alloc(length);
     const fd = openSync(path, 'r');
     try {

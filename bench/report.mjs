@@ -4,7 +4,11 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { machineLine } from './machine.mjs';
 
 const RATIO_HEADERS = { ratio: 'ratio to reference', ratioToJupyterlab: 'ratio to @jupyterlab/services' };
-const EXTRA_HEADERS = { rssPeakOverBaselineMB: 'peak RSS over baseline (MB)', received: 'output received' };
+const EXTRA_HEADERS = {
+  rssPeakOverBaselineMB: 'peak RSS over baseline (MB)',
+  received: 'output received',
+  cpuMs: 'client CPU per cell (ms, median)',
+};
 
 function num(v, unit) {
   if (typeof v !== 'number' || !Number.isFinite(v)) return '—';
@@ -37,7 +41,7 @@ function tableOf(section) {
     num(r.max, r.unit),
     r.unit,
     ...ratios.map((c) => ratio(r[c])),
-    ...extras.map((c) => (typeof r[c] === 'number' ? r[c].toFixed(1) : (r[c] ?? '—'))),
+    ...extras.map((c) => (typeof r[c] === 'number' ? r[c].toFixed(c === 'cpuMs' ? 2 : 1) : (r[c] ?? '—'))),
   ]);
   return { head, body };
 }

@@ -114,14 +114,23 @@ async function roundTrip(stock, nodelay) {
       crashed('zmq-floor', 'roundtrip start', error);
     }
     const samples = new Map(entries.map((e) => [e, []]));
+    // Client CPU per cell: only one client is active at a time, so the process's CPU time during a cell is that
+    // client's (plus idle clients' timers). Unlike wall time it barely moves with the machine's load.
+    const cpu = new Map(entries.map((e) => [e, []]));
     const floorSamples = [];
+    const floorCpu = [];
     let live = [...entries];
     const runOne = async (entry, record) => {
+      const cpu0 = process.cpuUsage();
       const start = performance.now();
       const reply = await entry.client.run('1');
       const ms = performance.now() - start;
+      const used = process.cpuUsage(cpu0);
       if (reply.status !== 'ok') throw new Error(`cell status ${reply.status}`);
-      if (record) samples.get(entry).push(ms);
+      if (record) {
+        samples.get(entry).push(ms);
+        cpu.get(entry).push((used.user + used.system) / 1000);
+      }
     };
     for (const entry of live) {
       try {
@@ -137,7 +146,9 @@ async function roundTrip(stock, nodelay) {
         if (entry === 'floor') {
           if (!floor) continue;
           try {
-            floorSamples.push(await floor.cell());
+            const { ms, cpuMs } = await floor.cell();
+            floorSamples.push(ms);
+            floorCpu.push(cpuMs);
           } catch (error) {
             crashed('zmq-floor', 'roundtrip', error);
             floor = undefined;
@@ -154,7 +165,7 @@ async function roundTrip(stock, nodelay) {
       if ((round + 1) % 100 === 0) log(`round trip: ${round + 1}/${ROUNDS}`);
     }
     const floorRow = floorSamples.length
-      ? row(ZMQ_FLOOR_LABEL, 'none (ZMQ)', floorSamples, { key: 'zmq-floor' })
+      ? row(ZMQ_FLOOR_LABEL, 'none (ZMQ)', floorSamples, { key: 'zmq-floor', cpuMs: summarize(floorCpu).median })
       : undefined;
     const rows = [];
     for (const server of [stock, nodelay]) {
@@ -163,7 +174,11 @@ async function roundTrip(stock, nodelay) {
       for (const entry of entries.filter((e) => e.server === server)) {
         const s = samples.get(entry);
         if (s.length === 0) continue;
-        const r = row(CLIENTS[entry.key].label, server.name, s, { key: entry.key, complete: s.length === ROUNDS });
+        const r = row(CLIENTS[entry.key].label, server.name, s, {
+          key: entry.key,
+          complete: s.length === ROUNDS,
+          cpuMs: summarize(cpu.get(entry)).median,
+        });
         r.ratio = floorRow ? r.median / floorRow.median : undefined;
         r.ratioToJupyterlab = jlabMedian ? r.median / jlabMedian : undefined;
         rows.push(r);
@@ -178,6 +193,7 @@ async function roundTrip(stock, nodelay) {
       title: `Trivial cell \`1\` round trip (until execute_reply and status idle), ${ROUNDS} cells each, alternated, one warm python3 kernel per client`,
       reference: ZMQ_FLOOR_LABEL,
       ratioColumns: ['ratio', 'ratioToJupyterlab'],
+      extraColumns: ['cpuMs'],
       rows,
     });
     results.goals = goals(rows);

@@ -29,7 +29,7 @@ function spawnFloor(args, dir) {
   return { child, next, exited, runtimeDir };
 }
 
-/** A warm python3 kernel driven by jupyter_client; `cell()` runs one `code` cell and resolves to its time (ms). */
+/** A warm python3 kernel driven by jupyter_client; `cell()` runs one `code` cell. */
 export class ZmqFloor {
   #proc;
 
@@ -48,10 +48,11 @@ export class ZmqFloor {
     return new ZmqFloor(proc);
   }
 
+  /** Runs one cell; resolves to its wall time and the client process's CPU time for it (ms). */
   async cell() {
     this.#proc.child.stdin.write('cell\n');
-    const { ms } = await this.#proc.next();
-    return ms;
+    const { ms, cpuMs } = await this.#proc.next();
+    return { ms, cpuMs };
   }
 
   /** Shuts the kernel down and resolves to every time the script measured. */

@@ -6,7 +6,7 @@ line on stdout; diagnostics go to stderr.
 
   zmq_floor.py roundtrip [--code 1] [--warmup 20]
       Starts a python3 kernel, runs the warm-up cells, prints {"ready": true}, then runs one cell per line read on
-      stdin ("cell") and answers each with {"ms": <round trip>}; "quit" (or end of input) shuts the kernel down and
+      stdin ("cell") and answers each with {"ms": <round trip>, "cpuMs": <this process's CPU time for it>}; "quit" (or end of input) shuts the kernel down and
       prints {"times": [...]} with every measured time. Lockstep lets the caller alternate it with other clients.
 
   zmq_floor.py output --code CODE [--reps 3] [--expect-bytes N] [--expect-lines N]
@@ -112,11 +112,13 @@ def roundtrip(args):
             if command == "quit":
                 break
             if command == "cell":
+                cpu0 = time.process_time()
                 ms, reply = run_cell(kc, args.code)
+                cpu_ms = (time.process_time() - cpu0) * 1000.0
                 if reply["content"].get("status") != "ok":
                     raise RuntimeError("cell failed: %r" % reply["content"])
                 times.append(ms)
-                emit({"ms": ms})
+                emit({"ms": ms, "cpuMs": cpu_ms})
         emit({"times": times})
     finally:
         stop_kernel(km, kc)

@@ -1,5 +1,16 @@
 import { spawnSync } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { InvalidOptionsError } from '@kernelwarden/core';
@@ -76,6 +87,16 @@ describe('LocalGateway options', () => {
     } finally {
       held.release();
     }
+  });
+
+  it('refuses a state directory that is a symlink planted to elsewhere', async () => {
+    const { stateDir } = await LocalGateway.status({ stateDir: dir });
+    const elsewhere = join(dir, 'elsewhere');
+    mkdirSync(elsewhere, { mode: 0o700 });
+    symlinkSync(elsewhere, stateDir);
+    const error = await rejection(LocalGateway.acquire({ stateDir: dir }));
+    expect((error as LocalGatewayError).code).toBe('LOCAL_GATEWAY_STATE_DIR');
+    expect(readdirSync(elsewhere)).toEqual([]);
   });
 
   it('says what to install when jupyter-server cannot be found', async () => {

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { lstatSync, mkdirSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { delimiter, join, resolve } from 'node:path';
 import { abortScope, DeadlineExceededError, KernelwardenError, withDeadline } from '@kernelwarden/core';
@@ -133,12 +134,17 @@ export interface LocalGatewayStatus {
 }
 
 /** Codes of `LocalGatewayError`. */
-export type LocalGatewayErrorCode = 'LOCAL_GATEWAY_COMMAND' | 'LOCAL_GATEWAY_INSECURE' | 'LOCAL_GATEWAY_TOKEN_REFUSED';
+export type LocalGatewayErrorCode =
+  | 'LOCAL_GATEWAY_COMMAND'
+  | 'LOCAL_GATEWAY_STATE_DIR'
+  | 'LOCAL_GATEWAY_INSECURE'
+  | 'LOCAL_GATEWAY_TOKEN_REFUSED';
 
 /**
- * The embedded gateway cannot be provided: jupyter-server is not installed (`LOCAL_GATEWAY_COMMAND`), or a
- * system-wide jupyter config fights the token: the server answers without it (`LOCAL_GATEWAY_INSECURE`) or
- * refuses it (`LOCAL_GATEWAY_TOKEN_REFUSED`). The server is stopped before this is thrown. Not retryable.
+ * The embedded gateway cannot be provided: jupyter-server is not installed (`LOCAL_GATEWAY_COMMAND`), the state
+ * directory cannot be created or belongs to someone else (`LOCAL_GATEWAY_STATE_DIR`), or a system-wide jupyter
+ * config fights the token: the server answers without it (`LOCAL_GATEWAY_INSECURE`) or refuses it
+ * (`LOCAL_GATEWAY_TOKEN_REFUSED`); the server is then stopped before this is thrown. Not retryable.
  */
 export class LocalGatewayError extends KernelwardenError {
   static override readonly brand: string = 'LocalGatewayError';
@@ -203,6 +209,23 @@ function locate(opts: { stateDir?: string | undefined; command?: string | undefi
 }
 
 function prepareDirs(layout: GatewayLayout): void {
+  try {
+    mkdirSync(layout.dir, { recursive: true, mode: 0o700 });
+  } catch (error) {
+    throw new LocalGatewayError(`Cannot create the local gateway's state directory ${layout.dir}`, {
+      code: 'LOCAL_GATEWAY_STATE_DIR',
+      cause: error,
+    });
+  }
+  // The directory name is predictable: refuse one planted by someone else (or a symlink to elsewhere).
+  const st = lstatSync(layout.dir);
+  const uid = typeof process.getuid === 'function' ? process.getuid() : st.uid;
+  if (!st.isDirectory() || st.uid !== uid) {
+    throw new LocalGatewayError(
+      `The local gateway's state directory ${layout.dir} is not a directory owned by this user; remove it or choose another stateDir`,
+      { code: 'LOCAL_GATEWAY_STATE_DIR' },
+    );
+  }
   for (const dir of [layout.dir, layout.leases, layout.owners, layout.runtime, layout.kernelSpecDir, layout.config]) {
     ensurePrivateDir(dir);
   }

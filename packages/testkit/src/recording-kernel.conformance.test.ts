@@ -1,0 +1,9 @@
+import { scriptedCode, scriptedLanguage } from './conformance-fixtures/scripted-kernel.js';
+import { RecordingKernel } from './recording-kernel.js';
+import { describeKernelHandle } from './vitest.js';
+
+describeKernelHandle(
+  'RecordingKernel (scripted)',
+  () => new RecordingKernel('conformance', { execute: scriptedLanguage, releaseOnInterrupt: true }),
+  { code: scriptedCode, stdin: true, richOutput: true },
+);

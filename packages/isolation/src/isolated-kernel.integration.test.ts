@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { kernelPids, processesMentioning, startTestServer, type TestServer, testGateway } from '@kernelwarden/test-env';
+import { LocalGateway, type LocalGatewayLease } from '@kernelwarden/gateway-client';
+import { kernelPids, processesMentioning, testGateway } from '@kernelwarden/test-env';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { IsolationUnavailableError } from './errors.js';
@@ -18,7 +19,9 @@ interface Reply {
   ename?: string;
 }
 
-async function rest(server: TestServer, method: string, path: string, body?: unknown): Promise<any> {
+type Server = { baseUrl: string; token: string };
+
+async function rest(server: Server, method: string, path: string, body?: unknown): Promise<any> {
   const res = await fetch(`${server.baseUrl}${path}`, {
     method,
     headers: { Authorization: `token ${server.token}`, 'Content-Type': 'application/json' },
@@ -39,7 +42,7 @@ class Channel {
     });
   }
 
-  static async open(server: TestServer, kernelId: string): Promise<Channel> {
+  static async open(server: Server, kernelId: string): Promise<Channel> {
     const url = `${server.baseUrl.replace('http', 'ws')}/api/kernels/${kernelId}/channels`;
     const ws = new WebSocket(url, { headers: { Authorization: `token ${server.token}` } });
     await new Promise<void>((resolve, reject) => {
@@ -115,11 +118,11 @@ async function waitUntil(check: () => boolean, timeoutMs: number): Promise<boole
   return true;
 }
 
-// The staged machine: a fake system temp, two hidden roots (one with an allowed folder inside), and a server whose
-// JUPYTER_PATH holds the directory isolated kernelspecs are written to — what LocalGateway's kernelSpecDir is.
+// The staged machine: a fake system temp, two hidden roots (one with an allowed folder inside), and the embedded
+// LocalGateway (its state under the test root), whose kernelSpecDir receives the isolated kernelspecs.
 
 let base: string;
-let server: TestServer;
+let server: LocalGatewayLease;
 let kernelSpecDir: string;
 let policy: IsolationPolicy;
 let specs: Record<string, BaseKernelSpec>;
@@ -130,6 +133,7 @@ const paths = {
   hidden: '',
   allowed: '',
   allowedFile: '',
+  state: '',
 };
 
 beforeAll(async () => {
@@ -140,8 +144,7 @@ beforeAll(async () => {
   paths.hidden = join(base, 'hidden');
   paths.allowed = join(paths.hidden, 'shared');
   paths.allowedFile = join(paths.allowed, 'allowed.txt');
-  kernelSpecDir = join(base, 'jupyter', 'kernels');
-  for (const dir of [paths.systmp, paths.vault, paths.allowed, kernelSpecDir]) mkdirSync(dir, { recursive: true });
+  for (const dir of [paths.systmp, paths.vault, paths.allowed]) mkdirSync(dir, { recursive: true });
   writeFileSync(paths.secret, 'TOP-SECRET\n');
   writeFileSync(join(paths.hidden, 'other.txt'), 'OTHER\n');
   writeFileSync(paths.allowedFile, 'ALLOWED\n');
@@ -154,14 +157,16 @@ beforeAll(async () => {
     allowedRoots: [{ path: paths.allowed, label: 'shared inputs' }],
     tempDir: paths.systmp,
   });
-  server = await startTestServer({ root: join(base, 'server'), env: { JUPYTER_PATH: join(base, 'jupyter') } });
+  server = await LocalGateway.acquire({ stateDir: join(base, 'state'), lingerMs: 0 });
+  kernelSpecDir = server.kernelSpecDir;
+  paths.state = server.stateDir;
   const listing = await rest(server, 'GET', '/api/kernelspecs');
   specs = {};
   for (const [name, entry] of Object.entries<any>(listing.kernelspecs)) specs[name] = { name, ...entry.spec };
 }, 120_000);
 
 afterAll(async () => {
-  await server?.stop();
+  await server?.release();
 });
 
 function workspaceFor(name: string): string {
@@ -202,6 +207,7 @@ r['token'] = 'JUPYTER_TOKEN' in os.environ
 from ipykernel.connect import get_connection_file
 r['runtime'] = ls(os.path.dirname(get_connection_file()))
 r['procs'] = len([e for e in os.listdir('/proc') if e.isdigit()])
+r['state'] = ls(${JSON.stringify(p.state)})
 print(json.dumps(r))
 `,
   ir: (p: typeof paths) => `
@@ -235,6 +241,7 @@ describe.each(['python3', 'ir'] as const)('an isolated %s kernel through a local
             policy,
             workspace: ws,
             privateTemp: [paths.systmp],
+            hide: [server.stateDir],
           })
         : await installIsolatedKernelSpec({
             kernelSpecDir,
@@ -242,6 +249,7 @@ describe.each(['python3', 'ir'] as const)('an isolated %s kernel through a local
             policy,
             workspace: ws,
             privateTemp: [paths.systmp],
+            hide: [server.stateDir],
           });
     expect(existsSync(join(kernelSpecDir, name, 'kernel.json'))).toBe(true);
     const kernel = await rest(server, 'POST', '/api/kernels', { name });
@@ -279,6 +287,8 @@ describe.each(['python3', 'ir'] as const)('an isolated %s kernel through a local
       // The gateway's runtime dir (other kernels' keys, the server's token file) shows only this kernel's file,
       // and the private PID namespace shows only the sandbox's own processes.
       expect(seen.runtime).toEqual([`kernel-${kernelId}.json`]);
+      // LocalGateway's state (its token file) is hidden too; only the way to the connection file shows.
+      expect(seen.state).toEqual(['runtime']);
       expect(seen.procs).toBeLessThanOrEqual(4);
     }
   });

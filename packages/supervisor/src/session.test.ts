@@ -1,5 +1,6 @@
+import { getEventListeners } from 'node:events';
 import type { ExecuteResult, ReadIsolationPolicy } from '@kernelwarden/core';
-import { Gate, RecordingKernel } from '@kernelwarden/testkit';
+import { Gate, ManualClock, RecordingKernel } from '@kernelwarden/testkit';
 import { describe, expect, it } from 'vitest';
 import { plainExecutor } from './executor.js';
 import type { LanguageSlot, LanguageSlotContext } from './language-slot.js';
@@ -565,6 +566,54 @@ describe('KernelSession executor, events and close', () => {
     controller.abort(new Error('gave up'));
     const result = await session.execute('1', { signal: controller.signal, cellId: 'c9' });
     expect(result).toMatchObject({ cancelled: true, cellId: 'c9' });
+    await session.close();
+  });
+});
+
+describe('KernelSession idle expiry and signals', () => {
+  it('ends an idle python slot after idleTtlMs (ended / idle_ttl), never during a cell, and starts afresh on the next execute', async () => {
+    const clock = new ManualClock();
+    const made: RecordingKernel[] = [];
+    const gate = new Gate();
+    const session = new KernelSession<RecordingKernel>({
+      idleTtlMs: 60_000,
+      clock,
+      python: () => {
+        const k = new RecordingKernel(`k${made.length}`, {
+          execute: async (_c, opts) => {
+            await gate.wait();
+            return okResult(opts.cellId);
+          },
+        });
+        made.push(k);
+        return k;
+      },
+    });
+    const events: KernelStatusEvent[] = [];
+    session.on('kernel_status', (e) => events.push(e));
+    const cell = session.execute('long()');
+    await made[0]?.executeEntered.wait();
+    await clock.advance(120_000); // a running cell holds the slot: no expiry
+    expect(session.status().state).toBe('running');
+    gate.open();
+    await cell;
+    await clock.advance(59_999);
+    expect(session.status().state).toBe('running');
+    await clock.advance(1);
+    expect(session.status()).toMatchObject({ state: 'ended', alive: false, endedReason: 'idle_ttl' });
+    expect(made[0]?.shutdownCalls).toBe(1);
+    expect(events.at(-1)).toMatchObject({ status: 'ended', endedReason: 'idle_ttl', slot: 'python' });
+    await session.execute('again()');
+    expect(session.status()).toMatchObject({ state: 'running', generation: 1 });
+    await session.close();
+    expect(clock.pendingTimers()).toBe(0);
+  });
+
+  it('leaves no listener on a long-lived caller signal after 10,000 cells', async () => {
+    const session = new KernelSession<RecordingKernel>({ python: () => new RecordingKernel('k') });
+    const longLived = new AbortController();
+    for (let i = 0; i < 10_000; i++) await session.execute('1', { signal: longLived.signal });
+    expect(getEventListeners(longLived.signal, 'abort')).toHaveLength(0);
     await session.close();
   });
 });

@@ -444,7 +444,9 @@ export class KernelSession<K extends SupervisedKernel = SupervisedKernel, H = un
   }
 
   async #runStop(interrupted: Promise<number>): Promise<void> {
-    await interrupted;
+    // The interrupts were sent synchronously by stop(); their delivery is not awaited, so a slow or hung interrupt
+    // request cannot hold the stop back.
+    interrupted.catch(() => undefined);
     const release = await this.#barrier.enter();
     try {
       if (this.#r) await this.#r.shutdown(STOP_REASON).catch(() => undefined);

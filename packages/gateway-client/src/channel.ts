@@ -84,14 +84,14 @@ export class KernelChannel {
   async open(signal?: AbortSignal): Promise<void> {
     const { protocol } = this.#opts;
     if (protocol === 'legacy') {
-      this.#attach(await this.#connect('legacy', signal));
+      await this.#connect('legacy', signal);
       return;
     }
     try {
-      this.#attach(await this.#connect('v1', signal));
+      await this.#connect('v1', signal);
     } catch (error) {
       if (protocol === 'v1' || signal?.aborted || GatewayAuthError.isInstance(error) || this.#closed) throw error;
-      this.#attach(await this.#connect('legacy', signal));
+      await this.#connect('legacy', signal);
     }
   }
 
@@ -139,10 +139,15 @@ export class KernelChannel {
         // already closing
       }
     }
+    let socket: WebSocket;
     try {
-      this.#attach(await this.#connect(this.#format, signal));
+      socket = await this.#connect(this.#format, signal);
     } finally {
       this.#reconnecting = false;
+    }
+    if (this.#socket !== socket) {
+      if (!this.#closed) void this.#reconnectLoop(new Error('the channels WebSocket closed right after it reopened'));
+      return;
     }
     this.#flush();
   }
@@ -225,8 +230,12 @@ export class KernelChannel {
       try {
         await sleep(delayMs, { clock: this.#opts.clock, signal: this.#closeController.signal });
         const socket = await this.#connect(this.#format, this.#closeController.signal);
+        if (this.#socket !== socket) {
+          // Dropped again between its open event and here.
+          last = new Error('the channels WebSocket closed right after it reopened');
+          continue;
+        }
         this.#reconnecting = false;
-        this.#attach(socket);
         this.#flush();
         this.#opts.onReconnected();
         return;
@@ -253,6 +262,10 @@ export class KernelChannel {
     for (const msg of queued) this.send(msg);
   }
 
+  /**
+   * Opens a socket and attaches it synchronously in its `open` event, so frames the server sends right after the
+   * upgrade (a replay) are not missed.
+   */
   #connect(format: 'v1' | 'legacy', signal?: AbortSignal): Promise<WebSocket> {
     const { WebSocket: Impl, url, headers, where } = this.#opts;
     if (signal?.aborted) return Promise.reject(signal.reason);
@@ -278,6 +291,7 @@ export class KernelChannel {
           detach(socket);
           // A server that accepted the upgrade without picking v1 speaks legacy.
           this.#format = format === 'v1' && socket.protocol === '' ? 'legacy' : format;
+          this.#attach(socket);
           resolve(socket);
           return;
         }

@@ -137,7 +137,7 @@ describe('LocalGateway on a real jupyter-server (one shared server)', () => {
   });
 
   afterAll(async () => {
-    await LocalGateway.stop({ stateDir });
+    expect(await LocalGateway.stop({ stateDir })).toMatchObject({ stopped: true });
     await waitFor('no process left mentioning the state dir', () => liveProcessesMentioning(stateDir).length === 0);
   });
 

@@ -1,9 +1,26 @@
 import type { Command } from './args.js';
 import type { CliIo } from './cli-io.js';
+import { demoCommand } from './demo.js';
 import { ExitCode } from './exit-code.js';
+import { gatewayCommand } from './gateway-command.js';
+import { replCommand } from './repl.js';
+import { runCommand } from './run-command.js';
 
-/** Runs the commands that need a kernel stack (`run`, `repl`, `demo`, `gateway`). */
+/**
+ * Runs the commands that need the kernel stack (`run`, `repl`, `demo`, `gateway`). Loaded on demand, so `help`
+ * and `doctor` start without loading the gateway client.
+ */
 export async function runStackCommand(command: Command, io: CliIo): Promise<number> {
-  io.stderr.write(`kernelwarden: ${command.command} is not available in this build yet\n`);
-  return ExitCode.internal;
+  switch (command.command) {
+    case 'run':
+      return runCommand(command.source, command.stack, io);
+    case 'repl':
+      return replCommand(command.stack, io);
+    case 'demo':
+      return demoCommand(command.stack, io);
+    case 'gateway':
+      return gatewayCommand(command.action, { json: command.json, lines: command.lines }, io);
+    default:
+      return ExitCode.internal;
+  }
 }

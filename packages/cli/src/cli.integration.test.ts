@@ -1,0 +1,207 @@
+import { spawn, spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { testGateway } from '@kernelwarden/test-env';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+const BIN = resolve(dirname(fileURLToPath(import.meta.url)), '../dist/bin.js');
+const PNG_SIGNATURE = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
+
+let stateDir: string;
+let workDir: string;
+
+interface Ran {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+  /** Milliseconds from the first stdout byte to exit (undefined when nothing was printed). */
+  afterFirstOutputMs: number | undefined;
+}
+
+function cliEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { ...process.env, KERNELWARDEN_STATE_DIR: stateDir, ...extra };
+  delete env.KERNELWARDEN_CELL_TIMEOUT;
+  delete env.KERNELWARDEN_GATEWAY_TOKEN;
+  return env;
+}
+
+/** Runs the built binary to its end. */
+function cli(args: string[], opts: { env?: Record<string, string>; timeoutMs?: number } = {}): Promise<Ran> {
+  return new Promise((resolvePromise, reject) => {
+    const child = spawn(process.execPath, [BIN, ...args], { cwd: workDir, env: cliEnv(opts.env) });
+    let stdout = '';
+    let stderr = '';
+    let firstOutputAt: number | undefined;
+    child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
+      firstOutputAt ??= performance.now();
+      stdout += chunk;
+    });
+    child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
+      stderr += chunk;
+    });
+    const killer = setTimeout(() => child.kill('SIGKILL'), opts.timeoutMs ?? 90_000);
+    child.on('error', reject);
+    child.on('close', (code) => {
+      clearTimeout(killer);
+      const afterFirstOutputMs = firstOutputAt === undefined ? undefined : performance.now() - firstOutputAt;
+      resolvePromise({ code, stdout, stderr, afterFirstOutputMs });
+    });
+  });
+}
+
+beforeAll(() => {
+  const root = testGateway().root;
+  const id = randomBytes(4).toString('hex');
+  stateDir = join(root, `cli-state-${id}`);
+  workDir = join(root, `cli-work-${id}`);
+  mkdirSync(stateDir, { recursive: true });
+  mkdirSync(workDir, { recursive: true });
+});
+
+afterAll(async () => {
+  // The embedded gateway outlives each `run` by its linger: stop it so no server or kernel survives the suite.
+  const stopped = await cli(['gateway', 'stop']);
+  expect(stopped.code, stopped.stderr).toBe(0);
+});
+
+describe('kernelwarden run (the built binary, embedded gateway)', () => {
+  it("prints 2 for -c 'print(1+1)' and exits 0", async () => {
+    const ran = await cli(['run', '-c', 'print(1+1)']);
+    expect(ran.stderr).not.toMatch(/error/i);
+    expect(ran.stdout).toBe('2\n');
+    expect(ran.code).toBe(0);
+  });
+
+  it('exits 1 with the traceback on stderr when the cell raises', async () => {
+    const ran = await cli(['run', '-c', 'def f():\n    return 1 / 0\nf()']);
+    expect(ran.code).toBe(1);
+    expect(ran.stdout).toBe('');
+    expect(ran.stderr).toMatch(/Traceback|ZeroDivisionError/);
+    expect(ran.stderr).toMatch(/ZeroDivisionError: division by zero/);
+    expect(ran.stderr).toMatch(/return 1 \/ 0/);
+    // a pipe gets no colour codes
+    expect(ran.stderr).not.toContain('\x1b[');
+  });
+
+  it("prints 3 for --lang r -c 'cat(3)'", async () => {
+    const ran = await cli(['run', '--lang', 'r', '-c', 'cat(3)']);
+    expect(ran.stderr).not.toMatch(/unavailable|error/i);
+    expect(ran.stdout).toBe('3');
+    expect(ran.code).toBe(0);
+  });
+
+  it('exits 124 and says the kernel was reset when a SIGINT-ignoring cell runs past --timeout 2s', async () => {
+    const code = [
+      'import signal, time',
+      'signal.signal(signal.SIGINT, signal.SIG_IGN)',
+      'print("spinning", flush=True)',
+      'while True:',
+      '    time.sleep(0.05)',
+    ].join('\n');
+    const ran = await cli(['run', '--timeout', '2s', '--interrupt-grace', '1s', '--kill-grace', '1s', '-c', code]);
+    expect(ran.stdout).toBe('spinning\n');
+    expect(ran.code, ran.stderr).toBe(124);
+    expect(ran.stderr).toMatch(/cell exceeded 2s/);
+    expect(ran.stderr).toMatch(/reset the kernel/);
+    // 2 s budget + 1 s + 1 s graces + 3 s for the restart and shutdown, counted from the cell's first output
+    expect(ran.afterFirstOutputMs).toBeLessThan(2000 + 1000 + 1000 + 3000);
+  });
+
+  it('exits 3 with a clear message when --gateway cannot be reached', async () => {
+    const ran = await cli(['run', '--gateway', 'http://127.0.0.1:1', '-c', 'print(1)'], {
+      env: { KERNELWARDEN_GATEWAY_TOKEN: 'tok-never-printed' },
+    });
+    expect(ran.code).toBe(3);
+    expect(ran.stdout).toBe('');
+    expect(ran.stderr).toMatch(/^kernelwarden: .*127\.0\.0\.1:1/);
+    expect(ran.stderr).not.toContain('tok-never-printed');
+  });
+
+  it('prints one JSON document with --json', async () => {
+    const ran = await cli(['run', '--json', '-c', 'print("hello")\n21 * 2']);
+    expect(ran.code).toBe(0);
+    const doc = JSON.parse(ran.stdout);
+    expect(doc).toMatchObject({ exitCode: 0, status: 'ok', language: 'python', stdout: 'hello\n', timedOut: false });
+    expect(doc.outputs).toContainEqual(
+      expect.objectContaining({ type: 'execute_result', data: { 'text/plain': '42' } }),
+    );
+    expect(ran.stderr).toBe('');
+  });
+
+  it('writes a valid PNG for a plot with --outputs-dir and says where', async () => {
+    const outputs = join(workDir, 'plots');
+    const ran = await cli(['run', '--lang', 'r', '--outputs-dir', outputs, '-c', 'plot(1:10)']);
+    expect(ran.code, ran.stderr).toBe(0);
+    const pngs = readdirSync(outputs).filter((name) => name.endsWith('.png'));
+    expect(pngs).toHaveLength(1);
+    const bytes = readFileSync(join(outputs, pngs[0]!));
+    expect(bytes.subarray(0, 8).equals(PNG_SIGNATURE)).toBe(true);
+    expect(bytes.length).toBeGreaterThan(1000);
+    expect(ran.stderr).toContain(`saved image/png to ${join('plots', pngs[0]!)}`);
+  });
+});
+
+describe('kernelwarden repl (in a real terminal, driven by tmux)', () => {
+  it('runs a cell, interrupts time.sleep(60) with Ctrl-C, and runs R after :r', async () => {
+    const socket = `kw-cli-${randomBytes(4).toString('hex')}`;
+    const tmux = (...args: string[]) => {
+      const r = spawnSync('tmux', ['-L', socket, ...args], { encoding: 'utf8', env: cliEnv() });
+      if (r.status !== 0) throw new Error(`tmux ${args[0]} failed: ${r.stderr}`);
+      return r.stdout;
+    };
+    const screen = () => tmux('capture-pane', '-p', '-J', '-S', '-200', '-t', 'repl');
+    const waitForScreen = async (pattern: RegExp, what: string, timeoutMs = 60_000) => {
+      const until = Date.now() + timeoutMs;
+      for (;;) {
+        const text = screen();
+        if (pattern.test(text)) return text;
+        if (Date.now() > until) throw new Error(`timed out waiting for ${what}; screen:\n${text}`);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    };
+    const command = `cd '${workDir}' && exec '${process.execPath}' '${BIN}' repl`;
+    try {
+      tmux(
+        'new-session',
+        '-d',
+        '-s',
+        'repl',
+        '-x',
+        '160',
+        '-y',
+        '50',
+        '-e',
+        `KERNELWARDEN_STATE_DIR=${stateDir}`,
+        command,
+      );
+      await waitForScreen(/py> $/m, 'the prompt');
+
+      tmux('send-keys', '-t', 'repl', 'print(6 * 7)', 'Enter');
+      await waitForScreen(/^42$/m, 'the first cell');
+
+      tmux('send-keys', '-t', 'repl', 'import time; time.sleep(60)', 'Enter');
+      // ipykernel answers with busy at once; give the interrupt a running cell to hit
+      await waitForScreen(/time\.sleep\(60\)\n(?!.*py> )/s, 'the cell to start');
+      tmux('send-keys', '-t', 'repl', 'C-c');
+      await waitForScreen(/KeyboardInterrupt/, 'the interrupt', 20_000);
+      await waitForScreen(/KeyboardInterrupt[\s\S]*py> $/m, 'the prompt after the interrupt');
+
+      tmux('send-keys', '-t', 'repl', ':r', 'Enter');
+      await waitForScreen(/r> $/m, 'the R prompt');
+      tmux('send-keys', '-t', 'repl', 'cat(paste0("R says ", 40 + 2), "\\n")', 'Enter');
+      await waitForScreen(/^R says 42 $/m, 'the R cell');
+
+      // Ctrl-D leaves: the repl shuts its kernels down and exits, which closes the tmux session.
+      tmux('send-keys', '-t', 'repl', 'C-d');
+      const until = Date.now() + 30_000;
+      while (spawnSync('tmux', ['-L', socket, 'has-session', '-t', 'repl']).status === 0) {
+        if (Date.now() > until) throw new Error(`the repl did not exit after Ctrl-D; screen:\n${screen()}`);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    } finally {
+      spawnSync('tmux', ['-L', socket, 'kill-server']);
+    }
+  });
+});

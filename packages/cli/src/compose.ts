@@ -1,0 +1,233 @@
+import { resolve } from 'node:path';
+import type { ExecuteResult, Output, ReadIsolationPolicy } from '@kernelwarden/core';
+import { GatewayClient, GatewayKernel, LocalGateway } from '@kernelwarden/gateway-client';
+import {
+  createReadIsolationPolicy,
+  IsolationUnavailableError,
+  installIsolatedKernelSpec,
+} from '@kernelwarden/isolation';
+import { KernelSession, PYTHON_SLOT, type SlotFactoryContext } from '@kernelwarden/supervisor';
+import { createWatchdog, type Watchdog } from '@kernelwarden/watchdog';
+import type { Language, StackOptions } from './args.js';
+import { interimRSlot } from './interim-r-slot.js';
+
+/** The kernelspec each language starts from on the gateway. */
+const BASE_KERNELSPEC: Record<Language, string> = { python: 'python3', r: 'ir' };
+
+/** Hooks that let a front end show progress while the stack works. */
+export interface StackHooks {
+  /** A kernel for `language` is being started (show a spinner). */
+  onKernelStarting?(language: Language): void;
+  /** The start of that kernel finished, successfully or not. */
+  onKernelStarted?(language: Language): void;
+}
+
+/** Options of one cell run through a `Stack`. */
+export interface StackExecuteOptions {
+  language: Language;
+  cellId?: string;
+  onOutput?: (output: Output) => void;
+  /** Aborting lets the watchdog interrupt, then kill and restart the kernel. */
+  signal?: AbortSignal;
+}
+
+/**
+ * The whole kernelwarden stack, composed: a gateway (embedded or remote), a `KernelSession` whose Python slot
+ * starts `GatewayKernel`s, an R slot, the watchdog as the session's executor, and read isolation.
+ *
+ * Get one from `createStack()`, run cells with `execute()`, and always `close()` it (or `await using`).
+ */
+export interface Stack extends AsyncDisposable {
+  /** Where the kernels run; `embedded` is true for the LocalGateway. */
+  readonly gateway: { readonly baseUrl: string; readonly embedded: boolean };
+  /** The session holding the kernels. */
+  readonly session: KernelSession;
+  /** The watchdog that bounds every cell (subscribe with `watchdog.on('*', …)`). */
+  readonly watchdog: Watchdog;
+  /** The read-isolation policy in force, when `--hide` was given. */
+  readonly readIsolation: ReadIsolationPolicy | undefined;
+  /** Runs one cell under the watchdog; rejects with `CellTimeoutError` when the kernel had to be reset. */
+  execute(code: string, opts: StackExecuteOptions): Promise<ExecuteResult>;
+  /** Interrupts the running cell of `language`, if any; says whether an interrupt was sent. */
+  interrupt(language: Language): Promise<boolean>;
+  /** Shuts every kernel down and releases the gateway. Idempotent; never throws. */
+  close(): Promise<void>;
+}
+
+interface GatewayConnection {
+  client: GatewayClient;
+  kernelSpecDir: string | undefined;
+  embedded: boolean;
+  release(): Promise<void>;
+}
+
+async function connectGateway(
+  options: StackOptions,
+  env: Record<string, string | undefined>,
+  signal: AbortSignal | undefined,
+): Promise<GatewayConnection> {
+  if (options.gatewayUrl !== undefined) {
+    if (options.hide.length > 0) {
+      throw new IsolationUnavailableError(
+        `--hide needs the embedded gateway: a remote gateway (${options.gatewayUrl}) launches kernels we cannot sandbox`,
+        { reason: 'remote-gateway' },
+      );
+    }
+    const token = env[options.tokenEnv] || undefined;
+    const client = new GatewayClient({ baseUrl: options.gatewayUrl, ...(token ? { token } : {}) });
+    // Fail fast with the gateway's own error (unreachable, wrong token) before any kernel is asked for.
+    await client.kernelSpecs(signal ? { signal } : {});
+    return { client, kernelSpecDir: undefined, embedded: false, release: async () => {} };
+  }
+  const lease = await LocalGateway.acquire(signal ? { signal } : {});
+  const client = new GatewayClient({ baseUrl: lease.baseUrl, token: lease.token, ownership: lease.ownership });
+  return { client, kernelSpecDir: lease.kernelSpecDir, embedded: true, release: () => lease.release() };
+}
+
+function isolationPolicy(options: StackOptions): ReadIsolationPolicy | undefined {
+  if (options.hide.length === 0) return undefined;
+  return createReadIsolationPolicy({
+    roots: options.hide.map((dir) => ({ path: resolve(options.cwd, dir), label: `--hide ${dir}` })),
+    allowedRoots: options.allow.map((dir) => ({ path: resolve(options.cwd, dir), label: `--allow ${dir}` })),
+  });
+}
+
+/**
+ * Builds the stack for `options` (the parsed flags of `run`, `repl` or `demo`). Nothing starts a kernel yet: the
+ * first `execute()` of each language does, lazily.
+ *
+ * This is the reference composition: copy it when you embed kernelwarden in a server. Throws
+ * `GatewayUnavailableError`/`GatewayAuthError` when the gateway cannot be used, `IsolationPolicyError` for bad
+ * `--hide`/`--allow` directories and `IsolationUnavailableError` when they cannot be enforced.
+ */
+export async function createStack(
+  options: StackOptions,
+  extra: StackHooks & { env?: Record<string, string | undefined>; signal?: AbortSignal } = {},
+): Promise<Stack> {
+  const readIsolation = isolationPolicy(options);
+  const gateway = await connectGateway(options, extra.env ?? process.env, extra.signal);
+  try {
+    const kernelNames = new Map<Language, Promise<string>>();
+    const kernelName = (language: Language): Promise<string> => {
+      let name = kernelNames.get(language);
+      if (!name) {
+        name = readIsolation
+          ? isolatedKernelName(gateway, language, readIsolation, options.cwd)
+          : Promise.resolve(BASE_KERNELSPEC[language]);
+        kernelNames.set(language, name);
+        // A failed install may succeed later (e.g. after the user fixes bwrap): do not cache the failure.
+        name.catch(() => kernelNames.delete(language));
+      }
+      return name;
+    };
+    const starting = async <T>(language: Language, start: () => Promise<T>): Promise<T> => {
+      extra.onKernelStarting?.(language);
+      try {
+        return await start();
+      } finally {
+        extra.onKernelStarted?.(language);
+      }
+    };
+
+    const python = (ctx: SlotFactoryContext) =>
+      starting('python', async () =>
+        GatewayKernel.start({
+          gateway: gateway.client,
+          kernelName: await kernelName('python'),
+          cwd: ctx.cwd ?? options.cwd,
+          env: options.env,
+          signal: ctx.signal,
+        }),
+      );
+    const r = interimRSlot((ctx) =>
+      starting('r', async () =>
+        GatewayKernel.start({
+          gateway: gateway.client,
+          kernelName: await kernelName('r'),
+          cwd: ctx.cwd ?? options.cwd,
+          env: options.env,
+          signal: ctx.signal,
+        }),
+      ),
+    );
+    const watchdog = createWatchdog({
+      ...(options.timeoutMs === undefined ? {} : { cellTimeoutMs: options.timeoutMs }),
+      ...(options.interruptGraceMs === undefined ? {} : { interruptGraceMs: options.interruptGraceMs }),
+      ...(options.killGraceMs === undefined ? {} : { killGraceMs: options.killGraceMs }),
+    });
+    const session = new KernelSession({
+      python,
+      r,
+      executor: watchdog,
+      cwd: options.cwd,
+      ...(readIsolation ? { readIsolation } : {}),
+    });
+
+    let closing: Promise<void> | undefined;
+    const close = () =>
+      (closing ??= (async () => {
+        try {
+          await session.close();
+        } catch {
+          // close() reports nothing useful to a CLI that is exiting; the gateway lease below still goes.
+        }
+        await gateway.release().catch(() => {});
+      })());
+
+    return {
+      gateway: { baseUrl: gateway.client.baseUrl, embedded: gateway.embedded },
+      session,
+      watchdog,
+      readIsolation,
+      execute: (code, opts) =>
+        session.execute(code, {
+          language: opts.language,
+          origin: 'cli',
+          ...(opts.cellId === undefined ? {} : { cellId: opts.cellId }),
+          ...(opts.onOutput ? { onOutput: opts.onOutput } : {}),
+          ...(opts.signal ? { signal: opts.signal } : {}),
+        }),
+      interrupt: async (language) => {
+        if (language === 'python') return (await session.supervisor.interrupt(PYTHON_SLOT)) > 0;
+        return (await session.supervisor.interrupt(r.language)) > 0;
+      },
+      close,
+      [Symbol.asyncDispose]: close,
+    };
+  } catch (error) {
+    await gateway.release().catch(() => {});
+    throw error;
+  }
+}
+
+async function isolatedKernelName(
+  gateway: GatewayConnection,
+  language: Language,
+  policy: ReadIsolationPolicy,
+  workspace: string,
+): Promise<string> {
+  if (gateway.kernelSpecDir === undefined) {
+    throw new IsolationUnavailableError('--hide needs the embedded gateway: this gateway has no kernelspec directory', {
+      reason: 'remote-gateway',
+    });
+  }
+  const specs = await gateway.client.kernelSpecs();
+  const base = specs.kernelspecs[BASE_KERNELSPEC[language]];
+  if (!base) {
+    throw new IsolationUnavailableError(`the gateway has no ${BASE_KERNELSPEC[language]} kernelspec to isolate`, {
+      reason: 'probe-failed',
+    });
+  }
+  return installIsolatedKernelSpec({
+    kernelSpecDir: gateway.kernelSpecDir,
+    baseSpec: {
+      name: base.name,
+      argv: base.spec.argv,
+      display_name: base.spec.display_name,
+      language: base.spec.language,
+      ...(base.spec.env ? { env: base.spec.env } : {}),
+    },
+    policy,
+    workspace: resolve(workspace),
+  });
+}

@@ -1,0 +1,53 @@
+import { InvalidOptionsError, KernelwardenError } from '@kernelwarden/core';
+import { IsolationPolicyError, IsolationUnavailableError } from '@kernelwarden/isolation';
+import { CellTimeoutError } from '@kernelwarden/watchdog';
+import { ExitCode } from './exit-code.js';
+import { UsageError } from './usage-error.js';
+
+const GATEWAY_CODES = new Set(['GATEWAY_UNAVAILABLE', 'GATEWAY_AUTH', 'KERNEL_START']);
+
+/** What the CLI tells the user about an error, and the exit code it leaves with. */
+export interface Failure {
+  exitCode: ExitCode;
+  /** One or more lines for stderr, without the `kernelwarden:` prefix. */
+  message: string;
+  /** The error's stable code, when it has one (`GATEWAY_UNAVAILABLE`). */
+  code: string | undefined;
+}
+
+/**
+ * Classifies an error that ended a command: gateway problems exit 3, isolation that cannot be enforced exits 4,
+ * a cell the watchdog had to reset exits 124, bad input exits 2, anything else 70.
+ *
+ * Use it wherever a command catches; the message never contains a token (kernelwarden errors never carry one).
+ */
+export function describeFailure(error: unknown): Failure {
+  const code = KernelwardenError.isInstance(error) ? error.code : undefined;
+  const message = error instanceof Error ? error.message : String(error);
+  if (CellTimeoutError.isInstance(error)) {
+    return {
+      exitCode: ExitCode.timedOut,
+      code,
+      // The watchdog's messages say what happened to the kernel (reset, abandoned, restart failed) and what to do.
+      message: message.replace(/\(policy cellTimeoutMs, or KERNELWARDEN_CELL_TIMEOUT in seconds\)/, '(--timeout)'),
+    };
+  }
+  if (UsageError.isInstance(error) || InvalidOptionsError.isInstance(error) || IsolationPolicyError.isInstance(error)) {
+    return { exitCode: ExitCode.usage, code, message };
+  }
+  if (IsolationUnavailableError.isInstance(error)) {
+    return {
+      exitCode: ExitCode.isolationUnavailable,
+      code,
+      message: `${message}\nRun 'kernelwarden doctor' to see what read isolation needs here.`,
+    };
+  }
+  if (code !== undefined && GATEWAY_CODES.has(code)) {
+    return { exitCode: ExitCode.gatewayUnavailable, code, message };
+  }
+  return {
+    exitCode: ExitCode.internal,
+    code,
+    message: error instanceof Error && !KernelwardenError.isInstance(error) ? (error.stack ?? message) : message,
+  };
+}

@@ -1,0 +1,104 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { LocalGateway } from '@kernelwarden/gateway-client';
+import type { GatewayAction } from './args.js';
+import type { CliIo } from './cli-io.js';
+import { formatDuration } from './duration.js';
+import { ExitCode } from './exit-code.js';
+import { describeFailure } from './failure.js';
+import { Spinner } from './spinner.js';
+
+/** How long `gateway start` keeps the server up once nobody uses it. */
+const START_LINGER_MS = 60 * 60_000;
+
+function stateDirOption(io: CliIo): { stateDir?: string } {
+  const dir = io.env.KERNELWARDEN_STATE_DIR;
+  return dir ? { stateDir: dir } : {};
+}
+
+/** Hides anything that looks like a token in a server log line (jupyter-server prints `?token=…` URLs). */
+export function redactTokens(line: string): string {
+  return line
+    .replace(/([?&]token=)[^&\s'"]+/gi, '$1<redacted>')
+    .replace(/(Authorization:\s*token\s+)\S+/gi, '$1<redacted>');
+}
+
+/**
+ * `kernelwarden gateway start|status|stop|logs`: manages the embedded Jupyter server that `run` and `repl` share.
+ * Never prints its token.
+ */
+export async function gatewayCommand(
+  action: GatewayAction,
+  opts: { json: boolean; lines: number },
+  io: CliIo,
+): Promise<number> {
+  const write = (human: string, doc: unknown) => io.stdout.write(opts.json ? `${JSON.stringify(doc)}\n` : `${human}\n`);
+  try {
+    switch (action) {
+      case 'start': {
+        const spinner = new Spinner(io.stderr, { enabled: !opts.json });
+        spinner.start('starting the embedded Jupyter server…');
+        let lease: Awaited<ReturnType<typeof LocalGateway.acquire>>;
+        try {
+          lease = await LocalGateway.acquire({ ...stateDirOption(io), lingerMs: START_LINGER_MS });
+        } finally {
+          spinner.stop();
+        }
+        const { baseUrl, pid, reused, stateDir } = lease;
+        await lease.release();
+        write(
+          `${reused ? 'already running' : 'started'}: ${baseUrl} (pid ${pid}); it stays up while in use and ${formatDuration(START_LINGER_MS)} after, or until 'kernelwarden gateway stop'\nstate: ${stateDir}`,
+          { running: true, reused, baseUrl, pid, stateDir },
+        );
+        return ExitCode.ok;
+      }
+      case 'status': {
+        const status = await LocalGateway.status(stateDirOption(io));
+        if (opts.json) {
+          write('', status);
+        } else if (!status.running) {
+          write(`not running (state: ${status.stateDir})`, status);
+        } else {
+          const lines = [
+            `running: ${status.baseUrl} (pid ${status.pid}, since ${status.startedAt})`,
+            `server: ${status.command} (${status.interpreter})`,
+            `state: ${status.stateDir}`,
+            `holders: ${status.holders.length === 0 ? 'none' : status.holders.map((h) => `pid ${h.pid}`).join(', ')}`,
+            `kernels: ${status.kernels.length === 0 ? 'none' : ''}`,
+            ...status.kernels.map(
+              (k) =>
+                `  ${k.id} ${k.name} ${k.executionState ?? ''}${k.ownerPid ? ` (pid ${k.ownerPid}${k.ownerAlive ? '' : ', gone'})` : ''}`,
+            ),
+          ];
+          write(lines.join('\n'), status);
+        }
+        return ExitCode.ok;
+      }
+      case 'stop': {
+        const result = await LocalGateway.stop(stateDirOption(io));
+        write(result.stopped ? `stopped (pid ${result.pid})` : 'not running', result);
+        return ExitCode.ok;
+      }
+      case 'logs': {
+        const status = await LocalGateway.status(stateDirOption(io));
+        const file = join(status.stateDir, 'server.log');
+        let text: string;
+        try {
+          text = readFileSync(file, 'utf8');
+        } catch {
+          write(`no log yet (${file})`, { file, lines: [] });
+          return ExitCode.ok;
+        }
+        const lines = text.split('\n');
+        if (lines.at(-1) === '') lines.pop();
+        const tail = lines.slice(-opts.lines).map(redactTokens);
+        write(tail.join('\n'), { file, lines: tail });
+        return ExitCode.ok;
+      }
+    }
+  } catch (error) {
+    const failure = describeFailure(error);
+    io.stderr.write(`kernelwarden gateway ${action}: ${failure.message}\n`);
+    return failure.exitCode === ExitCode.internal ? ExitCode.gatewayUnavailable : failure.exitCode;
+  }
+}

@@ -1,0 +1,198 @@
+import { randomUUID } from 'node:crypto';
+import { resolve } from 'node:path';
+import { createInterface } from 'node:readline';
+import type { Language, StackOptions } from './args.js';
+import type { CliIo } from './cli-io.js';
+import { createStack, type Stack } from './compose.js';
+import { inputState } from './continuation.js';
+import { ExitCode } from './exit-code.js';
+import { describeFailure } from './failure.js';
+import { OutputPrinter } from './output-printer.js';
+import { Spinner } from './spinner.js';
+
+/** A second Ctrl-C within this long of the first one kills and restarts the kernel. */
+export const DOUBLE_INTERRUPT_MS = 2000;
+
+const PROMPT: Record<Language, string> = { python: 'py> ', r: 'r> ' };
+const CONTINUATION = '... ';
+
+const REPL_HELP = `:py / :python  switch to Python      :r  switch to R
+:help          this list            :quit (or Ctrl-D)  leave
+Ctrl-C interrupts the running cell; Ctrl-C again within 2 s kills and restarts its kernel.`;
+
+/**
+ * `kernelwarden repl`: a line-editing prompt on the stack. Python and R each keep their own kernel for the whole
+ * session; Ctrl-C interrupts, a second Ctrl-C within 2 s aborts the cell so the watchdog kills and restarts it.
+ */
+export async function replCommand(options: StackOptions, io: CliIo): Promise<number> {
+  const terminal = io.stdin.isTTY === true && io.stdout.isTTY === true;
+  const spinner = new Spinner(io.stderr);
+  const say = (text: string) => io.stderr.write(`${text}\n`);
+  let stack: Stack;
+  try {
+    stack = await createStack(options, {
+      env: io.env,
+      onKernelStarting: (language) => spinner.start(`starting the ${language === 'r' ? 'R' : 'Python'} kernel…`),
+      onKernelStarted: () => spinner.stop(),
+    });
+  } catch (error) {
+    spinner.stop();
+    const failure = describeFailure(error);
+    say(`kernelwarden repl: ${failure.message}`);
+    return failure.exitCode;
+  }
+  const stopWatching = stack.watchdog.on('*', (event) => {
+    if (event.type === 'kill') say('kernelwarden: the cell did not stop; killing the kernel…');
+    if (event.type === 'restart') say('kernelwarden: the kernel was restarted; earlier variables are gone');
+  });
+
+  let language: Language = options.language;
+  let buffer: string[] = [];
+  let running: AbortController | undefined;
+  let lastInterruptAt = Number.NEGATIVE_INFINITY;
+  const queue: string[] = [];
+
+  const rl = createInterface({
+    input: io.stdin,
+    output: io.stdout as NodeJS.WritableStream,
+    terminal,
+    prompt: PROMPT[language],
+    historySize: 1000,
+  });
+  const prompt = () => {
+    rl.setPrompt(buffer.length > 0 ? CONTINUATION : PROMPT[language]);
+    rl.prompt();
+  };
+
+  const runCell = async (code: string) => {
+    const controller = new AbortController();
+    running = controller;
+    const cellId = `kw-${randomUUID().slice(0, 8)}`;
+    const printer = new OutputPrinter({
+      stdout: io.stdout,
+      stderr: io.stderr,
+      outputsDir: options.outputsDir === undefined ? undefined : resolve(io.cwd, options.outputsDir),
+      filePrefix: cellId,
+      color: terminal,
+    });
+    try {
+      const result = await stack.execute(code, {
+        language,
+        cellId,
+        onOutput: printer.onOutput,
+        signal: controller.signal,
+      });
+      printer.finish(result);
+      if (result.timedOut)
+        say('kernelwarden: the cell ran past --timeout and was interrupted (the kernel kept its state)');
+      else if (result.cancelled) say('kernelwarden: cancelled');
+    } catch (error) {
+      spinner.stop();
+      if (controller.signal.aborted) say('kernelwarden: the cell was stopped and its kernel restarted');
+      else say(`kernelwarden: ${describeFailure(error).message}`);
+    } finally {
+      running = undefined;
+    }
+  };
+
+  const meta = (line: string): boolean => {
+    const command = line.trim();
+    if (!command.startsWith(':')) return false;
+    switch (command) {
+      case ':r':
+      case ':R':
+        language = 'r';
+        say('kernelwarden: now running R (:py to go back)');
+        return true;
+      case ':py':
+      case ':python':
+        language = 'python';
+        say('kernelwarden: now running Python (:r for R)');
+        return true;
+      case ':help':
+      case ':h':
+        say(REPL_HELP);
+        return true;
+      case ':quit':
+      case ':q':
+      case ':exit':
+        rl.close();
+        return true;
+      default:
+        say(`kernelwarden: unknown command ${command} (:help lists them)`);
+        return true;
+    }
+  };
+
+  const handleLine = async (line: string) => {
+    if (buffer.length === 0 && meta(line)) return;
+    if (buffer.length === 0 && line.trim() === '') return;
+    const state =
+      buffer.length > 0 && line.trim() === '' ? 'complete' : inputState([...buffer, line].join('\n'), language);
+    buffer.push(line);
+    if (state !== 'complete') return;
+    const code = buffer.join('\n');
+    buffer = [];
+    await runCell(code);
+  };
+
+  let draining: Promise<void> | undefined;
+  const drain = () =>
+    (draining ??= (async () => {
+      try {
+        while (queue.length > 0) await handleLine(queue.shift()!);
+      } finally {
+        draining = undefined;
+      }
+      if (!closed) prompt();
+    })());
+
+  const onInterrupt = () => {
+    const controller = running;
+    if (!controller) {
+      buffer = [];
+      queue.length = 0;
+      io.stdout.write('^C\n');
+      say('(Ctrl-D or :quit to leave)');
+      prompt();
+      return;
+    }
+    const now = performance.now();
+    if (now - lastInterruptAt <= DOUBLE_INTERRUPT_MS) {
+      say('\nkernelwarden: stopping the cell; the watchdog will kill and restart its kernel');
+      controller.abort(new Error('stopped by a second Ctrl-C'));
+    } else {
+      say('\nkernelwarden: interrupting (Ctrl-C again within 2 s to kill and restart the kernel)');
+      void stack.interrupt(language);
+    }
+    lastInterruptAt = now;
+  };
+
+  let closed = false;
+  const done = new Promise<void>((resolveDone) => {
+    rl.on('close', () => {
+      closed = true;
+      resolveDone();
+    });
+  });
+  rl.on('line', (line) => {
+    queue.push(line);
+    void drain();
+  });
+  rl.on('SIGINT', onInterrupt);
+  // Without a terminal, readline does not see Ctrl-C: the process gets SIGINT.
+  if (!terminal) process.on('SIGINT', onInterrupt);
+
+  say(
+    `kernelwarden repl — ${language === 'r' ? 'R' : 'Python'} on ${stack.gateway.embedded ? 'the embedded gateway' : stack.gateway.baseUrl}. :help for commands, Ctrl-D to leave.`,
+  );
+  prompt();
+  await done;
+  // Ctrl-D while a cell runs: let it finish (or be stopped by the timeout) before shutting down.
+  await draining;
+  if (terminal) io.stdout.write('\n');
+  process.off('SIGINT', onInterrupt);
+  stopWatching();
+  await stack.close();
+  return ExitCode.ok;
+}

@@ -1,0 +1,179 @@
+import { randomUUID } from 'node:crypto';
+import { readFileSync, statSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { text } from 'node:stream/consumers';
+import type { ExecuteResult } from '@kernelwarden/core';
+import type { RunSource, StackOptions } from './args.js';
+import type { CliIo } from './cli-io.js';
+import { createStack, type Stack } from './compose.js';
+import { ExitCode } from './exit-code.js';
+import { describeFailure, type Failure } from './failure.js';
+import { OutputPrinter, type SavedFile } from './output-printer.js';
+import { Spinner } from './spinner.js';
+import { UsageError } from './usage-error.js';
+
+/** The document `kernelwarden run --json` prints: the cell's result plus what the CLI did with it. */
+export interface RunReport {
+  exitCode: number;
+  /** The kernel's verdict, or `'failed'` when the cell never ran, or `'timeout'` when the kernel was reset. */
+  status: ExecuteResult['status'] | 'failed' | 'timeout';
+  language: string;
+  cellId: string;
+  executionCount?: number;
+  stdout: string;
+  stderr: string;
+  error?: { ename: string; evalue: string; traceback: string[] } | { code: string | undefined; message: string };
+  outputs: ExecuteResult['outputs'];
+  files: SavedFile[];
+  timedOut: boolean;
+  cancelled: boolean;
+  /** True when the watchdog killed and restarted the kernel. */
+  kernelReset: boolean;
+  truncated: boolean;
+  outputDropped: boolean;
+  durationMs: number;
+}
+
+async function readSource(source: RunSource, io: CliIo): Promise<string> {
+  if (source.kind === 'code') return source.code;
+  if (source.kind === 'stdin') return text(io.stdin);
+  try {
+    return readFileSync(resolve(io.cwd, source.path), 'utf8');
+  } catch (error) {
+    const reason = (error as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file' : (error as Error).message;
+    throw new UsageError(`cannot read ${source.path}: ${reason}`, { command: 'run', cause: error });
+  }
+}
+
+function checkDirectory(flag: string, dir: string): void {
+  let isDir = false;
+  try {
+    isDir = statSync(dir).isDirectory();
+  } catch {
+    // reported below
+  }
+  if (!isDir) throw new UsageError(`${flag} ${dir} is not a directory`, { command: 'run' });
+}
+
+/**
+ * `kernelwarden run`: runs one cell on a fresh stack, streams or collects its output, shuts everything down, and
+ * resolves with the exit code.
+ */
+export async function runCommand(source: RunSource, options: StackOptions, io: CliIo): Promise<number> {
+  const started = performance.now();
+  const cellId = `kw-${randomUUID().slice(0, 8)}`;
+  const spinner = new Spinner(io.stderr, { enabled: !options.json });
+  const cell = new AbortController();
+  let stack: Stack | undefined;
+  let interrupts = 0;
+  const onSignal = () => {
+    interrupts++;
+    if (interrupts === 1) {
+      if (!options.json)
+        io.stderr.write('\nkernelwarden: interrupted; stopping the kernel (Ctrl-C again to quit at once)\n');
+      cell.abort(new Error('interrupted by the user'));
+    } else {
+      process.exit(ExitCode.interrupted);
+    }
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+  const printer = new OutputPrinter({
+    stdout: io.stdout,
+    stderr: io.stderr,
+    outputsDir: options.outputsDir === undefined ? undefined : resolve(io.cwd, options.outputsDir),
+    quiet: options.json,
+    filePrefix: cellId,
+  });
+  const report = (fields: Partial<RunReport> & Pick<RunReport, 'exitCode' | 'status'>): number => {
+    if (options.json) {
+      const doc: RunReport = {
+        language: options.language,
+        cellId,
+        stdout: '',
+        stderr: '',
+        outputs: [],
+        files: [...printer.saved],
+        timedOut: false,
+        cancelled: false,
+        kernelReset: false,
+        truncated: false,
+        outputDropped: false,
+        durationMs: Math.round(performance.now() - started),
+        ...fields,
+      };
+      io.stdout.write(`${JSON.stringify(doc)}\n`);
+    }
+    return fields.exitCode;
+  };
+  const fail = (failure: Failure, status: 'failed' | 'timeout' = 'failed'): number => {
+    io.stderr.write(`kernelwarden: ${failure.message}\n`);
+    return report({
+      exitCode: failure.exitCode,
+      status,
+      error: { code: failure.code, message: failure.message },
+      timedOut: status === 'timeout',
+      kernelReset: status === 'timeout',
+    });
+  };
+
+  try {
+    const code = await readSource(source, io);
+    checkDirectory('--cwd', options.cwd);
+    stack = await createStack(options, {
+      env: io.env,
+      signal: cell.signal,
+      onKernelStarting: (language) => spinner.start(`starting the ${language === 'r' ? 'R' : 'Python'} kernel…`),
+      onKernelStarted: () => spinner.stop(),
+    });
+    let result: ExecuteResult;
+    try {
+      result = await stack.execute(code, {
+        language: options.language,
+        cellId,
+        onOutput: printer.onOutput,
+        signal: cell.signal,
+      });
+    } catch (error) {
+      spinner.stop();
+      if (cell.signal.aborted) return fail({ exitCode: ExitCode.interrupted, code: undefined, message: 'interrupted' });
+      const failure = describeFailure(error);
+      return fail(failure, failure.exitCode === ExitCode.timedOut ? 'timeout' : 'failed');
+    }
+    printer.finish(result);
+    let exitCode: number = result.status === 'ok' ? ExitCode.ok : ExitCode.cellError;
+    if (result.timedOut) {
+      exitCode = ExitCode.timedOut;
+      if (!options.json) {
+        io.stderr.write(
+          'kernelwarden: the cell ran past --timeout and was interrupted; the kernel kept its state (it was not reset)\n',
+        );
+      }
+    } else if (result.cancelled || cell.signal.aborted) {
+      exitCode = ExitCode.interrupted;
+    }
+    return report({
+      exitCode,
+      status: result.status,
+      cellId: result.cellId,
+      ...(result.executionCount === undefined ? {} : { executionCount: result.executionCount }),
+      stdout: result.stdout,
+      stderr: result.stderr,
+      ...(result.error ? { error: result.error } : {}),
+      outputs: result.outputs,
+      timedOut: result.timedOut,
+      cancelled: result.cancelled,
+      truncated: result.truncated,
+      outputDropped: result.outputDropped === true,
+    });
+  } catch (error) {
+    spinner.stop();
+    if (cell.signal.aborted) return fail({ exitCode: ExitCode.interrupted, code: undefined, message: 'interrupted' });
+    return fail(describeFailure(error));
+  } finally {
+    spinner.stop();
+    await stack?.close();
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+  }
+}

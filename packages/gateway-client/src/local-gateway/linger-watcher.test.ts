@@ -1,0 +1,104 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { writeServerInfo } from './info-file.js';
+import { type GatewayLayout, gatewayLayout } from './layout.js';
+import { addLease, markIdle } from './leases.js';
+import { spawnLingerWatcher } from './linger-watcher.js';
+import { identityOf, isProcessAlive, type ProcessIdentity } from './process-identity.js';
+
+let layout: GatewayLayout;
+const started: ChildProcess[] = [];
+
+beforeEach(() => {
+  layout = gatewayLayout(mkdtempSync(join(tmpdir(), 'kw-watcher-')));
+  for (const dir of [layout.leases, layout.owners, layout.runtime]) mkdirSync(dir, { recursive: true });
+});
+
+afterEach(async () => {
+  for (const child of started.splice(0)) {
+    if (child.exitCode === null && child.signalCode === null) {
+      const gone = new Promise((r) => child.once('exit', r));
+      child.kill('SIGKILL');
+      await gone;
+    }
+  }
+  rmSync(layout.dir, { recursive: true, force: true });
+});
+
+async function waitFor(what: string, check: () => boolean, timeoutMs = 15_000): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+/** A stand-in for jupyter-server: a long-running process in a session of its own. */
+async function fakeServer(): Promise<ProcessIdentity> {
+  const child = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000)'], { detached: true, stdio: 'ignore' });
+  started.push(child);
+  await waitFor('the fake server', () => child.pid !== undefined && isProcessAlive(identityOf(child.pid)));
+  return identityOf(child.pid!);
+}
+
+function recordServer(server: ProcessIdentity): void {
+  writeServerInfo(layout.info, {
+    version: 1,
+    baseUrl: 'http://127.0.0.1:9',
+    port: 9,
+    token: 'not-a-real-token',
+    server,
+    command: 'fake',
+    interpreter: 'fake',
+    startedAt: new Date().toISOString(),
+    lingerMs: 0,
+  });
+}
+
+describe('linger watcher', () => {
+  it('waits while a holder lives, then stops the server after the linger, taking over a stale lock', async () => {
+    const server = await fakeServer();
+    recordServer(server);
+    const lease = addLease(layout.leases, 0);
+    // A lock left by a process that no longer exists: the watcher must take it over to stop the server.
+    writeFileSync(layout.lock, JSON.stringify({ pid: server.pid, startTime: 'long-gone', acquiredAt: 'then' }));
+    const watcher = spawnLingerWatcher({ layout, server, defaultLingerMs: 0, pollMs: 50, graceMs: 2_000 });
+    started.push(watcher.child);
+    await waitFor('the watcher to start', () => existsSync(layout.watcherLog));
+    expect(isProcessAlive(server)).toBe(true);
+
+    rmSync(lease);
+    markIdle(layout.idle, 100);
+    expect(await watcher.exited).toBe('exit code 0');
+    expect(isProcessAlive(server)).toBe(false);
+    expect(existsSync(layout.info)).toBe(false);
+    expect(existsSync(layout.idle)).toBe(false);
+    expect(existsSync(layout.lock)).toBe(false);
+    expect(readdirSync(layout.dir).filter((n) => n.endsWith('.tmp') || n.startsWith('.'))).toEqual([]);
+  });
+
+  it('exits, leaving the server alone, when the info file names another server', async () => {
+    const server = await fakeServer();
+    recordServer({ pid: server.pid, startTime: 'another-start' });
+    const watcher = spawnLingerWatcher({ layout, server, defaultLingerMs: 0, pollMs: 50, graceMs: 2_000 });
+    started.push(watcher.child);
+    expect(await watcher.exited).toBe('exit code 0');
+    expect(isProcessAlive(server)).toBe(true);
+    expect(existsSync(layout.info)).toBe(true);
+  });
+
+  it('exits and clears the info file when the server dies on its own', async () => {
+    const server = await fakeServer();
+    recordServer(server);
+    addLease(layout.leases, 60_000);
+    const watcher = spawnLingerWatcher({ layout, server, defaultLingerMs: 60_000, pollMs: 50, graceMs: 2_000 });
+    started.push(watcher.child);
+    await waitFor('the watcher to start', () => existsSync(layout.watcherLog));
+    process.kill(server.pid, 'SIGKILL');
+    expect(await watcher.exited).toBe('exit code 0');
+    expect(existsSync(layout.info)).toBe(false);
+  });
+});

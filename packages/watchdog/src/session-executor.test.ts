@@ -56,4 +56,27 @@ describe('createWatchdog as a KernelSession executor', () => {
       await session.close();
     }
   });
+
+  it('lets stop() through a cell that ignores the interrupt: the ladder runs, the turn ends cancelled, the kernel is shut down', async () => {
+    const clock = new ManualClock();
+    const kernel = new RecordingKernel('python', { hold: true });
+    const watchdog = createWatchdog({ cellTimeoutMs: 60_000, interruptGraceMs: 1_000, killGraceMs: 1_000, clock });
+    const rungs: string[] = [];
+    watchdog.on('*', (event) => rungs.push(`${event.type}:${event.reason}`));
+    const session = new KernelSession({ python: () => kernel, executor: watchdog });
+    try {
+      const running = session.execute('spin()', { cellId: 'spin' });
+      await kernel.executeEntered.wait();
+      const stopped = session.stop();
+      await clock.advance(1_000);
+      const result = await running;
+      await stopped;
+      expect(result.cancelled).toBe(true);
+      expect(rungs).toEqual(['interrupt:cancelled', 'kill:cancelled', 'restart:cancelled', 'bootstrap:cancelled']);
+      expect(kernel.shutdownCalls).toBe(1);
+      expect(session.status().state).toBe('stopped');
+    } finally {
+      await session.close();
+    }
+  });
 });

@@ -35,7 +35,10 @@ type Command =
   | { kind: 'releaseBuilds'; ok: boolean }
   | { kind: 'releaseBootstraps' }
   | { kind: 'releaseExecutions' }
-  | { kind: 'background' };
+  | { kind: 'background' }
+  | { kind: 'supervisorStop' }
+  | { kind: 'restartMode'; mode: 'ok' | 'hold' }
+  | { kind: 'releaseRestarts' };
 
 const commandArb: fc.Arbitrary<Command> = fc.oneof(
   { weight: 4, arbitrary: fc.constant({ kind: 'execute' } as const) },
@@ -73,6 +76,12 @@ const commandArb: fc.Arbitrary<Command> = fc.oneof(
   { weight: 2, arbitrary: fc.constant({ kind: 'releaseBootstraps' } as const) },
   { weight: 2, arbitrary: fc.constant({ kind: 'releaseExecutions' } as const) },
   { weight: 1, arbitrary: fc.constant({ kind: 'background' } as const) },
+  { weight: 1, arbitrary: fc.constant({ kind: 'supervisorStop' } as const) },
+  {
+    weight: 1,
+    arbitrary: fc.record({ kind: fc.constant('restartMode' as const), mode: fc.constantFrom('ok', 'hold') }),
+  },
+  { weight: 1, arbitrary: fc.constant({ kind: 'releaseRestarts' } as const) },
 );
 
 /** Drains every pending promise callback: the code under test uses no timers here, only promises. */
@@ -92,6 +101,8 @@ class World {
   bootstrapMode: Mode = 'ok';
   /** 'hold': executions wait for a release or their abort; 'stubborn': the executor ignores aborts until released. */
   executeMode: 'ok' | 'hold' | 'stubborn' = 'ok';
+  restartMode: 'ok' | 'hold' = 'ok';
+  restartGate = new Gate();
   buildGate = new Gate();
   buildFails = false;
   bootstrapGate = new Gate();
@@ -137,6 +148,11 @@ class World {
             };
           },
         });
+        const restart = kernel.restart.bind(kernel);
+        kernel.restart = async (opts) => {
+          if (this.restartMode === 'hold') await this.restartGate.wait();
+          await restart(opts);
+        };
         this.delivered.push({ kernel, purpose: ctx.purpose });
         return kernel;
       },
@@ -224,11 +240,8 @@ class World {
         break;
       case 'restartCurrent': {
         const lease = sup.lease('python');
-        if (lease)
-          this.mustNotWait(
-            'restartIfCurrent',
-            sup.restartIfCurrent(lease).catch(() => undefined),
-          );
+        // A restart waits for itself (it may be held); everything else must not wait for it.
+        if (lease) this.track('restartIfCurrent', sup.restartIfCurrent(lease));
         break;
       }
       case 'shutdownCurrent': {
@@ -296,6 +309,18 @@ class World {
         gate.open();
         break;
       }
+      case 'supervisorStop':
+        this.mustNotWait('supervisor.stop', sup.stop('python', { reason: 'manual_stop' }));
+        break;
+      case 'restartMode':
+        this.restartMode = command.mode;
+        break;
+      case 'releaseRestarts': {
+        const gate = this.restartGate;
+        this.restartGate = new Gate();
+        gate.open();
+        break;
+      }
       case 'background': {
         try {
           session.runBackground('bg()');
@@ -323,6 +348,7 @@ class World {
     if (live.length > 1) this.failures.push(`${step}: ${live.length} live kernels in the python slot`);
     // Generations never go down.
     const generation = sup.status('python').generation;
+    this.session.status(); // answers synchronously whatever is held
     if (generation < this.lastGeneration)
       this.failures.push(`${step}: generation went from ${this.lastGeneration} to ${generation}`);
     this.lastGeneration = generation;
@@ -338,6 +364,8 @@ class World {
     this.factoryMode = 'ok';
     this.bootstrapMode = 'ok';
     this.executeMode = 'ok';
+    this.restartMode = 'ok';
+    this.restartGate.open();
     this.buildGate.open();
     this.bootstrapGate.open();
     this.executeGate.open();

@@ -70,7 +70,7 @@ export interface LocalGatewayOptions extends LocalGatewayLocation {
   lingerMs?: number;
   /** One deadline for waiting on the lock, starting the server and its readiness; `0` disables it. @defaultValue 60000 */
   startupTimeoutMs?: number;
-  /** Deadline of each REST request acquire makes (health check, reaping orphan kernels). @defaultValue 10000 */
+  /** Deadline of each REST request acquire makes (health check, reaping orphan kernels); `0` disables it. @defaultValue 10000 */
   requestTimeoutMs?: number;
   /** Extra directories put first on the server's `JUPYTER_PATH` (only used when this call starts the server). */
   jupyterPath?: string[];
@@ -81,7 +81,7 @@ export interface LocalGatewayOptions extends LocalGatewayLocation {
   serverArgs?: string[];
   /** The server's `root_dir` (kernels' default working directory). @defaultValue '/' */
   rootDir?: string;
-  /** Grace between SIGTERM and SIGKILL when this call (or its release) stops a server. @defaultValue 10000 */
+  /** Grace between SIGTERM and SIGKILL when this call (or its release) stops a server; `0` kills at once. @defaultValue 10000 */
   stopTimeoutMs?: number;
   /** Told what happens (lock waits, start, reuse, reaped kernels). Never receives the token. */
   onEvent?: (event: LocalGatewayEvent) => void;
@@ -89,7 +89,7 @@ export interface LocalGatewayOptions extends LocalGatewayLocation {
 
 /** Options of `LocalGateway.stop()`. */
 export interface LocalGatewayStopOptions extends LocalGatewayLocation {
-  /** Grace between SIGTERM and SIGKILL. @defaultValue 10000 */
+  /** Grace between SIGTERM and SIGKILL; `0` kills at once. @defaultValue 10000 */
   stopTimeoutMs?: number;
 }
 
@@ -168,7 +168,7 @@ const acquireSchema = z.strictObject({
   ...locationShape,
   lingerMs: nonNegativeMs.optional(),
   startupTimeoutMs: nonNegativeMs.optional(),
-  requestTimeoutMs: z.number().positive().optional(),
+  requestTimeoutMs: nonNegativeMs.optional(),
   jupyterPath: z.array(z.string().min(1)).optional(),
   serverArgs: z
     .array(

@@ -94,6 +94,8 @@ interface Connection {
   readonly sessionId: string | undefined;
   readonly format: WireFormat;
   open: boolean;
+  /** Messages held back until the replay of the buffered ones has run, so order is kept. */
+  held?: { message: JupyterMessage; replayed: boolean }[];
 }
 
 const KERNEL_PATH = /^\/api\/kernels\/([^/]+)(?:\/(interrupt|restart|channels))?\/?$/;
@@ -461,8 +463,14 @@ export class FakeGateway implements AsyncDisposable {
       ws.on('error', () => {});
       const buffered = this.#buffers.get(kernel.id);
       this.#buffers.delete(kernel.id);
-      if (buffered && buffered.sessionId === sessionId) {
-        for (const msg of buffered.messages) this.#send(conn, msg, true);
+      if (buffered && buffered.sessionId === sessionId && buffered.messages.length) {
+        // jupyter_server replays once its nudge (a kernel_info round trip) is done, not within the handshake.
+        conn.held = buffered.messages.map((message) => ({ message, replayed: true }));
+        setImmediate(() => {
+          const held = conn.held ?? [];
+          conn.held = undefined;
+          for (const h of held) this.#send(conn, h.message, h.replayed);
+        });
       }
     });
   }
@@ -513,7 +521,10 @@ export class FakeGateway implements AsyncDisposable {
       if (this.connections(kernel.id) === 0) this.#buffers.get(kernel.id)?.messages.push(msg);
       return;
     }
-    for (const conn of targets) this.#send(conn, msg, false);
+    for (const conn of targets) {
+      if (conn.held) conn.held.push({ message: msg, replayed: false });
+      else this.#send(conn, msg, false);
+    }
   }
 
   #deliverRaw(kernel: FakeKernel, data: string | Uint8Array): void {

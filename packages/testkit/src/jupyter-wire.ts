@@ -1,3 +1,5 @@
+import { KernelwardenError } from '@kernelwarden/core';
+
 /** The header of a Jupyter message. */
 export interface JupyterHeader {
   msg_id: string;
@@ -27,9 +29,16 @@ export type WireFormat = 'v1' | 'legacy';
 /** The WebSocket subprotocol of the v1 wire format. */
 export const V1_SUBPROTOCOL = 'v1.kernel.websocket.jupyter.org';
 
-/** A frame could not be decoded: wrong framing, bad offsets or invalid JSON. */
-export class WireFormatError extends Error {
-  override readonly name = 'WireFormatError';
+/**
+ * A frame could not be decoded: wrong framing, bad offsets or invalid JSON (code `WIRE_FORMAT`).
+ *
+ * Thrown by `decodeFrame()`; FakeGateway records it on the frame instead of throwing.
+ */
+export class WireFormatError extends KernelwardenError {
+  static override readonly brand: string = 'WireFormatError';
+  constructor(message: string, options: { cause?: unknown } = {}) {
+    super(message, { code: 'WIRE_FORMAT', cause: options.cause });
+  }
 }
 
 const encoder = new TextEncoder();

@@ -3,6 +3,7 @@ import { mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { InvalidOptionsError } from '@kernelwarden/core';
+import fc from 'fast-check';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { wrapCommand } from './bubblewrap.js';
 import { runProcess } from './subprocess.js';
@@ -155,5 +156,36 @@ describe('wrapCommand under real bubblewrap', () => {
         // gone
       }
     }
+  });
+});
+
+describe('wrapCommand mount order (property)', () => {
+  it('never mounts a directory after one of its descendants, whatever the mix of roots, allowed roots and binds', () => {
+    const segment = fc.constantFrom('a', 'b', 'c');
+    const path = fc.array(segment, { minLength: 1, maxLength: 4 }).map((parts) => `/${parts.join('/')}`);
+    fc.assert(
+      fc.property(
+        fc.uniqueArray(path, { minLength: 1, maxLength: 4 }),
+        fc.array(path, { maxLength: 4 }),
+        path,
+        fc.array(path, { maxLength: 2 }),
+        (roots, allowedRoots, workspace, readWrite) => {
+          const argv = wrapCommand({ roots, allowedRoots, tempDir: '/tmp' }, ['true'], { workspace, readWrite });
+          const mounted: string[] = [];
+          for (let i = 0; i < argv.length; i++) {
+            const a = argv[i];
+            if (a === '--tmpfs' || a === '--bind' || (a === '--ro-bind' && argv[i + 1] !== '/'))
+              mounted.push(argv[i + 1]!);
+            if (a === '--') break;
+          }
+          mounted.forEach((later, j) => {
+            for (const earlier of mounted.slice(0, j)) {
+              expect(earlier !== later && earlier.startsWith(`${later}/`)).toBe(false);
+            }
+          });
+        },
+      ),
+      { numRuns: 300 },
+    );
   });
 });

@@ -617,3 +617,60 @@ describe('KernelSession idle expiry and signals', () => {
     await session.close();
   });
 });
+
+describe('KernelSession background cells', () => {
+  it('reports an unknown id and refuses more than maxBackground running cells', async () => {
+    const gate = new Gate();
+    const session = new KernelSession<RecordingKernel>({
+      maxBackground: 1,
+      python: () =>
+        new RecordingKernel('bg', {
+          execute: async (_c, opts) => {
+            await gate.wait(opts.signal);
+            return okResult(opts.cellId);
+          },
+        }),
+    });
+    expect(() => session.peekBackground('exec-nope')).toThrow(
+      expect.objectContaining({ code: 'BACKGROUND_NOT_FOUND' }),
+    );
+    const first = session.runBackground('a');
+    expect(() => session.runBackground('b')).toThrow(expect.objectContaining({ code: 'BACKGROUND_LIMIT' }));
+    expect(session.status().backgroundRunning).toBe(1);
+    gate.open();
+    expect(await session.waitBackground(first.execId)).toMatchObject({ done: true, status: 'done' });
+    const second = session.runBackground('c');
+    await session.waitBackground(second.execId);
+    await session.close();
+  });
+
+  it('interrupts a running background cell and shuts its kernel down; a cell error is reported as ename: evalue', async () => {
+    const made: RecordingKernel[] = [];
+    const session = new KernelSession<RecordingKernel>({
+      python: () => {
+        const k = new RecordingKernel('bg', {
+          execute: async (code, opts) => {
+            if (code === 'raise') {
+              const error = { ename: 'ValueError', evalue: 'bad', traceback: [] };
+              return { ...okResult(opts.cellId), status: 'error', error };
+            }
+            await new Gate().wait(opts.signal);
+            return okResult(opts.cellId);
+          },
+        });
+        made.push(k);
+        return k;
+      },
+    });
+    const failing = session.runBackground('raise');
+    expect(await session.waitBackground(failing.execId)).toMatchObject({ status: 'failed', error: 'ValueError: bad' });
+    const hanging = session.runBackground('hang');
+    await made[1]?.executeEntered.wait();
+    expect(await session.interruptBackground(hanging.execId)).toBe(true);
+    expect(await session.waitBackground(hanging.execId)).toMatchObject({ done: true, status: 'interrupted' });
+    expect(await session.interruptBackground(hanging.execId)).toBe(false);
+    expect(made.map((k) => k.shutdownCalls)).toEqual([1, 1]);
+    expect(session.supervisor.lease('python')).toBeUndefined();
+    await session.close();
+  });
+});

@@ -339,3 +339,31 @@ describe('KernelSupervisor idle expiry', () => {
     expect(clock.pendingTimers()).toBe(0);
   });
 });
+
+describe('KernelSupervisor.ensure during a restart', () => {
+  it('waits for an in-flight restart of the same-key kernel instead of replacing it', async () => {
+    const sup = new KernelSupervisor<RecordingKernel>();
+    const kernel = new RecordingKernel('k');
+    const gate = new Gate();
+    const realRestart = kernel.restart.bind(kernel);
+    kernel.restart = async (opts) => {
+      kernel.live = false; // dead while restarting, as after a kill
+      await gate.wait();
+      await realRestart(opts);
+    };
+    const lease = await sup.ensure('python', 'base', () => kernel);
+    const restarting = sup.restartIfCurrent(lease);
+    let built = 0;
+    const ensuring = sup.ensure('python', 'base', () => {
+      built++;
+      return new RecordingKernel('replacement');
+    });
+    await flush();
+    expect(built).toBe(0);
+    gate.open();
+    const restarted = await restarting;
+    expect(await ensuring).toBe(restarted);
+    expect(built).toBe(0);
+    expect(kernel.shutdownCalls).toBe(0);
+  });
+});

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { LocalGateway, type LocalGatewayLease } from '@kernelwarden/gateway-client';
-import { kernelPids, processesMentioning, testGateway } from '@kernelwarden/test-env';
+import { kernelPids, processesMentioning, startTestServer, testGateway } from '@kernelwarden/test-env';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { IsolationUnavailableError } from './errors.js';
@@ -329,6 +329,35 @@ describe.each(['python3', 'ir'] as const)('an isolated %s kernel through a local
     kernelId = undefined;
     expect(await waitUntil(() => pids.every((pid) => !existsSync(`/proc/${pid}`)), 15_000)).toBe(true);
     expect(processesMentioning(ws)).toEqual([]);
+  });
+});
+
+describe('when the gateway dies', () => {
+  it('takes its isolated kernels with it (die-with-parent stands in for the parent poller we unset)', async () => {
+    const root = join(base, 'dying-server');
+    const own = await startTestServer({ root, env: { JUPYTER_PATH: join(root, 'jupyter') } });
+    let kernelId: string | undefined;
+    try {
+      const specDir = join(root, 'jupyter', 'kernels');
+      mkdirSync(specDir, { recursive: true });
+      const name = await installIsolatedKernelSpec({
+        kernelSpecDir: specDir,
+        baseSpec: specs.python3!,
+        policy,
+        workspace: workspaceFor('dying'),
+        privateTemp: [paths.systmp],
+      });
+      kernelId = (await rest(own, 'POST', '/api/kernels', { name })).id as string;
+      const channel = await Channel.open(own, kernelId);
+      channel.close();
+      const pids = kernelPids(kernelId);
+      expect(pids.length).toBeGreaterThanOrEqual(2);
+      process.kill(own.pid, 'SIGKILL');
+      expect(await waitUntil(() => kernelPids(kernelId!).length === 0, 15_000)).toBe(true);
+    } finally {
+      await own.stop();
+      if (kernelId) for (const pid of kernelPids(kernelId)) process.kill(pid, 'SIGKILL');
+    }
   });
 });
 

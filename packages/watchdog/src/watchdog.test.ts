@@ -99,6 +99,25 @@ describe('createWatchdog: the cell itself', () => {
     expect(h.clock.pendingTimers()).toBe(0);
   });
 
+  it('streams outputs to onOutput as the kernel produces them', async () => {
+    const h = await harness({
+      execute: (_code, opts) => {
+        opts.onOutput?.({ type: 'stream', name: 'stdout', text: 'hi\n' });
+        return okResult(opts.cellId, { stdout: 'hi\n' });
+      },
+    });
+    const seen: unknown[] = [];
+    const result = await h.watchdog.run({
+      supervisor: h.supervisor,
+      slot: 'python',
+      code: "print('hi')",
+      onOutput: (output) => seen.push(output),
+    });
+    expect(seen).toEqual([{ type: 'stream', name: 'stdout', text: 'hi\n' }]);
+    expect(result.stdout).toBe('hi\n');
+    expect(result.cellId).toBe(h.kernel.executions[0]?.opts.cellId);
+  });
+
   it('rejects with the kernel’s own error when execute fails before the budget, without escalating', async () => {
     const broken = new Error('malformed frame');
     const h = await harness({

@@ -137,11 +137,11 @@ describe('LocalGateway on a real jupyter-server (one shared server)', () => {
   });
 
   afterAll(async () => {
-    expect(await LocalGateway.stop({ stateDir })).toMatchObject({ stopped: true });
+    await LocalGateway.stop({ stateDir });
     await waitFor('no process left mentioning the state dir', () => liveProcessesMentioning(stateDir).length === 0);
   });
 
-  it('gives two Node processes acquiring at once one server', async () => {
+  it('gives two Node processes acquiring at once one server, which stop() then stops', async () => {
     const a = startChild('hold', stateDir, 60_000);
     const b = startChild('hold', stateDir, 60_000);
     children.push(a, b);
@@ -161,13 +161,17 @@ describe('LocalGateway on a real jupyter-server (one shared server)', () => {
     const after = await LocalGateway.status({ stateDir });
     expect(after.holders).toEqual([]);
     expect(after.running).toBe(true); // lingering
+
+    expect(await LocalGateway.stop({ stateDir })).toEqual({ stopped: true, pid: la.pid });
+    expect(isProcessAlive(identityOf(la.pid))).toBe(false);
+    await waitFor('no process left mentioning the state dir', () => liveProcessesMentioning(stateDir).length === 0);
+    expect((await LocalGateway.status({ stateDir })).running).toBe(false);
   });
 
   it('answers 403 to a request without the token, keeps the info file 0600, and never shows the token', async () => {
     const events: LocalGatewayEvent[] = [];
     const lease = await LocalGateway.acquire({ stateDir, onEvent: (e) => events.push(e) });
     try {
-      expect(lease.reused).toBe(true);
       expect((await fetch(`${lease.baseUrl}/api/kernels`)).status).toBe(403);
       const wrong = await fetch(`${lease.baseUrl}/api/kernels`, { headers: { Authorization: 'token nope' } });
       expect(wrong.status).toBe(403);
@@ -191,6 +195,7 @@ describe('LocalGateway on a real jupyter-server (one shared server)', () => {
         ['server environment', readFileSync(`/proc/${lease.pid}/environ`, 'utf8')],
         ['command lines of every process of the gateway', JSON.stringify(mentioning)],
         ['server log', readFileSync(join(lease.stateDir, 'server.log'), 'utf8')],
+        ['linger watcher log', readFileSync(join(lease.stateDir, 'linger-watcher.log'), 'utf8')],
         ['events', JSON.stringify(events)],
         ['JSON of the lease', JSON.stringify(lease)],
         ['inspect of the lease', inspect(lease)],
@@ -198,7 +203,7 @@ describe('LocalGateway on a real jupyter-server (one shared server)', () => {
       ];
       for (const [where, text] of places) expect(text.includes(token), where).toBe(false);
       expect(existsSync(join(lease.stateDir, 'token'))).toBe(false);
-      expect(events.map((e) => e.type)).toContain('server-reused');
+      expect(events.map((e) => e.type)).toContain(lease.reused ? 'server-reused' : 'server-ready');
     } finally {
       await lease.release();
     }
@@ -247,13 +252,14 @@ describe('LocalGateway on a real jupyter-server (one shared server)', () => {
   });
 
   it('takes over a stale lock left by a killed owner', async () => {
-    const [dir] = gatewayDirs(stateDir);
+    const dir = (await LocalGateway.status({ stateDir })).stateDir;
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
     const victim = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000)'], { stdio: 'ignore' });
     await waitFor('the victim to start', () => victim.pid !== undefined && isProcessAlive(identityOf(victim.pid)));
     const owner = identityOf(victim.pid!);
     victim.kill('SIGKILL');
     await new Promise((r) => victim.once('exit', r));
-    writeFileSync(join(dir!, 'lock'), JSON.stringify({ ...owner, acquiredAt: new Date().toISOString() }), {
+    writeFileSync(join(dir, 'lock'), JSON.stringify({ ...owner, acquiredAt: new Date().toISOString() }), {
       mode: 0o600,
     });
 
@@ -261,8 +267,7 @@ describe('LocalGateway on a real jupyter-server (one shared server)', () => {
     const lease = await LocalGateway.acquire({ stateDir, startupTimeoutMs: 20_000, onEvent: (e) => events.push(e) });
     try {
       expect(events).toContainEqual({ type: 'lock-takeover', previousOwnerPid: owner.pid });
-      expect(lease.reused).toBe(true);
-      expect(existsSync(join(dir!, 'lock'))).toBe(false); // released after use
+      expect(existsSync(join(dir, 'lock'))).toBe(false); // released after use
     } finally {
       await lease.release();
     }
@@ -274,8 +279,8 @@ describe('LocalGateway on a real jupyter-server (one shared server)', () => {
     const { kernelId } = await child.line;
     expect(kernelId).toBeTruthy();
     await waitFor('the kernel process', () => kernelPids(kernelId!).length > 0);
-    const [dir] = gatewayDirs(stateDir);
-    expect(existsSync(join(dir!, 'owners', kernelId!))).toBe(true);
+    const dir = (await LocalGateway.status({ stateDir })).stateDir;
+    expect(existsSync(join(dir, 'owners', kernelId!))).toBe(true);
     child.proc.kill('SIGKILL');
     await child.exit;
 
@@ -284,7 +289,7 @@ describe('LocalGateway on a real jupyter-server (one shared server)', () => {
     try {
       expect(events).toContainEqual({ type: 'kernel-reaped', kernelId, ownerPid: child.proc.pid });
       expect(await listKernelIds(lease)).not.toContain(kernelId);
-      expect(existsSync(join(dir!, 'owners', kernelId!))).toBe(false);
+      expect(existsSync(join(dir, 'owners', kernelId!))).toBe(false);
       await waitFor('the kernel process to exit', () => kernelPids(kernelId!).length === 0, 15_000);
     } finally {
       await lease.release();

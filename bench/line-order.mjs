@@ -1,15 +1,37 @@
-// Checks streamed text chunk by chunk against the lines "0", "1", "2", … in order, in O(1) memory.
+// Checks streamed text chunk by chunk against the lines "0", "1", "2", … in O(1) memory, telling lines that never
+// came (gaps, e.g. dropped by the server) apart from lines that came twice or out of order.
 export class LineOrder {
   #carry = '';
+  /** Lines seen. */
+  count = 0;
+  /** The number the next line should carry. */
   next = 0;
-  ok = true;
+  /** Lines skipped over by a later number. */
+  missing = 0;
+  /** A line came twice, went backwards or was not a number. */
+  reordered = false;
 
   feed(text) {
     const lines = (this.#carry + text).split('\n');
     this.#carry = lines.pop();
     for (const line of lines) {
-      if (this.ok && line !== String(this.next)) this.ok = false;
-      this.next++;
+      this.count++;
+      const n = /^\d+$/.test(line) ? Number(line) : Number.NaN;
+      if (n === this.next) this.next++;
+      else if (n > this.next) {
+        this.missing += n - this.next;
+        this.next = n + 1;
+      } else this.reordered = true;
     }
+  }
+
+  /** True when every expected line came once, in order. */
+  complete(expected) {
+    return !this.reordered && this.missing === 0 && this.next === expected && this.count === expected;
+  }
+
+  describe() {
+    if (this.reordered) return 'DUPLICATED OR OUT OF ORDER';
+    return this.missing ? `${this.missing} lines MISSING (in order otherwise)` : 'in order';
   }
 }

@@ -1,6 +1,7 @@
 // Child process: runs one big-output scenario with one Node client and prints one JSON line
 // `{ times, rssBaselineMB, rssPeakOverBaselineMB, bytes, inOrder, outputDropped }`.
-// Usage: node --expose-gc bench/output-cell.mjs <client> <scenario> <reps>, with KW_BENCH_URL / KW_BENCH_TOKEN.
+// Usage: node --expose-gc bench/output-cell.mjs <client> <scenario> <reps> [cellTimeoutMs], with KW_BENCH_URL /
+// KW_BENCH_TOKEN. A cell that outlives cellTimeoutMs prints `{ partial: true, bytes, lines, … }` and exits 3.
 import './quiet-console.mjs';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { CLIENTS } from './clients/catalog.mjs';
@@ -20,7 +21,7 @@ function resetPeakRss() {
   }
 }
 
-const [clientKey, scenarioKey, repsArg] = process.argv.slice(2);
+const [clientKey, scenarioKey, repsArg, timeoutArg] = process.argv.slice(2);
 const client = CLIENTS[clientKey];
 const scenario = OUTPUT_SCENARIOS[scenarioKey];
 if (!client || !scenario) {
@@ -30,15 +31,37 @@ if (!client || !scenario) {
   process.exit(2);
 }
 const reps = Number(repsArg ?? 3);
+const cellTimeoutMs = Number(timeoutArg ?? scenario.timeoutMs);
 const kernel = await client.start({ baseUrl: process.env.KW_BENCH_URL, token: process.env.KW_BENCH_TOKEN });
-// run.mjs sends SIGTERM when the cell outlives its time limit: delete the kernel before going.
+const progress = { partial: true, bytes: 0, lines: 0, order: 'in order', elapsedMs: 0, started: 0 };
+function reportProgress() {
+  const { started, ...rest } = progress;
+  process.stdout.write(`${JSON.stringify({ ...rest, elapsedMs: started ? performance.now() - started : 0 })}\n`);
+}
+// A cell that outlives its time limit: report how far it got, delete the kernel, exit 3.
+const cellTimer = setTimeout(() => {
+  reportProgress();
+  kernel.close().finally(() => process.exit(3));
+  setTimeout(() => process.exit(3), 10_000).unref();
+}, cellTimeoutMs);
+cellTimer.unref();
+// run.mjs's own (later) SIGTERM: the same, as far as it can.
 process.once('SIGTERM', () => {
+  reportProgress();
   kernel.close().finally(() => process.exit(143));
   setTimeout(() => process.exit(143), 10_000).unref();
 });
 try {
   await kernel.run('1');
-  const result = { times: [], rssBaselineMB: [], rssPeakOverBaselineMB: [], bytes: [], inOrder: [], outputDropped: [] };
+  const result = {
+    times: [],
+    rssBaselineMB: [],
+    rssPeakOverBaselineMB: [],
+    bytes: [],
+    inOrder: [],
+    order: [],
+    outputDropped: [],
+  };
   for (let i = 0; i < reps; i++) {
     let bytes = 0;
     const order = new LineOrder();
@@ -46,10 +69,17 @@ try {
     const baseline = statusKb('VmRSS');
     resetPeakRss();
     const start = performance.now();
+    progress.started = start;
+    cellTimer.refresh();
     const reply = await kernel.run(scenario.code, {
       onText: (text) => {
         bytes += text.length;
-        if (scenario.expectLines) order.feed(text);
+        progress.bytes = bytes;
+        if (scenario.expectLines) {
+          order.feed(text);
+          progress.lines = order.count;
+          progress.order = order.describe();
+        }
       },
     });
     const ms = performance.now() - start;
@@ -59,9 +89,13 @@ try {
     result.rssBaselineMB.push(baseline / 1024);
     result.rssPeakOverBaselineMB.push(Math.max(0, peak - baseline) / 1024);
     result.bytes.push(bytes);
-    if (scenario.expectLines) result.inOrder.push(order.ok && order.next === scenario.expectLines);
+    if (scenario.expectLines) {
+      result.inOrder.push(order.complete(scenario.expectLines));
+      result.order.push(order.describe());
+    }
     result.outputDropped.push(reply.outputDropped === true);
   }
+  clearTimeout(cellTimer);
   process.stdout.write(`${JSON.stringify(result)}\n`);
 } finally {
   await kernel.close();

@@ -8,7 +8,8 @@
 //
 // Options: --rounds N (300), --only a,b (sections: roundtrip, coldstart, interrupt, output [= output-20mb,
 //          output-lines], packages),
-//          --cold N (10), --interrupts N (5), --output-reps N (3), --update-readme, --keep (keep the temp dir).
+//          --cold N (10), --interrupts N (5), --output-reps N (3), --output-timeout SECONDS (per scenario: 120 / 150),
+//          --update-readme, --keep (keep the temp dir).
 import './quiet-console.mjs';
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -38,6 +39,7 @@ const { values: args } = parseArgs({
     cold: { type: 'string', default: '10' },
     interrupts: { type: 'string', default: '5' },
     'output-reps': { type: 'string', default: '3' },
+    'output-timeout': { type: 'string' },
     'update-readme': { type: 'boolean', default: false },
     keep: { type: 'boolean', default: false },
   },
@@ -336,13 +338,21 @@ function runChild(argv, env, timeoutMs) {
       timedOut = true;
       child.kill('SIGTERM'); // the child's own kernel is deleted by the server stop at the end
     }, timeoutMs);
-    child.on('exit', (code, signal) => {
+    child.on('close', (code, signal) => {
       clearTimeout(timer);
       children.delete(child);
       const last = stdout.trim().split('\n').pop();
       if (code === 0 && last) return resolve(JSON.parse(last));
-      if (timedOut)
-        return reject(Object.assign(new Error(`did not finish within ${timeoutMs / 1000} s`), { timedOut }));
+      if (timedOut || code === 3) {
+        let progress;
+        try {
+          progress = JSON.parse(last);
+        } catch {
+          // killed before it could say how far it got
+        }
+        const message = code === 3 ? 'the cell did not finish in time' : `did not finish within ${timeoutMs / 1000} s`;
+        return reject(Object.assign(new Error(message), { timedOut: true, progress }));
+      }
       reject(new Error(`exited ${signal ?? code}: ${stderr.trim().split('\n').slice(-3).join(' | ')}`));
     });
   });
@@ -352,14 +362,14 @@ async function outputCells(raised) {
   for (const [id, scenario] of Object.entries(OUTPUT_SCENARIOS)) {
     if (!sections.has('output') && !sections.has(`output-${id}`)) continue;
     const reps = scenario.reps ?? OUTPUT_REPS;
-    const timeoutMs = scenario.timeoutMs;
+    const timeoutMs = args['output-timeout'] ? Number(args['output-timeout']) * 1000 : scenario.timeoutMs;
     log(`${scenario.title}: ${reps} rep(s) per client, each client in its own process`);
     const rows = [];
     const add = (label, key, server, r) => {
       const expectation = scenario.expectLines
         ? r.inOrder.every(Boolean)
           ? 'all lines, in order'
-          : `LOST OR REORDERED (${r.bytes.join(', ')} chars)`
+          : `INCOMPLETE: ${(r.order ?? []).join(', ') || 'lost or reordered'} (${r.bytes.join(', ')} chars)`
         : r.bytes.every((b) => b === scenario.expectBytes)
           ? 'all 20 MB'
           : `INCOMPLETE (${r.bytes.join(', ')} chars)`;
@@ -375,16 +385,36 @@ async function outputCells(raised) {
     // A run that outlives its time limit is a figure ("did not finish"), not a crash.
     const unfinished = (label, key, server, error) => {
       if (!error.timedOut) return false;
-      rows.push({ client: label, server, unit: 'ms', key, received: `did not finish within ${timeoutMs / 1000} s` });
+      const p = error.progress;
+      const got = p?.partial
+        ? scenario.expectLines
+          ? `: ${p.lines} lines so far (${p.order}), ${Math.round(p.lines / (p.elapsedMs / 1000))} lines/s`
+          : `: ${p.bytes} chars`
+        : '';
+      rows.push({
+        client: label,
+        server,
+        unit: 'ms',
+        key,
+        received: `did not finish within ${timeoutMs / 1000} s${got}`,
+      });
       log(`${label}: ${error.message}`);
       return true;
     };
     for (const key of scenario.clients) {
       try {
         const r = await runChild(
-          ['--expose-gc', new URL('./output-cell.mjs', import.meta.url).pathname, key, id, String(reps)],
+          [
+            '--expose-gc',
+            new URL('./output-cell.mjs', import.meta.url).pathname,
+            key,
+            id,
+            String(reps),
+            String(timeoutMs),
+          ],
           { KW_BENCH_URL: raised.baseUrl, KW_BENCH_TOKEN: raised.token },
-          timeoutMs,
+          // the child enforces the per-cell limit itself; this one also covers its start-up and every rep
+          timeoutMs * reps + 60_000,
         );
         add(CLIENTS[key].label, key, raised.name, r);
       } catch (error) {
@@ -475,7 +505,7 @@ function runPackageBench(file, stock) {
       stderr = (stderr + d).slice(-4000);
     });
     const timer = setTimeout(() => child.kill('SIGTERM'), PACKAGE_BENCH_TIMEOUT_MS);
-    child.on('exit', (code, signal) => {
+    child.on('close', (code, signal) => {
       clearTimeout(timer);
       children.delete(child);
       const lines = [];

@@ -18,6 +18,7 @@ A cell is complete when both its execute_reply and its `status: idle` have arriv
 
 import argparse
 import json
+import signal
 import sys
 import time
 
@@ -155,7 +156,13 @@ def output(args):
         stop_kernel(km, kc)
 
 
+def stop_on_sigterm(signum, frame):
+    # A KeyboardInterrupt unwinds through the `finally` that shuts the kernel down.
+    raise KeyboardInterrupt
+
+
 def main():
+    signal.signal(signal.SIGTERM, stop_on_sigterm)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("mode", choices=["roundtrip", "output"])
     parser.add_argument("--code", default="1")

@@ -1,105 +1,12 @@
-import { randomUUID } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { FakeGateway } from './fake-gateway.js';
-import { decodeFrame, encodeFrame, type JupyterMessage, V1_SUBPROTOCOL, type WireFormat } from './jupyter-wire.js';
+import { ChannelsClient } from './fixtures/channels-client.js';
 import { ManualClock } from './manual-clock.js';
 
-/** A minimal channels client over `ws`, enough to drive the fake from a test. */
-class Client {
-  readonly messages: JupyterMessage[] = [];
-  readonly undecodable: unknown[] = [];
-  #waiters: { match: (m: JupyterMessage) => boolean; resolve: (m: JupyterMessage) => void }[] = [];
-  closed: Promise<number>;
-
-  constructor(
-    readonly ws: WebSocket,
-    readonly session: string,
-  ) {
-    // Listening before 'open': the server replays buffered messages right after the handshake.
-    ws.on('message', (data: Buffer, isBinary) => {
-      let m: JupyterMessage;
-      try {
-        m = decodeFrame(isBinary ? new Uint8Array(data) : data.toString('utf8'), this.format);
-      } catch (error) {
-        this.undecodable.push(error);
-        return;
-      }
-      this.messages.push(m);
-      for (const w of [...this.#waiters]) {
-        if (w.match(m)) {
-          this.#waiters.splice(this.#waiters.indexOf(w), 1);
-          w.resolve(m);
-        }
-      }
-    });
-    this.closed = new Promise((resolve) => ws.once('close', (code) => resolve(code)));
-  }
-
-  get format(): WireFormat {
-    return this.ws.protocol === V1_SUBPROTOCOL ? 'v1' : 'legacy';
-  }
-
-  static async connect(gw: FakeGateway, kernelId: string, opts: { v1?: boolean; session?: string } = {}) {
-    const session = opts.session ?? randomUUID();
-    const url = `${gw.baseUrl.replace('http', 'ws')}/api/kernels/${kernelId}/channels?session_id=${session}`;
-    const ws = new WebSocket(url, opts.v1 === false ? [] : [V1_SUBPROTOCOL], {
-      headers: { Authorization: `token ${gw.token}` },
-    });
-    const client = new Client(ws, session);
-    await new Promise<void>((resolve, reject) => {
-      ws.once('open', () => resolve());
-      ws.once('error', reject);
-    });
-    return client;
-  }
-
-  request(channel: string, msgType: string, content: Record<string, unknown>, metadata = {}): JupyterMessage {
-    const msg: JupyterMessage = {
-      channel,
-      header: {
-        msg_id: randomUUID(),
-        msg_type: msgType,
-        session: this.session,
-        username: 'test',
-        date: new Date().toISOString(),
-        version: '5.3',
-      },
-      parent_header: {},
-      metadata,
-      content,
-    };
-    this.ws.send(encodeFrame(msg, this.format));
-    return msg;
-  }
-
-  next(match: (m: JupyterMessage) => boolean): Promise<JupyterMessage> {
-    const found = this.messages.find(match);
-    if (found) return Promise.resolve(found);
-    return new Promise((resolve) => this.#waiters.push({ match, resolve }));
-  }
-
-  /** Sends an execute_request and resolves with its reply and every iopub message up to its idle status. */
-  async execute(code: string, extra: Record<string, unknown> = {}) {
-    const req = this.request(
-      'shell',
-      'execute_request',
-      { code, silent: false, allow_stdin: true, ...extra },
-      {
-        cellId: 'cell-1',
-      },
-    );
-    const isChild = (m: JupyterMessage) => m.parent_header.msg_id === req.header.msg_id;
-    const reply = await this.next((m) => isChild(m) && m.header.msg_type === 'execute_reply');
-    await this.next((m) => isChild(m) && m.header.msg_type === 'status' && m.content.execution_state === 'idle');
-    const iopub = this.messages.filter((m) => isChild(m) && m.channel === 'iopub');
-    return { req, reply, iopub, types: iopub.map((m) => m.header.msg_type) };
-  }
-}
-
-const opened: Client[] = [];
+const opened: ChannelsClient[] = [];
 async function connect(gw: FakeGateway, kernelId: string, opts: { v1?: boolean; session?: string } = {}) {
-  const client = await Client.connect(gw, kernelId, opts);
+  const client = await ChannelsClient.connect(gw, kernelId, opts);
   opened.push(client);
   return client;
 }

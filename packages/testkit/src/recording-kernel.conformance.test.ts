@@ -1,4 +1,4 @@
-import { scriptedCode, scriptedLanguage } from './conformance-fixtures/scripted-kernel.js';
+import { scriptedCode, scriptedLanguage } from './fixtures/scripted-kernel.js';
 import { RecordingKernel } from './recording-kernel.js';
 import { describeKernelHandle } from './vitest.js';
 

@@ -14,12 +14,12 @@ async function runFixture(): Promise<{ code: number | null; report: any }> {
   const out = await mkdtemp(join(tmpdir(), 'testkit-conformance-'));
   try {
     const vitestBin = join(createRequire(import.meta.url).resolve('vitest/package.json'), '..', 'vitest.mjs');
-    const config = join(here, 'conformance-fixtures', 'vitest.fixture.config.ts');
+    const config = join(here, 'fixtures', 'vitest.fixture.config.ts');
     const report = join(out, 'report.json');
     const child = spawn(
       process.execPath,
       [vitestBin, 'run', '--config', config, '--reporter=json', `--outputFile=${report}`],
-      { cwd: join(here, 'conformance-fixtures'), stdio: 'ignore', env: { ...process.env, CI: '1' } },
+      { cwd: join(here, 'fixtures'), stdio: 'ignore', env: { ...process.env, CI: '1' } },
     );
     const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
     return { code, report: JSON.parse(await readFile(report, 'utf8')) };

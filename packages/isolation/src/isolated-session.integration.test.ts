@@ -66,7 +66,7 @@ describe('an isolated kernel in a KernelSession over LocalGateway', () => {
     const bootstrapped: number[] = [];
     const session = new KernelSession({
       python: pythonFactory(),
-      executor: createWatchdog({ cellTimeoutMs: 3_000, interruptGraceMs: 2_000, killGraceMs: 2_000 }),
+      executor: createWatchdog({ cellTimeoutMs: 3_000, interruptGraceMs: 3_000, killGraceMs: 15_000 }),
       cwd: ws,
       readIsolation: policy,
       bootstrap: (l) => {

@@ -15,10 +15,15 @@ export interface BaseKernelSpec {
   name: string;
   /** Its command line, with jupyter's `{connection_file}` placeholder. */
   argv: readonly string[];
+  /** Environment variables the gateway sets for the kernel (kept as they are). */
   env?: Readonly<Record<string, string>>;
+  /** Shown name; the isolated spec appends ` (isolated)`. */
   display_name: string;
+  /** The kernel's language, e.g. `python` or `R`. */
   language: string;
+  /** How the gateway interrupts the kernel. @defaultValue 'signal' */
   interrupt_mode?: 'signal' | 'message';
+  /** Kept, with a `kernelwarden` entry added describing the isolation. */
   metadata?: Readonly<Record<string, unknown>>;
   /** The base kernelspec's own folder; needed only when `argv` uses `{resource_dir}`. */
   resourceDir?: string;

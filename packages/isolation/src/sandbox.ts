@@ -23,6 +23,7 @@ export interface DetectSandboxOptions {
   searchPath?: string;
   /** Deadline for each check process. @defaultValue 10000 */
   timeoutMs?: number;
+  /** Aborts the checks (their processes are killed); the call rejects with the signal's reason. */
   signal?: AbortSignal;
 }
 

@@ -10,6 +10,7 @@ import { KernelSession, PYTHON_SLOT, type SlotFactoryContext } from '@kernelward
 import { createWatchdog, type Watchdog } from '@kernelwarden/watchdog';
 import type { Language, StackOptions } from './args.js';
 import { interimRSlot } from './interim-r-slot.js';
+import { skipRestartAfterKill } from './restart-after-kill.js';
 
 /** The kernelspec each language starts from on the gateway. */
 const BASE_KERNELSPEC: Record<Language, string> = { python: 'python3', r: 'ir' };
@@ -79,7 +80,13 @@ async function connectGateway(
     await client.kernelSpecs(signal ? { signal } : {});
     return { client, kernelSpecDir: undefined, embedded: false, release: async () => {} };
   }
-  const lease = await LocalGateway.acquire(signal ? { signal } : {});
+  const lease = await LocalGateway.acquire({
+    // A kernel that ignores SIGINT also ignores jupyter's polite shutdown request; by default the server waits 5 s
+    // before it signals the process, on every kill and restart the watchdog makes. One second is plenty for a
+    // kernel that does answer. (Applies when this call starts the server; every CLI process passes the same.)
+    serverArgs: ['--KernelManager.shutdown_wait_time=1'],
+    ...(signal ? { signal } : {}),
+  });
   const client = new GatewayClient({ baseUrl: lease.baseUrl, token: lease.token, ownership: lease.ownership });
   return { client, kernelSpecDir: lease.kernelSpecDir, embedded: true, release: () => lease.release() };
 }
@@ -131,23 +138,27 @@ export async function createStack(
 
     const python = (ctx: SlotFactoryContext) =>
       starting('python', async () =>
-        GatewayKernel.start({
-          gateway: gateway.client,
-          kernelName: await kernelName('python'),
-          cwd: ctx.cwd ?? options.cwd,
-          env: options.env,
-          signal: ctx.signal,
-        }),
+        skipRestartAfterKill(
+          await GatewayKernel.start({
+            gateway: gateway.client,
+            kernelName: await kernelName('python'),
+            cwd: ctx.cwd ?? options.cwd,
+            env: options.env,
+            signal: ctx.signal,
+          }),
+        ),
       );
     const r = interimRSlot((ctx) =>
       starting('r', async () =>
-        GatewayKernel.start({
-          gateway: gateway.client,
-          kernelName: await kernelName('r'),
-          cwd: ctx.cwd ?? options.cwd,
-          env: options.env,
-          signal: ctx.signal,
-        }),
+        skipRestartAfterKill(
+          await GatewayKernel.start({
+            gateway: gateway.client,
+            kernelName: await kernelName('r'),
+            cwd: ctx.cwd ?? options.cwd,
+            env: options.env,
+            signal: ctx.signal,
+          }),
+        ),
       ),
     );
     const watchdog = createWatchdog({

@@ -1,13 +1,18 @@
 export type { Command, GatewayAction, Language, RunSource, StackOptions } from './args.js';
 export { parseCommand } from './args.js';
 export type { CliIo } from './cli-io.js';
+export type { Stack, StackExecuteOptions, StackHooks } from './compose.js';
+export { createStack } from './compose.js';
 export type { DoctorCheck, DoctorProbe } from './doctor.js';
 export { formatDoctor, runDoctor, systemProbe } from './doctor.js';
 export { formatDuration, parseDuration } from './duration.js';
 export { ExitCode } from './exit-code.js';
+export type { Failure } from './failure.js';
+export { describeFailure } from './failure.js';
 export { helpText } from './help.js';
 export { main } from './main.js';
 export type { SavedFile, TextSink } from './output-printer.js';
 export { OutputPrinter, stripAnsi } from './output-printer.js';
+export type { RunReport } from './run-command.js';
 export { Spinner, type SpinnerStream } from './spinner.js';
 export { UsageError } from './usage-error.js';

@@ -1,14 +1,10 @@
 import { mkdirSync, mkdtempSync } from 'node:fs';
 import { join } from 'node:path';
 import type { TestProject } from 'vitest/node';
+// The `kernelwardenJupyter` entry of vitest's ProvidedContext is declared there.
+import type {} from './index.js';
 import { startTestServer, type TestServer } from './jupyter-server.js';
 import { leakTeardown } from './leaks.js';
-
-declare module 'vitest' {
-  export interface ProvidedContext {
-    kernelwardenJupyter: { baseUrl: string; token: string; root: string; runtimeDir: string; logFile: string };
-  }
-}
 
 let server: TestServer | undefined;
 let root: string | undefined;

@@ -1,6 +1,12 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { inject } from 'vitest';
 
+declare module 'vitest' {
+  export interface ProvidedContext {
+    kernelwardenJupyter: { baseUrl: string; token: string; root: string; runtimeDir: string; logFile: string };
+  }
+}
+
 export type { TestServer } from './jupyter-server.js';
 export { freePort, startTestServer } from './jupyter-server.js';
 export type { Leak } from './leaks.js';

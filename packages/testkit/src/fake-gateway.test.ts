@@ -291,3 +291,88 @@ describe('FakeGateway channels', () => {
     await gw.close();
   });
 });
+
+describe('FakeGateway kernels and faults, further', () => {
+  it('ends an interrupted cell with status abort and no error when the kernel answers like IRkernel', async () => {
+    await using gw = await FakeGateway.start({ kernelSpecs: { ir: { language: 'R', interruptReply: 'abort' } } });
+    const id = await createKernel(gw, 'ir');
+    const client = await connect(gw, id);
+    const running = client.execute('while True: pass');
+    await client.next((m) => m.header.msg_type === 'execute_input');
+    client.request('control', 'interrupt_request', {});
+    const { reply, types } = await running;
+    expect(reply.content).toEqual({ status: 'abort' });
+    expect(types).not.toContain('error');
+    expect(await client.next((m) => m.header.msg_type === 'interrupt_reply')).toMatchObject({ channel: 'control' });
+  });
+
+  it('answers kernel_info on the control channel too (the server nudge uses it)', async () => {
+    await using gw = await FakeGateway.start();
+    const client = await connect(gw, await createKernel(gw));
+    const req = client.request('control', 'kernel_info_request', {});
+    const reply = await client.next((m) => m.parent_header.msg_id === req.header.msg_id);
+    expect(reply).toMatchObject({ channel: 'control', header: { msg_type: 'kernel_info_reply' } });
+  });
+
+  it('answers a fault with a custom body after a delay on the gateway clock, and refuses a handshake', async () => {
+    const clock = new ManualClock();
+    await using gw = await FakeGateway.start({ clock });
+    gw.failNext('kernelspecs', { status: 500, body: { message: 'broken spec dir' }, delayMs: 1_000 });
+    let answered: Response | undefined;
+    const pending = api(gw, '/api/kernelspecs').then((r) => {
+      answered = r;
+    });
+    await clock.advance(999);
+    expect(answered).toBeUndefined();
+    await clock.advance(1);
+    await pending;
+    expect(answered?.status).toBe(500);
+    expect(await answered?.json()).toEqual({ message: 'broken spec dir' });
+
+    const id = await createKernel(gw);
+    gw.failNext('channels', 503);
+    await expect(connect(gw, id)).rejects.toThrow(/503/);
+    await expect(connect(gw, id)).resolves.toBeDefined();
+  });
+
+  it('speaks legacy only when configured so, and refuses a client that insists on v1', async () => {
+    await using gw = await FakeGateway.start({ wireFormats: ['legacy'] });
+    const id = await createKernel(gw);
+    const legacy = await connect(gw, id, { v1: false });
+    expect((await legacy.execute('print(3)')).reply.content.status).toBe('ok');
+    expect(gw.frames.every((f) => f.format === 'legacy')).toBe(true);
+    await expect(connect(gw, id, { v1: true })).rejects.toThrow();
+  });
+
+  it('runs scripts with the gateway clock: a sleep finishes only when the clock advances', async () => {
+    const clock = new ManualClock();
+    await using gw = await FakeGateway.start({ clock });
+    const client = await connect(gw, await createKernel(gw));
+    const running = client.execute("time.sleep(5)\nprint('woke')");
+    await client.next((m) => m.header.msg_type === 'execute_input');
+    await clock.advance(4_999);
+    expect(client.messages.some((m) => m.header.msg_type === 'stream')).toBe(false);
+    await clock.advance(1);
+    const { iopub } = await running;
+    expect(iopub.find((m) => m.header.msg_type === 'stream')?.content.text).toBe('woke\n');
+  });
+
+  it('records the create body (env, path) and every executed code on the kernel', async () => {
+    await using gw = await FakeGateway.start();
+    const res = await fetch(`${gw.baseUrl}/api/kernels`, {
+      method: 'POST',
+      headers: { Authorization: `token ${gw.token}` },
+      body: JSON.stringify({ name: 'python3', path: 'work', env: { A: '1' } }),
+    });
+    const { id } = (await res.json()) as { id: string };
+    const client = await connect(gw, id);
+    const running = client.execute("getpass.getpass('Secret: ')");
+    expect(await client.next((m) => m.header.msg_type === 'input_request')).toMatchObject({
+      content: { prompt: 'Secret: ', password: true },
+    });
+    client.request('stdin', 'input_reply', { value: 'hunter2' });
+    expect((await running).reply.content.status).toBe('ok');
+    expect(gw.kernel(id).createBody).toEqual({ name: 'python3', path: 'work', env: { A: '1' } });
+    expect(gw.kernel(id).executed).toEqual(["getpass.getpass('Secret: ')"]);
+  });
+});

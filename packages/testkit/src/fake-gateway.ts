@@ -135,6 +135,7 @@ export class FakeGateway implements AsyncDisposable {
   readonly #sockets = new Set<Socket | Duplex>();
   #drop: { remaining: number; kernelId: string | undefined } | undefined;
   #closed: Promise<void> | undefined;
+  #unlisten: () => void = () => {};
   readonly #host: KernelHost;
 
   private constructor(server: Server, opts: FakeGatewayOptions) {
@@ -178,7 +179,9 @@ export class FakeGateway implements AsyncDisposable {
       });
     });
     const gateway = new FakeGateway(server, opts);
-    opts.signal?.addEventListener('abort', () => void gateway.close(), { once: true });
+    const onAbort = () => void gateway.close();
+    opts.signal?.addEventListener('abort', onAbort, { once: true });
+    gateway.#unlisten = () => opts.signal?.removeEventListener('abort', onAbort);
     return gateway;
   }
 
@@ -233,6 +236,7 @@ export class FakeGateway implements AsyncDisposable {
   /** Closes every socket, stops every kernel and the server. Idempotent. */
   close(): Promise<void> {
     this.#closed ??= (async () => {
+      this.#unlisten();
       for (const kernel of this.#kernels.values()) kernel.shutdown();
       this.#kernels.clear();
       for (const c of this.#connections) c.ws.terminate();

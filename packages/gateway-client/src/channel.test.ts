@@ -97,11 +97,13 @@ describe('stall workaround (unsolicited pong)', () => {
     await threeStatuses;
     expect(sent.pongs).toBe(0);
 
-    // A cell: busy, execute_reply, idle. Pongs follow the first two; after idle nothing is pending.
+    // A cell: busy, execute_reply, idle. Pongs follow the messages received while it is pending (one per read:
+    // messages that arrive together share one), none after idle.
     const arrived = server.pongArrived();
     const result = await kernel.execute('print(1)');
     expect(result.status).toBe('ok');
-    expect(sent.pongs).toBe(2);
+    expect(sent.pongs).toBeGreaterThanOrEqual(1);
+    expect(sent.pongs).toBeLessThanOrEqual(2);
     await arrived;
     expect(server.state.pongs).toBeGreaterThan(0);
   });

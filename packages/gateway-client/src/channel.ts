@@ -51,6 +51,12 @@ export class KernelChannel {
   #socket: WebSocket | undefined;
   #format: 'v1' | 'legacy' = 'v1';
   #pong: (() => void) | undefined;
+  #pongQueued = false;
+  /** Sends the pong queued by the messages of one read (one pong acknowledges them all). */
+  #flushPong = (): void => {
+    this.#pongQueued = false;
+    this.#pong?.();
+  };
   #closed = false;
   #closeController = new AbortController();
   #reconnecting = false;
@@ -202,7 +208,10 @@ export class KernelChannel {
     }
     this.received++;
     this.#opts.onMessage(msg);
-    if (this.#pong && this.#opts.isRequestPending()) this.#pong();
+    if (this.#pong && !this.#pongQueued && this.#opts.isRequestPending()) {
+      this.#pongQueued = true;
+      queueMicrotask(this.#flushPong);
+    }
   }
 
   #dropped(cause: unknown): void {

@@ -1,10 +1,12 @@
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { IsolationPolicyError } from './errors.js';
+import { resolveKernelArgv } from './interpreter.js';
 import { installIsolatedKernelSpec, removeIsolatedKernelSpec } from './kernelspec.js';
 import { createReadIsolationPolicy } from './policy.js';
+import { findExecutable } from './sandbox.js';
 
 let base: string;
 let specDir: string;
@@ -64,5 +66,32 @@ describe('installIsolatedKernelSpec', () => {
     expect(IsolationPolicyError.isInstance(error)).toBe(true);
     expect((error as Error).message).toMatch(/interpreter .* lies in the hidden root/);
     expect(readdirSync(specDir)).toEqual([]);
+  });
+});
+
+describe('a bare python in the base spec', () => {
+  it('becomes the given interpreter, as jupyter would do for an unwrapped spec', async () => {
+    const policy = createReadIsolationPolicy({ roots: [{ path: data, label: 'data' }], tempDir: temp });
+    const name = await installIsolatedKernelSpec({
+      kernelSpecDir: specDir,
+      baseSpec: { ...baseSpec, argv: ['python', '-m', 'ipykernel_launcher', '-f', '{connection_file}'] },
+      policy,
+      workspace: ws,
+      privateTemp: [temp],
+      pythonExecutable: '/usr/bin/python3',
+    });
+    const spec = JSON.parse(readFileSync(join(specDir, name, 'kernel.json'), 'utf8'));
+    expect(spec.argv.slice(-5)).toEqual(['/usr/bin/python3', '-m', 'ipykernel_launcher', '-f', '{connection_file}']);
+  });
+
+  it('defaults to the interpreter jupyter-server runs on (its shebang, through env and the search path)', () => {
+    const bin = join(base, 'bin');
+    mkdirSync(bin);
+    writeFileSync(join(bin, 'jupyter-server'), '#!/usr/bin/env sh\n', { mode: 0o755 });
+    const searchPath = `${bin}:/usr/bin:/bin`;
+    const argv = resolveKernelArgv(['python3', '-m', 'ipykernel_launcher'], { searchPath });
+    expect(argv).toEqual([realpathSync(findExecutable('sh', searchPath)!), '-m', 'ipykernel_launcher']);
+    expect(resolveKernelArgv(['R', '--slave'], { searchPath })).toEqual(['R', '--slave']);
+    expect(resolveKernelArgv(['python'], { searchPath: '/nonexistent' })).toEqual(['python']);
   });
 });

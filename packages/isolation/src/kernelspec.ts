@@ -5,6 +5,7 @@ import { join, resolve } from 'node:path';
 import { InvalidOptionsError, type ReadIsolationPolicy } from '@kernelwarden/core';
 import { bwrapArguments, checkWrapInputs } from './bubblewrap.js';
 import { IsolationPolicyError, IsolationUnavailableError } from './errors.js';
+import { resolveKernelArgv } from './interpreter.js';
 import { isAbsolutePath, isWithin } from './paths.js';
 import { verifyIsolation } from './probe.js';
 import { assertSandbox, type DetectSandboxOptions, findExecutable } from './sandbox.js';
@@ -53,6 +54,11 @@ export interface InstallIsolatedKernelSpecOptions extends DetectSandboxOptions {
    * `$XDG_STATE_HOME/kernelwarden`, else `~/.local/state/kernelwarden`, when it exists. @defaultValue true
    */
   hideStateDir?: boolean;
+  /**
+   * Replaces a bare `python`/`python3` `argv[0]` of the base spec, as jupyter would with its own interpreter.
+   * @defaultValue the interpreter `jupyter-server` on the search path runs on
+   */
+  pythonExecutable?: string;
 }
 
 /** kernelwarden's state directory, as `LocalGateway` chooses it: `KERNELWARDEN_STATE_DIR`, XDG, or the default. */
@@ -159,7 +165,10 @@ export async function installIsolatedKernelSpec(opts: InstallIsolatedKernelSpecO
       cause,
     });
   }
-  const argvBase = opts.baseSpec.argv.map((a) => a.replaceAll('{resource_dir}', opts.baseSpec.resourceDir ?? ''));
+  const argvBase = resolveKernelArgv(
+    opts.baseSpec.argv.map((a) => a.replaceAll('{resource_dir}', opts.baseSpec.resourceDir ?? '')),
+    { pythonExecutable: opts.pythonExecutable, searchPath: opts.searchPath ?? process.env.PATH },
+  );
   const wrap = {
     workspace,
     readWrite: opts.extraReadWrite ?? [],

@@ -1,0 +1,59 @@
+import { closeSync, openSync, readSync, realpathSync } from 'node:fs';
+import { isAbsolute } from 'node:path';
+import { findExecutable } from './sandbox.js';
+
+/** The argv[0] values jupyter replaces with its own interpreter (`python`, `python3`, `python3.11`, ...). */
+const BARE_PYTHON = /^python(\d+(\.\d+)?)?$/;
+
+function shebang(file: string): string[] | undefined {
+  let fd: number | undefined;
+  try {
+    fd = openSync(file, 'r');
+    const buffer = Buffer.alloc(256);
+    const read = readSync(fd, buffer, 0, buffer.length, 0);
+    const first = buffer.subarray(0, read).toString('utf8').split('\n')[0] ?? '';
+    return first.startsWith('#!') ? first.slice(2).trim().split(/\s+/) : undefined;
+  } catch {
+    return undefined;
+  } finally {
+    if (fd !== undefined) closeSync(fd);
+  }
+}
+
+/**
+ * The interpreter `jupyter-server` runs on (its shebang, `#!/usr/bin/env python3` followed through the search path),
+ * which is what jupyter puts in place of a bare `python` in a kernelspec; undefined when it cannot be told.
+ */
+export function jupyterServerInterpreter(searchPath: string | undefined): string | undefined {
+  const server = findExecutable('jupyter-server', searchPath);
+  if (!server) return undefined;
+  const line = shebang(server);
+  if (!line || line.length === 0) return undefined;
+  let command = line[0]!;
+  if (command.endsWith('/env')) {
+    const named = line.slice(1).find((a) => !a.startsWith('-'));
+    command = named ? (findExecutable(named, searchPath) ?? '') : '';
+  }
+  if (!command || !isAbsolute(command)) return undefined;
+  try {
+    return realpathSync.native(command);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Does for a wrapped kernelspec what jupyter does for a plain one: a bare `python`/`python3` as `argv[0]` becomes the
+ * gateway's own interpreter (`pythonExecutable`, else the one `jupyter-server` on the search path runs on). Inside
+ * the sandbox jupyter no longer sees `argv[0]`, so without this a pip-installed spec (`"python"`) would run whatever
+ * `python` PATH finds there, if any.
+ */
+export function resolveKernelArgv(
+  argv: readonly string[],
+  opts: { pythonExecutable?: string | undefined; searchPath?: string | undefined },
+): string[] {
+  const [first, ...rest] = argv;
+  if (first === undefined || !BARE_PYTHON.test(first)) return [...argv];
+  const python = opts.pythonExecutable ?? jupyterServerInterpreter(opts.searchPath);
+  return python ? [python, ...rest] : [...argv];
+}

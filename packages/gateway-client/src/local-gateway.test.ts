@@ -16,7 +16,7 @@ import { join } from 'node:path';
 import { InvalidOptionsError } from '@kernelwarden/core';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { readServerInfo, writeServerInfo } from './local-gateway/info-file.js';
-import { addLease, liveLeases } from './local-gateway/leases.js';
+import { addLease, clearExpiredIdle, lingerPending, liveLeases, markIdle } from './local-gateway/leases.js';
 import { acquireLock } from './local-gateway/lock.js';
 import { forgetOwner, listOwners, recordOwner } from './local-gateway/ownership.js';
 import { currentProcess, identityOf, isProcessAlive, type ProcessIdentity } from './local-gateway/process-identity.js';
@@ -191,6 +191,19 @@ describe('state files', () => {
     writeFileSync(join(dir, '1-dead.json'), JSON.stringify({ ...deadProcess(), acquiredAt: 'x', lingerMs: 0 }));
     expect(liveLeases(dir).map((l) => l.pid)).toEqual([process.pid]);
     expect(existsSync(join(dir, '1-dead.json'))).toBe(false);
+  });
+
+  it('keeps the longest linger promised by any release, and drops it only once expired', () => {
+    const idle = join(dir, 'idle.json');
+    markIdle(idle, 3_600_000);
+    markIdle(idle, 0);
+    expect(lingerPending(idle)).toBe(true);
+    clearExpiredIdle(idle);
+    expect(existsSync(idle)).toBe(true);
+    writeFileSync(idle, JSON.stringify({ until: Date.now() - 1 }));
+    expect(lingerPending(idle)).toBe(false);
+    clearExpiredIdle(idle);
+    expect(existsSync(idle)).toBe(false);
   });
 
   it('records kernel ownership and refuses ids that would leave the owners directory', () => {

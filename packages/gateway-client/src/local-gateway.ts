@@ -8,7 +8,7 @@ import { GatewayUnavailableError } from './errors.js';
 import type { KernelOwnership } from './gateway-client.js';
 import { readServerInfo, type ServerInfo, writeServerInfo } from './local-gateway/info-file.js';
 import { type GatewayLayout, gatewayLayout } from './local-gateway/layout.js';
-import { addLease, clearIdle, liveLeases, markIdle } from './local-gateway/leases.js';
+import { addLease, clearExpiredIdle, lingerPending, liveLeases, markIdle } from './local-gateway/leases.js';
 import { spawnLingerWatcher } from './local-gateway/linger-watcher.js';
 import { acquireLock, type HeldLock } from './local-gateway/lock.js';
 import { clearOwners, forgetOwner, listOwners, reapOrphanKernels, recordOwner } from './local-gateway/ownership.js';
@@ -64,7 +64,7 @@ export interface LocalGatewayLocation {
 export interface LocalGatewayOptions extends LocalGatewayLocation {
   /**
    * How long the server stays up after its last lease is released (or its last holder died); `0` stops it at
-   * the last release.
+   * the last release. A longer linger promised by an earlier release is never cut short.
    * @defaultValue 30000
    */
   lingerMs?: number;
@@ -472,7 +472,7 @@ export class LocalGateway {
       try {
         ({ info, reused } = await ensureServer(located, opts, scope.signal, emit));
         leaseFile = addLease(layout.leases, lingerMs);
-        clearIdle(layout.idle);
+        clearExpiredIdle(layout.idle);
       } finally {
         lock.release();
       }
@@ -578,7 +578,8 @@ async function releaseLease(
   try {
     removeFile(leaseFile);
     if (liveLeases(layout.leases).length > 0) return;
-    if (lingerMs > 0) {
+    // A linger promised by an earlier release (e.g. `gateway start` for an hour) outlives a shorter one, even 0.
+    if (lingerMs > 0 || lingerPending(layout.idle)) {
       markIdle(layout.idle, lingerMs);
       return;
     }

@@ -46,19 +46,32 @@ export function liveLeases(dir: string): LeaseRecord[] {
   return live;
 }
 
-/** The idle marker: since when the gateway has had no holder, and how long it may linger. */
+/**
+ * The linger promise: the server stays up, with no holder, until `until` (epoch ms) — the latest end of every
+ * linger a release asked for, so a short linger never cuts a longer one promised earlier.
+ */
 export interface IdleMarker {
-  /** Epoch milliseconds. */
-  since: number;
-  lingerMs: number;
+  until: number;
 }
 
-/** Starts the linger clock (written by the last releaser). */
+function readMarker(path: string): IdleMarker | undefined {
+  const value = readJsonFile(path) as Partial<IdleMarker> | undefined;
+  return value && typeof value.until === 'number' ? { until: value.until } : undefined;
+}
+
+/** Extends the linger promise to at least `lingerMs` from now (written by a releaser that leaves no holder). */
 export function markIdle(path: string, lingerMs: number): void {
-  writePrivateFileAtomic(path, JSON.stringify({ since: Date.now(), lingerMs } satisfies IdleMarker));
+  const until = Math.max(readMarker(path)?.until ?? 0, Date.now() + lingerMs);
+  writePrivateFileAtomic(path, JSON.stringify({ until } satisfies IdleMarker));
 }
 
-/** Stops the linger clock (a new lease was taken). */
-export function clearIdle(path: string): void {
-  removeFile(path);
+/** True while a release's linger promise has not run out. */
+export function lingerPending(path: string): boolean {
+  return (readMarker(path)?.until ?? 0) > Date.now();
+}
+
+/** Drops a linger promise that has expired (a new lease was taken); a pending one is kept. */
+export function clearExpiredIdle(path: string): void {
+  const marker = readMarker(path);
+  if (marker && marker.until <= Date.now()) removeFile(path);
 }

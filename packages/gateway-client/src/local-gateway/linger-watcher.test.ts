@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -72,12 +72,14 @@ describe('linger watcher', () => {
 
     rmSync(lease);
     markIdle(layout.idle, 100);
+    markIdle(layout.idle, 10); // a shorter linger never cuts the promise of a longer one
     expect(await watcher.exited).toBe('exit code 0');
     expect(isProcessAlive(server)).toBe(false);
     expect(existsSync(layout.info)).toBe(false);
     expect(existsSync(layout.idle)).toBe(false);
     expect(existsSync(layout.lock)).toBe(false);
     expect(readdirSync(layout.dir).filter((n) => n.endsWith('.tmp') || n.startsWith('.'))).toEqual([]);
+    expect(readFileSync(layout.watcherLog, 'utf8')).not.toMatch(/error:/);
   });
 
   it('exits, leaving the server alone, when the info file names another server', async () => {
@@ -88,6 +90,7 @@ describe('linger watcher', () => {
     expect(await watcher.exited).toBe('exit code 0');
     expect(isProcessAlive(server)).toBe(true);
     expect(existsSync(layout.info)).toBe(true);
+    expect(readFileSync(layout.watcherLog, 'utf8')).not.toMatch(/error:/);
   });
 
   it('exits and clears the info file when the server dies on its own', async () => {
@@ -100,5 +103,6 @@ describe('linger watcher', () => {
     process.kill(server.pid, 'SIGKILL');
     expect(await watcher.exited).toBe('exit code 0');
     expect(existsSync(layout.info)).toBe(false);
+    expect(readFileSync(layout.watcherLog, 'utf8')).not.toMatch(/error:/);
   });
 });

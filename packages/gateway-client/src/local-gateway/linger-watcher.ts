@@ -7,7 +7,7 @@ import { writePrivateFileAtomic } from './state-dir.js';
 export interface WatcherConfig {
   layout: GatewayLayout;
   server: ProcessIdentity;
-  /** Linger used when the last holder died without releasing (no idle marker). */
+  /** Linger used when the last holder died without releasing (no linger promise in `idle.json`). */
   defaultLingerMs: number;
   pollMs: number;
   graceMs: number;
@@ -15,14 +15,15 @@ export interface WatcherConfig {
 
 /**
  * The watcher: a tiny detached Node process, one per running server. Every `pollMs` it prunes dead lease holders;
- * once there has been no live holder for the linger (the idle marker's, else the default), it takes the gateway
- * lock — the same protocol as `lock.ts`: an exclusive `link()`, stale-owner takeover under `<lock>.takeover` —
- * checks again, stops the server (SIGTERM to its group, SIGKILL after the grace, then leftover kernels), removes
- * the server's state files and exits. It also exits as soon as the server exits for any other reason.
+ * once there is no live holder and the linger has run out (the promise in `idle.json`, else `defaultLingerMs`
+ * from when it first saw no holder), it takes the gateway lock — the same protocol as `lock.ts`: an exclusive
+ * `link()`, stale-owner takeover under `<lock>.takeover` — checks again, stops the server (SIGTERM to its group,
+ * SIGKILL after the grace, then leftover kernels), removes the server's state files and exits. It also exits as
+ * soon as the server exits for any other reason.
  *
  * It is plain CommonJS written to the state directory, because it must run without this package's build (and
- * without a TypeScript loader) in a process of its own. Keep it small; its behaviour is covered by the
- * integration tests of `local-gateway.integration.test.ts`.
+ * without a TypeScript loader) in a process of its own. Keep it small; `linger-watcher.test.ts` runs it against
+ * stand-in processes and `local-gateway.integration.test.ts` against jupyter-server.
  */
 const WATCHER_SOURCE = String.raw`'use strict';
 const fs = require('node:fs');
@@ -119,6 +120,7 @@ async function stopServer(reason) {
 }
 let idleSince;
 let busy = false;
+let lastError;
 async function tick() {
   if (busy) return;
   busy = true;
@@ -133,19 +135,22 @@ async function tick() {
     if (liveHolders() > 0) { idleSince = undefined; return; }
     const marker = readJson(L.idle);
     if (idleSince === undefined) idleSince = Date.now();
-    const since = marker && typeof marker.since === 'number' ? marker.since : idleSince;
-    const linger = marker && typeof marker.lingerMs === 'number' ? marker.lingerMs : cfg.defaultLingerMs;
-    if (Date.now() - since < linger) return;
+    // A release's promise (idle.json) wins; without one (the last holder died), the starter's linger counts from
+    // when the watcher first saw no holder.
+    const until = marker && typeof marker.until === 'number' ? marker.until : idleSince + cfg.defaultLingerMs;
+    if (Date.now() < until) return;
     const held = tryLock();
     if (!held) return;
     try {
       if (!infoNamesOurServer() || liveHolders() > 0) return;
-      await stopServer('no holder for ' + linger + ' ms');
+      await stopServer('no holder, and the linger ran out at ' + new Date(until).toISOString());
       removeState();
     } finally { unlock(held); }
     process.exit(0);
   } catch (e) {
-    log('error: ' + (e && e.message));
+    const message = 'error: ' + (e && e.message);
+    if (message !== lastError) log(message); // once per distinct error, not once per tick
+    lastError = message;
   } finally { busy = false; }
 }
 log('watching server pid ' + cfg.server.pid);

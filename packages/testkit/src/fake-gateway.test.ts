@@ -3,6 +3,7 @@ import { WebSocket } from 'ws';
 import { FakeGateway } from './fake-gateway.js';
 import { ChannelsClient } from './fixtures/channels-client.js';
 import { ManualClock } from './manual-clock.js';
+import { pythonConformanceCode } from './vitest.js';
 
 const opened: ChannelsClient[] = [];
 async function connect(gw: FakeGateway, kernelId: string, opts: { v1?: boolean; session?: string } = {}) {
@@ -374,5 +375,38 @@ describe('FakeGateway kernels and faults, further', () => {
     expect((await running).reply.content.status).toBe('ok');
     expect(gw.kernel(id).createBody).toEqual({ name: 'python3', path: 'work', env: { A: '1' } });
     expect(gw.kernel(id).executed).toEqual(["getpass.getpass('Secret: ')"]);
+  });
+});
+
+describe('pythonConformanceCode on the default script', () => {
+  it('runs every conformance snippet the way IPython would', async () => {
+    await using gw = await FakeGateway.start();
+    const client = await connect(gw, await createKernel(gw));
+    const c = pythonConformanceCode;
+    const stdout = (run: Awaited<ReturnType<ChannelsClient['execute']>>) =>
+      run.iopub
+        .filter((m) => m.header.msg_type === 'stream')
+        .map((m) => m.content.text)
+        .join('');
+    expect(stdout(await client.execute(c.print('hello there')))).toBe('hello there\n');
+    await client.execute(c.setVar('kw_v', 41));
+    expect(stdout(await client.execute(c.printVar('kw_v')))).toBe('41\n');
+    expect((await client.execute(c.raise('boom'))).reply.content).toMatchObject({
+      ename: 'RuntimeError',
+      evalue: 'boom',
+    });
+    expect(stdout(await client.execute(c.join?.([c.print('a'), c.print('b')]) ?? ''))).toBe('a\nb\n');
+    const rich = await client.execute(c.richOutput?.() ?? '');
+    expect(rich.iopub.find((m) => m.header.msg_type === 'display_data')?.content.data).toMatchObject({
+      'text/html': '<b>kernelwarden</b>',
+    });
+    const asking = client.execute(c.input?.('Name? ') ?? '');
+    await client.next((m) => m.header.msg_type === 'input_request');
+    client.request('stdin', 'input_reply', { value: 'Ada' });
+    expect(stdout(await asking)).toBe('Ada\n');
+    const sleeping = client.execute(c.sleep(60_000));
+    await client.next((m) => m.header.msg_type === 'execute_input' && m.content.code === c.sleep(60_000));
+    await api(gw, `/api/kernels/${gw.kernel().id}/interrupt`, 'POST');
+    expect((await sleeping).reply.content).toMatchObject({ ename: 'KeyboardInterrupt' });
   });
 });

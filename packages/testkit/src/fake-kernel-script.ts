@@ -159,7 +159,7 @@ function statements(code: string): string[] {
  * The default FakeGateway kernel script: a tiny Python look-alike, enough for kernel-driving code to be tested with
  * real-looking cells. It understands `print(a, b)`, `x = <expr>`, a last-line expression (`execute_result`),
  * literals, names, `+ - * /` (`1/0` raises ZeroDivisionError), unknown names (NameError), `raise E('msg')`,
- * `time.sleep(s)`, `input('p')` / `getpass.getpass('p')`, `display(x)`, `while True: pass` (hangs),
+ * `time.sleep(s)`, `input('p')` / `getpass.getpass('p')`, `display(x)`, `display(HTML('…'))`, `while True: pass` (hangs),
  * `os._exit(1)` (the kernel dies). Any other statement (imports, `os.chdir(...)`) is accepted and does nothing.
  */
 export const pythonLikeScript: KernelScript = async (ctx) => {
@@ -180,6 +180,12 @@ export const pythonLikeScript: KernelScript = async (ctx) => {
         const prompt = m[3]?.trim() ? str(evaluate(m[3], ctx.state)) : '';
         const value = await ctx.input(prompt, { password: m[2] !== 'input' });
         if (m[1]) ctx.state.set(m[1], value);
+      } else if ((m = /^display\((HTML|Markdown)\((.+)\)\)$/.exec(stmt))) {
+        const mime = m[1] === 'HTML' ? 'text/html' : 'text/markdown';
+        ctx.display({
+          [mime]: str(evaluate(m[2] as string, ctx.state)),
+          'text/plain': `<IPython.core.display.${m[1]} object>`,
+        });
       } else if ((m = /^display\((.+)\)$/.exec(stmt))) {
         ctx.display({ 'text/plain': repr(evaluate(m[1] as string, ctx.state)) });
       } else if (/^while\s+True\s*:/.test(stmt)) {

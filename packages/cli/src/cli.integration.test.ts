@@ -120,6 +120,12 @@ describe('kernelwarden run (the built binary, embedded gateway)', () => {
     expect(ran.stderr).not.toContain('tok-never-printed');
   });
 
+  it('exits 4 when --hide is asked of a remote --gateway', async () => {
+    const ran = await cli(['run', '--gateway', 'http://127.0.0.1:1', '--hide', workDir, '-c', 'print(1)']);
+    expect(ran.code).toBe(4);
+    expect(ran.stderr).toMatch(/--hide needs the embedded gateway/);
+  });
+
   it('prints one JSON document with --json', async () => {
     const ran = await cli(['run', '--json', '-c', 'print("hello")\n21 * 2']);
     expect(ran.code).toBe(0);
@@ -142,6 +148,24 @@ describe('kernelwarden run (the built binary, embedded gateway)', () => {
     expect(bytes.length).toBeGreaterThan(1000);
     expect(ran.stderr).toContain(`saved image/png to ${join('plots', pngs[0]!)}`);
   });
+});
+
+describe('kernelwarden demo', () => {
+  it('runs the scripted tour and every step behaves as announced', async () => {
+    const outputs = join(workDir, 'demo');
+    const ran = await cli(['demo', '--outputs-dir', outputs], { timeoutMs: 240_000 });
+    expect(ran.code, `${ran.stdout}\n${ran.stderr}`).toBe(0);
+    expect(ran.stdout).toMatch(/Hello from Python 3/);
+    expect(ran.stdout).toMatch(/Hello from R version/);
+    expect(ran.stdout).toMatch(/interrupted in .* \(KeyboardInterrupt\)/);
+    expect(ran.stdout).toMatch(/reset in .*the kernel was reset/);
+    expect(ran.stdout).toMatch(/fresh interpreter, ready/);
+    expect(ran.stdout).toMatch(/Timeline\n/);
+    expect(ran.stdout).toMatch(/All 6 steps behaved as expected/);
+    const png = readdirSync(outputs).find((name) => name.endsWith('.png'));
+    expect(png).toBeDefined();
+    expect(readFileSync(join(outputs, png!)).subarray(0, 8).equals(PNG_SIGNATURE)).toBe(true);
+  }, 300_000);
 });
 
 describe('kernelwarden repl (in a real terminal, driven by tmux)', () => {

@@ -1,5 +1,5 @@
 import { resolve } from 'node:path';
-import type { ExecuteResult, Output, ReadIsolationPolicy } from '@kernelwarden/core';
+import { type ExecuteResult, type Output, type ReadIsolationPolicy, withDeadline } from '@kernelwarden/core';
 import { GatewayClient, GatewayKernel, LocalGateway } from '@kernelwarden/gateway-client';
 import {
   createReadIsolationPolicy,
@@ -11,6 +11,9 @@ import { createWatchdog, type Watchdog } from '@kernelwarden/watchdog';
 import type { Language, StackOptions } from './args.js';
 import { interimRSlot } from './interim-r-slot.js';
 import { skipRestartAfterKill } from './restart-after-kill.js';
+
+/** How long `Stack.close()` waits for the session to shut its kernels down. */
+const CLOSE_TIMEOUT_MS = 20_000;
 
 /** The kernelspec each language starts from on the gateway. */
 const BASE_KERNELSPEC: Record<Language, string> = { python: 'python3', r: 'ir' };
@@ -68,12 +71,6 @@ async function connectGateway(
   signal: AbortSignal | undefined,
 ): Promise<GatewayConnection> {
   if (options.gatewayUrl !== undefined) {
-    if (options.hide.length > 0) {
-      throw new IsolationUnavailableError(
-        `--hide needs the embedded gateway: a remote gateway (${options.gatewayUrl}) launches kernels we cannot sandbox`,
-        { reason: 'remote-gateway' },
-      );
-    }
     const token = env[options.tokenEnv] || undefined;
     const client = new GatewayClient({ baseUrl: options.gatewayUrl, ...(token ? { token } : {}) });
     // Fail fast with the gateway's own error (unreachable, wrong token) before any kernel is asked for.
@@ -111,6 +108,13 @@ export async function createStack(
   options: StackOptions,
   extra: StackHooks & { env?: Record<string, string | undefined>; signal?: AbortSignal } = {},
 ): Promise<Stack> {
+  if (options.gatewayUrl !== undefined && options.hide.length > 0) {
+    // Checked before anything else: no policy and no layout can make a remote server's kernels isolated.
+    throw new IsolationUnavailableError(
+      `--hide needs the embedded gateway: a remote gateway (${options.gatewayUrl}) launches kernels we cannot sandbox`,
+      { reason: 'remote-gateway' },
+    );
+  }
   const readIsolation = isolationPolicy(options);
   const gateway = await connectGateway(options, extra.env ?? process.env, extra.signal);
   try {
@@ -178,7 +182,9 @@ export async function createStack(
     const close = () =>
       (closing ??= (async () => {
         try {
-          await session.close();
+          // Bounded: a kernel stuck mid-restart must not keep a command from exiting. Whatever is left is
+          // reaped by the embedded gateway (it deletes kernels whose creating process is gone).
+          await withDeadline(() => session.close(), { timeoutMs: CLOSE_TIMEOUT_MS });
         } catch {
           // close() reports nothing useful to a CLI that is exiting; the gateway lease below still goes.
         }

@@ -158,7 +158,8 @@ export async function demoCommand(options: StackOptions, io: CliIo): Promise<num
       } catch (error) {
         const failure = describeFailure(error);
         outcome = failure.exitCode === ExitCode.timedOut ? 'reset' : 'error';
-        detail = failure.message.split('\n')[0] ?? '';
+        // The watchdog's first clause says it all ("cell exceeded 5s … the kernel was reset").
+        detail = failure.message.split(/ \(|\. /)[0] ?? '';
       } finally {
         clearTimeout(timer);
       }

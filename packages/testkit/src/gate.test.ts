@@ -1,3 +1,4 @@
+import { getEventListeners } from 'node:events';
 import { describe, expect, it } from 'vitest';
 import { Gate } from './gate.js';
 
@@ -41,5 +42,18 @@ describe('Gate', () => {
     await expect(waiting).rejects.toBe(reason);
     expect(gate.waiting).toBe(0);
     await expect(gate.wait(controller.signal)).rejects.toBe(reason);
+  });
+});
+
+describe('Gate listeners', () => {
+  it('leaves no abort listener behind after 10,000 waits on one signal', async () => {
+    const controller = new AbortController();
+    for (let i = 0; i < 10_000; i++) {
+      const gate = new Gate();
+      const waiting = gate.wait(controller.signal);
+      gate.open();
+      await waiting;
+    }
+    expect(getEventListeners(controller.signal, 'abort')).toHaveLength(0);
   });
 });

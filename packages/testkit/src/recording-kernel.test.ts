@@ -1,3 +1,4 @@
+import { getEventListeners } from 'node:events';
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from './manual-clock.js';
 import { okResult, RecordingKernel, RecordingKernelError } from './recording-kernel.js';
@@ -125,5 +126,14 @@ describe('RecordingKernel', () => {
   it('gives every kernel a distinct id unless one is given', () => {
     expect(new RecordingKernel('a').id).not.toBe(new RecordingKernel('a').id);
     expect(new RecordingKernel('a', { id: 'fixed' }).id).toBe('fixed');
+  });
+});
+
+describe('RecordingKernel listeners', () => {
+  it('leaves no abort listener behind on a long-lived signal after 10,000 executions', async () => {
+    const kernel = new RecordingKernel('k');
+    const controller = new AbortController();
+    for (let i = 0; i < 10_000; i++) await kernel.execute('x', { signal: controller.signal, timeoutMs: 60_000 });
+    expect(getEventListeners(controller.signal, 'abort')).toHaveLength(0);
   });
 });

@@ -76,6 +76,7 @@ export function okResult(cellId: string): ExecuteResult {
 export class RecordingKernel implements KernelHandle {
   /** The name used as the prefix of every recorded event. */
   readonly name: string;
+  /** The kernel id (`opts.id`, or `<name>-<n>`). */
   readonly id: string;
   /** Every recorded event, in order (shared when passed in the options). */
   readonly events: string[];
@@ -85,10 +86,15 @@ export class RecordingKernel implements KernelHandle {
   releaseOnInterrupt: boolean;
   /** What `isAlive()` returns; `kill()`/`shutdown()` clear it, `restart()` sets it. Tests may set it directly. */
   live = true;
+  /** How many times `execute()` was called (dead-kernel calls included). */
   executeCalls = 0;
+  /** How many times `interrupt()` was called. */
   interruptCalls = 0;
+  /** How many times `kill()` was called. */
   killCalls = 0;
+  /** How many times `restart()` was called. */
   restartCalls = 0;
+  /** How many times `shutdown()` was called. */
   shutdownCalls = 0;
   /** Every `execute()` call's code and options, in call order. */
   readonly executions: { code: string; opts: ExecuteOptions }[] = [];
@@ -113,6 +119,7 @@ export class RecordingKernel implements KernelHandle {
     this.#clock = opts.clock ?? systemClock;
   }
 
+  /** Returns `live`. */
   isAlive(): boolean {
     return this.live;
   }

@@ -142,7 +142,7 @@ describe('GatewayKernel on the real jupyter-server (python3)', () => {
     expect((await kernel.execute('2 + 2', { timeoutMs: 10_000 })).status).toBe('ok');
   });
 
-  it("marks a 20 MB cell outputDropped on a server with default iopub rate limits, keeping memory to the caps", async () => {
+  it('marks a 20 MB cell outputDropped on a server with default iopub rate limits, keeping memory to the caps', async () => {
     const dropped: string[] = [];
     const off = kernel.on('output-dropped', (e) => dropped.push(e.cellId));
     const result = await kernel.execute("for i in range(200000):\n    print('x' * 99)", { cellId: 'twenty-mb' });

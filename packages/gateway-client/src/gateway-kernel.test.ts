@@ -322,7 +322,7 @@ describe('GatewayKernel execution against a scripted kernel', () => {
 describe('GatewayKernel kernel death and connection loss', () => {
   it('fails pending executions at once with KernelDiedError when the server reports status dead', async () => {
     using _hook = gatewayFetch('k');
-    KernelSocket.script = { execute: (req, r) => r.send('iopub', 'status', { execution_state: 'dead' }) };
+    KernelSocket.script = { execute: (_req, r) => r.send('iopub', 'status', { execution_state: 'dead' }) };
     await using kernel = await start();
     const error = await kernel.execute('x').catch((e: unknown) => e);
     expect(KernelDiedError.isInstance(error)).toBe(true);
@@ -407,6 +407,23 @@ describe('GatewayKernel kernel death and connection loss', () => {
     expect(KernelDiedError.isInstance(error)).toBe(true);
     expect((error as KernelDiedError).reason).toBe('connection-lost');
     expect(kernel.isAlive()).toBe(false);
+  });
+});
+
+describe('GatewayKernel start and connection loss', () => {
+  it('rejects a start whose socket is lost for good during the handshake at once, not at the deadline', async () => {
+    using hook = gatewayFetch('k-lost');
+    KernelSocket.script = { kernelInfo: false };
+    const starting = start({ reconnect: { attempts: 1, initialDelayMs: 1 }, startupTimeoutMs: 600_000 }).catch(
+      (e: unknown) => e,
+    );
+    while (!lastSocket()?.kernel.requests.length) await new Promise((r) => setImmediate(r));
+    KernelSocket.failNew = true;
+    lastSocket().serverClose(1006);
+    const error = await starting;
+    expect(KernelDiedError.isInstance(error)).toBe(true);
+    expect((error as KernelDiedError).reason).toBe('connection-lost');
+    expect(calls(hook, 'DELETE', '/api/kernels/k-lost')).toHaveLength(1);
   });
 });
 

@@ -117,6 +117,7 @@ export interface KernelInfo {
 interface KernelInfoWaiter {
   ids: Set<string>;
   done(content: Record<string, unknown>): void;
+  fail(error: unknown): void;
 }
 
 /**
@@ -377,7 +378,12 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
     this.#alive = false;
     this.#stopPoll();
     this.#channel.close();
-    this.#infoWaiter = undefined;
+    this.#infoWaiter?.fail(
+      new KernelDiedError(`Kernel ${this.id} at ${this.client.baseUrl} was shut down`, {
+        reason: 'shutdown',
+        kernelId: this.id,
+      }),
+    );
     for (const execution of [...this.#pending.values()]) execution.complete({ status: 'aborted', cancelled: true });
     this.#releaseOrphans();
     if (this.#status !== 'dead') this.#setStatus('closed');
@@ -537,12 +543,21 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
 
   /** After a server-side auto-restart: reopen the channels (the new process may use new ports) and handshake. */
   async #recover(): Promise<void> {
+    const scope = abortScope({ timeoutMs: 120_000, clock: this.#clock });
     try {
-      await this.#channel.reopen();
-      await this.#handshake();
+      await this.#channel.reopen(scope.signal);
+      await this.#handshake(scope.signal);
       if (this.#alive) this.#setStatus('idle');
-    } catch {
-      await this.#checkGone();
+    } catch (error) {
+      if (!(await this.#checkGone()) && this.#alive) {
+        this.#die(
+          'dead',
+          `Kernel ${this.id} at ${this.client.baseUrl} did not come back after the server restarted it`,
+          error,
+        );
+      }
+    } finally {
+      scope.dispose();
     }
   }
 
@@ -551,9 +566,9 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
     this.#alive = false;
     this.#stopPoll();
     this.#channel.close();
-    this.#infoWaiter = undefined;
     this.#setStatus('dead');
     const error = new KernelDiedError(message, { reason, kernelId: this.id, cause });
+    this.#infoWaiter?.fail(error);
     for (const execution of [...this.#pending.values()]) execution.fail(error);
     this.#releaseOrphans();
   }
@@ -626,6 +641,10 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
       };
       const waiter: KernelInfoWaiter = {
         ids: new Set(),
+        fail: (error) => {
+          cleanup();
+          reject(error);
+        },
         done: (content) => {
           cleanup();
           const languageInfo = content.language_info as { name?: unknown } | undefined;

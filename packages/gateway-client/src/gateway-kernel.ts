@@ -292,7 +292,7 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
     let execution!: CellExecution;
     const promise = new Promise<ExecuteResult>((resolve, reject) => {
       execution = new CellExecution(msgId, cellId, opts, this.#caps, resolve, reject, () =>
-        this.#events.emit('output-dropped', { cellId }),
+        this.#events.emit('output-dropped', opts.origin === undefined ? { cellId } : { cellId, origin: opts.origin }),
       );
     });
     if (opts.signal?.aborted) {

@@ -8,7 +8,7 @@ export interface GatewayKernelEventMap {
   /** The kernel's status changed. */
   status: { status: KernelStatus; previous: KernelStatus };
   /** The server said it dropped output of a cell (its iopub rate limit); the cell's result has `outputDropped`. */
-  'output-dropped': { cellId: string };
+  'output-dropped': { cellId: string; origin?: string };
   /** A frame could not be decoded; it was skipped and the kernel keeps working. */
   'protocol-error': { error: ProtocolError };
   /** The channels socket dropped; attempt `attempt` to reopen it starts after `delayMs`. */

@@ -6,10 +6,10 @@ import {
   IsolationUnavailableError,
   installIsolatedKernelSpec,
 } from '@kernelwarden/isolation';
+import { createRSlot, R_SLOT, startIRKernel } from '@kernelwarden/r-kernel';
 import { KernelSession, PYTHON_SLOT, type SlotFactoryContext } from '@kernelwarden/supervisor';
 import { createWatchdog, type Watchdog } from '@kernelwarden/watchdog';
 import type { Language, StackOptions } from './args.js';
-import { interimRSlot } from './interim-r-slot.js';
 import { skipRestartAfterKill } from './restart-after-kill.js';
 
 /** How long `Stack.close()` waits for the session to shut its kernels down. */
@@ -152,19 +152,20 @@ export async function createStack(
           }),
         ),
       );
-    const r = interimRSlot((ctx) =>
-      starting('r', async () =>
-        skipRestartAfterKill(
-          await GatewayKernel.start({
-            gateway: gateway.client,
-            kernelName: await kernelName('r'),
-            cwd: ctx.cwd ?? options.cwd,
-            env: options.env,
-            signal: ctx.signal,
-          }),
+    const r = createRSlot({
+      spawn: (ctx) =>
+        starting('r', async () =>
+          skipRestartAfterKill(
+            await startIRKernel({
+              gateway: gateway.client,
+              kernelName: await kernelName('r'),
+              cwd: ctx.cwd ?? options.cwd,
+              env: options.env,
+              signal: ctx.signal,
+            }),
+          ),
         ),
-      ),
-    );
+    });
     const watchdog = createWatchdog({
       ...(options.timeoutMs === undefined ? {} : { cellTimeoutMs: options.timeoutMs }),
       ...(options.interruptGraceMs === undefined ? {} : { interruptGraceMs: options.interruptGraceMs }),
@@ -206,7 +207,7 @@ export async function createStack(
         }),
       interrupt: async (language) => {
         if (language === 'python') return (await session.supervisor.interrupt(PYTHON_SLOT)) > 0;
-        return (await session.supervisor.interrupt(r.language)) > 0;
+        return (await session.supervisor.interrupt(R_SLOT)) > 0;
       },
       close,
       [Symbol.asyncDispose]: close,

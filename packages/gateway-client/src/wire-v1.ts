@@ -11,6 +11,16 @@ export const V1_SUBPROTOCOL = 'v1.kernel.websocket.jupyter.org';
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder('utf-8', { fatal: true });
+const TWO_32 = 2 ** 32;
+
+// uint64 little-endian without BigInt (offsets stay below 2^53).
+function setUint64(view: DataView, at: number, value: number): void {
+  view.setUint32(at, value % TWO_32, true);
+  view.setUint32(at + 4, Math.floor(value / TWO_32), true);
+}
+function getUint64(view: DataView, at: number): number {
+  return view.getUint32(at, true) + view.getUint32(at + 4, true) * TWO_32;
+}
 
 /** Encodes a message as one v1 binary frame. */
 export function encodeV1(msg: JupyterMessage): Uint8Array {
@@ -29,16 +39,16 @@ export function encodeV1(msg: JupyterMessage): Uint8Array {
   for (const part of parts) total += part.byteLength;
   const out = new Uint8Array(total);
   const view = new DataView(out.buffer);
-  view.setBigUint64(0, BigInt(offsetCount), true);
+  setUint64(view, 0, offsetCount);
   let offset = headerSize;
   let i = 0;
   for (const part of parts) {
-    view.setBigUint64(8 * (i + 1), BigInt(offset), true);
+    setUint64(view, 8 * (i + 1), offset);
     out.set(part, offset);
     offset += part.byteLength;
     i++;
   }
-  view.setBigUint64(8 * (i + 1), BigInt(offset), true);
+  setUint64(view, 8 * (i + 1), offset);
   return out;
 }
 
@@ -46,7 +56,7 @@ export function encodeV1(msg: JupyterMessage): Uint8Array {
 export function decodeV1(frame: Uint8Array): JupyterMessage {
   if (frame.byteLength < 8) throw new ProtocolError(`v1 frame too short (${frame.byteLength} bytes)`);
   const view = new DataView(frame.buffer, frame.byteOffset, frame.byteLength);
-  const count = Number(view.getBigUint64(0, true));
+  const count = getUint64(view, 0);
   // channel, header, parent_header, metadata, content (+ buffers) and the end offset.
   if (count < 6 || 8 * (count + 1) > frame.byteLength) {
     throw new ProtocolError(`v1 frame declares ${count} offsets in ${frame.byteLength} bytes`);
@@ -54,7 +64,7 @@ export function decodeV1(frame: Uint8Array): JupyterMessage {
   const offsets = new Array<number>(count);
   let previous = 8 * (count + 1);
   for (let i = 0; i < count; i++) {
-    const value = Number(view.getBigUint64(8 * (i + 1), true));
+    const value = getUint64(view, 8 * (i + 1));
     if (value < previous || value > frame.byteLength) {
       throw new ProtocolError(`v1 frame offset ${i} (${value}) is out of order or past the frame's end`);
     }

@@ -20,7 +20,7 @@ function stateDirOption(io: CliIo): { stateDir?: string } {
 export function redactTokens(line: string): string {
   return line
     .replace(/([?&]token=)[^&\s'"]+/gi, '$1<redacted>')
-    .replace(/(Authorization:\s*token\s+)\S+/gi, '$1<redacted>');
+    .replace(/(Authorization["']?\s*:\s*["']?(?:token|bearer)\s+)[^\s"']+/gi, '$1<redacted>');
 }
 
 /**

@@ -48,8 +48,8 @@ Examples:
 An interactive prompt. A line ending in ':' (or an open bracket) continues on the next line; an empty line
 runs the block.
   :r / :py      switch to R / Python (each keeps its own kernel)
-  :reset        restart the current kernel
   :help         this list
+  :quit         leave (as Ctrl-D does)
   Ctrl-C        interrupt the running cell; press it again within 2 s to kill and restart the kernel
   Ctrl-D        exit
 

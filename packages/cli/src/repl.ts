@@ -60,6 +60,8 @@ export async function replCommand(options: StackOptions, io: CliIo): Promise<num
     historySize: 1000,
   });
   const prompt = () => {
+    // Piped input gets no prompts, like python's own REPL: only the cells' output.
+    if (!terminal) return;
     rl.setPrompt(buffer.length > 0 ? CONTINUATION : PROMPT[language]);
     rl.prompt();
   };

@@ -1,0 +1,60 @@
+import { InvalidOptionsError } from '@kernelwarden/core';
+import { GatewayAuthError, GatewayUnavailableError, KernelStartError } from '@kernelwarden/gateway-client';
+import { IsolationPolicyError, IsolationUnavailableError } from '@kernelwarden/isolation';
+import { CellTimeoutError } from '@kernelwarden/watchdog';
+import { describe, expect, it } from 'vitest';
+import { ExitCode } from './exit-code.js';
+import { describeFailure } from './failure.js';
+import { UsageError } from './usage-error.js';
+
+function construct<T>(Kind: new (...args: any[]) => T, ...args: unknown[]): T {
+  return new Kind(...args);
+}
+
+describe('describeFailure', () => {
+  it('maps each kind of error to its exit code', () => {
+    const timeout = construct(CellTimeoutError, {
+      timeoutMs: 2000,
+      slot: 'python',
+      cellId: 'c',
+      leaseId: 'l',
+      generation: 0,
+    });
+    expect(describeFailure(timeout).exitCode).toBe(ExitCode.timedOut);
+    expect(describeFailure(new UsageError('bad')).exitCode).toBe(ExitCode.usage);
+    expect(describeFailure(new InvalidOptionsError([{ path: 'x', message: 'bad' }])).exitCode).toBe(ExitCode.usage);
+    expect(describeFailure(new IsolationPolicyError('nested')).exitCode).toBe(ExitCode.usage);
+    expect(describeFailure(new IsolationUnavailableError('no bwrap', { reason: 'no-bubblewrap' })).exitCode).toBe(
+      ExitCode.isolationUnavailable,
+    );
+    expect(describeFailure(new Error('boom')).exitCode).toBe(ExitCode.internal);
+  });
+
+  it('maps every gateway failure to 3, keeping its code', () => {
+    const url = 'http://127.0.0.1:1';
+    const errors = [
+      new GatewayUnavailableError(`Gateway at ${url} is unreachable`, { url }),
+      new GatewayAuthError(`Gateway at ${url} refused the token (403)`, { status: 403, url }),
+      new KernelStartError('Failed to create kernel (HTTP 503)', { status: 503 }),
+    ];
+    expect(errors.map((e) => [describeFailure(e).exitCode, describeFailure(e).code])).toEqual([
+      [ExitCode.gatewayUnavailable, 'GATEWAY_UNAVAILABLE'],
+      [ExitCode.gatewayUnavailable, 'GATEWAY_AUTH'],
+      [ExitCode.gatewayUnavailable, 'KERNEL_START'],
+    ]);
+  });
+
+  it('points timeouts at --timeout rather than the library option', () => {
+    const timeout = construct(CellTimeoutError, {
+      timeoutMs: 2000,
+      slot: 'python',
+      cellId: 'c',
+      leaseId: 'l',
+      generation: 0,
+    });
+    const { message } = describeFailure(timeout);
+    expect(message).toMatch(/^cell exceeded 2s/);
+    expect(message).toMatch(/the kernel was reset/);
+    expect(message).toContain('(--timeout)');
+  });
+});

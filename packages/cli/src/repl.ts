@@ -30,11 +30,15 @@ export async function replCommand(options: StackOptions, io: CliIo): Promise<num
   const say = (text: string) => io.stderr.write(`${text}\n`);
   let stack: Stack;
   try {
+    spinner.start(
+      options.gatewayUrl ? `connecting to ${options.gatewayUrl}…` : 'connecting to the embedded Jupyter gateway…',
+    );
     stack = await createStack(options, {
       env: io.env,
       onKernelStarting: (language) => spinner.start(`starting the ${language === 'r' ? 'R' : 'Python'} kernel…`),
       onKernelStarted: () => spinner.stop(),
     });
+    spinner.stop();
   } catch (error) {
     spinner.stop();
     const failure = describeFailure(error);

@@ -120,12 +120,16 @@ export async function runCommand(source: RunSource, options: StackOptions, io: C
   try {
     const code = await readSource(source, io);
     checkDirectory('--cwd', options.cwd);
+    spinner.start(
+      options.gatewayUrl ? `connecting to ${options.gatewayUrl}…` : 'connecting to the embedded Jupyter gateway…',
+    );
     stack = await createStack(options, {
       env: io.env,
       signal: cell.signal,
       onKernelStarting: (language) => spinner.start(`starting the ${language === 'r' ? 'R' : 'Python'} kernel…`),
       onKernelStarted: () => spinner.stop(),
     });
+    spinner.stop();
     let result: ExecuteResult;
     try {
       result = await stack.execute(code, {

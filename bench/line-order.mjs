@@ -10,6 +10,8 @@ export class LineOrder {
   missing = 0;
   /** A line came twice, went backwards or was not a number. */
   reordered = false;
+  /** The first line that was not the next number: `{ line, expected, got }` (got cut to 80 chars). */
+  firstAnomaly;
 
   feed(text) {
     const lines = (this.#carry + text).split('\n');
@@ -17,6 +19,8 @@ export class LineOrder {
     for (const line of lines) {
       this.count++;
       const n = /^\d+$/.test(line) ? Number(line) : Number.NaN;
+      if (n !== this.next && !this.firstAnomaly)
+        this.firstAnomaly = { line: this.count, expected: this.next, got: line.slice(0, 80) };
       if (n === this.next) this.next++;
       else if (n > this.next) {
         this.missing += n - this.next;
@@ -31,7 +35,10 @@ export class LineOrder {
   }
 
   describe() {
-    if (this.reordered) return 'DUPLICATED OR OUT OF ORDER';
+    if (this.reordered) {
+      const a = this.firstAnomaly;
+      return `DUPLICATED OR OUT OF ORDER: line ${a.line} was ${JSON.stringify(a.got)}, expected ${a.expected}`;
+    }
     return this.missing ? `${this.missing} lines MISSING (in order otherwise)` : 'in order';
   }
 }

@@ -19,6 +19,6 @@ export const OUTPUT_SCENARIOS = {
     reps: 1,
     clients: ['kernelwarden', 'jupyterlab'],
     zmqFloor: false,
-    timeoutMs: 150_000,
+    timeoutMs: 90_000,
   },
 };

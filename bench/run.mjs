@@ -8,7 +8,7 @@
 //
 // Options: --rounds N (300), --only a,b (sections: roundtrip, coldstart, interrupt, output [= output-20mb,
 //          output-lines], packages),
-//          --cold N (10), --interrupts N (5), --output-reps N (3), --output-timeout SECONDS (per scenario: 120 / 150),
+//          --cold N (10), --interrupts N (5), --output-reps N (3), --output-timeout SECONDS (per scenario: 120 / 90),
 //          --update-readme, --keep (keep the temp dir).
 import './quiet-console.mjs';
 import { spawn } from 'node:child_process';
@@ -235,7 +235,6 @@ async function coldStart(stock) {
   const starters = {
     kernelwarden: () => CLIENTS.kernelwarden.start(stock),
     jupyterlab: () => JupyterLabClient.start({ ...stock, manager }),
-    minimal: () => CLIENTS.minimal.start(stock),
   };
   const samples = Object.fromEntries(Object.keys(starters).map((k) => [k, []]));
   let live = Object.keys(starters);

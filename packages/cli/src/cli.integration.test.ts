@@ -120,6 +120,24 @@ describe('kernelwarden run (the built binary, embedded gateway)', () => {
     expect(ran.stderr).not.toContain('tok-never-printed');
   });
 
+  it('runs on a remote --gateway with the token from --token-env, and exits 3 on a wrong token without printing it', async () => {
+    const { baseUrl, token } = testGateway();
+    const ok = await cli(['run', '--gateway', baseUrl, '--token-env', 'KW_TEST_TOKEN', '-c', 'print(7 * 6)'], {
+      env: { KW_TEST_TOKEN: token },
+    });
+    expect(ok.stderr).toBe('');
+    expect(ok.stdout).toBe('42\n');
+    expect(ok.code).toBe(0);
+
+    const wrong = await cli(['run', '--gateway', baseUrl, '--token-env', 'KW_TEST_TOKEN', '-c', 'print(1)'], {
+      env: { KW_TEST_TOKEN: 'wrong-token-value' },
+    });
+    expect(wrong.code).toBe(3);
+    expect(wrong.stderr).toMatch(/token/i);
+    expect(wrong.stderr).not.toContain('wrong-token-value');
+    expect(wrong.stderr).not.toContain(token);
+  });
+
   it('exits 4 when --hide is asked of a remote --gateway', async () => {
     const ran = await cli(['run', '--gateway', 'http://127.0.0.1:1', '--hide', workDir, '-c', 'print(1)']);
     expect(ran.code).toBe(4);

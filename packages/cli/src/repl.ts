@@ -91,7 +91,7 @@ export async function replCommand(options: StackOptions, io: CliIo): Promise<num
       printer.finish(result);
       if (result.timedOut)
         say('kernelwarden: the cell ran past --timeout and was interrupted (the kernel kept its state)');
-      else if (result.cancelled) say('kernelwarden: cancelled');
+      else if (result.cancelled) say('kernelwarden: the cell was stopped');
     } catch (error) {
       spinner.stop();
       if (controller.signal.aborted) say('kernelwarden: the cell was stopped and its kernel restarted');

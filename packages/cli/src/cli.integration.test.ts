@@ -1,6 +1,6 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { testGateway } from '@kernelwarden/test-env';
@@ -136,6 +136,23 @@ describe('kernelwarden run (the built binary, embedded gateway)', () => {
     expect(wrong.stderr).toMatch(/token/i);
     expect(wrong.stderr).not.toContain('wrong-token-value');
     expect(wrong.stderr).not.toContain(token);
+  });
+
+  it('runs a FILE in --cwd with --env, and a failure with --json is still one JSON document', async () => {
+    const dir = join(workDir, 'project');
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(join(workDir, 'job.py'), 'import os\nprint(os.getcwd())\nprint(os.environ["KW_GREETING"])\n');
+    const ran = await cli(['run', 'job.py', '--cwd', dir, '--env', 'KW_GREETING=hi there']);
+    expect(ran.stdout).toBe(`${dir}\nhi there\n`);
+    expect(ran.code).toBe(0);
+
+    const failed = await cli(['run', '--json', '--gateway', 'http://127.0.0.1:1', '-c', 'print(1)']);
+    expect(failed.code).toBe(3);
+    expect(JSON.parse(failed.stdout)).toMatchObject({
+      exitCode: 3,
+      status: 'failed',
+      error: { code: 'GATEWAY_UNAVAILABLE' },
+    });
   });
 
   it('exits 4 when --hide is asked of a remote --gateway', async () => {

@@ -1,6 +1,7 @@
 import { InvalidOptionsError } from '@kernelwarden/core';
 import { GatewayAuthError, GatewayUnavailableError, KernelStartError } from '@kernelwarden/gateway-client';
 import { IsolationPolicyError, IsolationUnavailableError } from '@kernelwarden/isolation';
+import { KernelFactoryError } from '@kernelwarden/supervisor';
 import { CellTimeoutError } from '@kernelwarden/watchdog';
 import { describe, expect, it } from 'vitest';
 import { ExitCode } from './exit-code.js';
@@ -42,6 +43,22 @@ describe('describeFailure', () => {
       [ExitCode.gatewayUnavailable, 'GATEWAY_AUTH'],
       [ExitCode.gatewayUnavailable, 'KERNEL_START'],
     ]);
+  });
+
+  it('classifies a wrapped kernel-factory failure by its cause and keeps the outer message', () => {
+    const cause = new IsolationUnavailableError('bwrap cannot create namespaces', { reason: 'namespaces-refused' });
+    const wrapped = new KernelFactoryError('python', 'default', cause.message, cause);
+    expect(describeFailure(wrapped)).toMatchObject({
+      exitCode: ExitCode.isolationUnavailable,
+      message: expect.stringMatching(/^Failed to build the "python" kernel .*bwrap cannot create namespaces/),
+    });
+    const gateway = new KernelStartError('Failed to create kernel (HTTP 503)', { status: 503 });
+    expect(describeFailure(new KernelFactoryError('python', 'default', gateway.message, gateway)).exitCode).toBe(
+      ExitCode.gatewayUnavailable,
+    );
+    expect(describeFailure(new KernelFactoryError('python', 'default', 'boom', new Error('boom'))).exitCode).toBe(
+      ExitCode.internal,
+    );
   });
 
   it('points timeouts at --timeout rather than the library option', () => {

@@ -22,8 +22,15 @@ export interface Failure {
  * Use it wherever a command catches; the message never contains a token (kernelwarden errors never carry one).
  */
 export function describeFailure(error: unknown): Failure {
-  const code = KernelwardenError.isInstance(error) ? error.code : undefined;
   const message = error instanceof Error ? error.message : String(error);
+  // A kernel factory's failure arrives wrapped (the supervisor's KernelFactoryError): classify by the root cause
+  // (a gateway or isolation error) and keep the outer message, which names the slot and the reason.
+  const root = rootCause(error);
+  if (root !== error) {
+    const inner = describeFailure(root);
+    if (inner.exitCode !== ExitCode.internal) return { ...inner, message };
+  }
+  const code = KernelwardenError.isInstance(error) ? error.code : undefined;
   if (CellTimeoutError.isInstance(error)) {
     return {
       exitCode: ExitCode.timedOut,
@@ -50,4 +57,15 @@ export function describeFailure(error: unknown): Failure {
     code,
     message: error instanceof Error && !KernelwardenError.isInstance(error) ? (error.stack ?? message) : message,
   };
+}
+
+/** The innermost kernelwarden error in `error`'s cause chain (or `error` itself). */
+function rootCause(error: unknown): unknown {
+  let current = error;
+  for (let depth = 0; depth < 8; depth++) {
+    const cause = (current as { cause?: unknown } | null)?.cause;
+    if (!KernelwardenError.isInstance(cause)) break;
+    current = cause;
+  }
+  return current;
 }

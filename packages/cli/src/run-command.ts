@@ -146,7 +146,10 @@ export async function runCommand(source: RunSource, options: StackOptions, io: C
     }
     printer.finish(result);
     let exitCode: number = result.status === 'ok' ? ExitCode.ok : ExitCode.cellError;
-    if (result.timedOut) {
+    if (result.error?.ename === 'RKernelUnavailable') {
+      // The R slot soft-fails into an error result: no cell ran, the kernel could not be started.
+      exitCode = ExitCode.gatewayUnavailable;
+    } else if (result.timedOut) {
       exitCode = ExitCode.timedOut;
       if (!options.json) {
         io.stderr.write(

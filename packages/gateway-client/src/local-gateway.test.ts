@@ -6,6 +6,7 @@ import {
   mkdtempSync,
   readdirSync,
   readFileSync,
+  realpathSync,
   rmSync,
   statSync,
   symlinkSync,
@@ -221,13 +222,14 @@ describe('server command', () => {
   it('keys the state by the interpreter named in the shebang', () => {
     const a = join(dir, 'server-a');
     const b = join(dir, 'server-b');
-    writeFileSync(a, '#!/usr/bin/env node\n');
+    // An absolute interpreter: `env node` would resolve through PATH, which need not be the node running the test.
+    writeFileSync(a, `#!${process.execPath}\n`);
     writeFileSync(b, '#!/bin/sh\n');
     chmodSync(a, 0o755);
     chmodSync(b, 0o755);
     const ra = resolveServerCommand(a);
     const rb = resolveServerCommand(b);
-    expect(ra?.interpreter).toBe(process.execPath);
+    expect(ra?.interpreter).toBe(realpathSync(process.execPath));
     expect(rb?.interpreter).not.toBe(ra?.interpreter);
     expect(ra?.key).not.toBe(rb?.key);
     expect(resolveServerCommand(a)?.key).toBe(ra?.key);

@@ -215,6 +215,8 @@ describe('GatewayKernel execution against a scripted kernel', () => {
     const requests = lastSocket().kernel.requests.filter((m) => m.header.msg_type === 'execute_request');
     expect(requests.map((m) => m.metadata.cellId)).toEqual(['cell-a', 'cell-b']);
     expect(requests[0]?.content.allow_stdin).toBe(false);
+    expect(requests[0]?.content.stop_on_error).toBe(false);
+    expect(kernel.status).toBe('idle');
   });
 
   it('answers input_request through onInput and sets allow_stdin', async () => {

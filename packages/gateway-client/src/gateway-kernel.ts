@@ -64,6 +64,12 @@ export interface GatewayKernelStartOptions {
    * `stop_on_error` does not abort them. @defaultValue 3000
    */
   interruptDrainMs?: number;
+  /**
+   * Sent as `stop_on_error` with every cell: when true, ipykernel aborts the requests already queued behind a cell
+   * that raised — including one sent right after the error, in a race. Off, each cell stands alone.
+   * @defaultValue false
+   */
+  stopOnError?: boolean;
   /** Attempts at `POST /api/kernels` while it answers 5xx. @defaultValue 3 */
   createAttempts?: number;
   /** Bound on the DELETE that cleans up after a failed start. @defaultValue 2000 */
@@ -98,6 +104,7 @@ const startSchema = z.object({
   kernelInfoRetryMs: z.number().positive().optional(),
   createAttempts: z.number().int().min(1).optional(),
   interruptDrainMs: positive.optional(),
+  stopOnError: z.boolean().optional(),
   cleanupTimeoutMs: positive.optional(),
   clock: z
     .custom<Clock>((v) => typeof v === 'object' && v !== null && typeof (v as Clock).setTimer === 'function')
@@ -219,7 +226,7 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
         await kernel.#step(kernel.#environmentCode(opts.cwd, opts.env), 'environment', scope);
       }
       if (opts.prelude) await kernel.#step(opts.prelude, 'prelude', scope);
-      if (kernel.#status === 'starting') kernel.#setStatus('idle');
+      if (kernel.#status === 'starting' || kernel.#status === 'busy') kernel.#setStatus('idle');
       return kernel;
     } catch (error) {
       if (kernel) await kernel.shutdown({ timeoutMs: opts.cleanupTimeoutMs ?? 2000 });
@@ -284,7 +291,7 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
         store_history: opts.storeHistory ?? !(opts.silent ?? false),
         user_expressions: {},
         allow_stdin: opts.onInput !== undefined,
-        stop_on_error: true,
+        stop_on_error: this.#opts.stopOnError ?? false,
       },
       { metadata: { cellId } },
     );
@@ -434,7 +441,15 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
             this.#kernelRestarted(state);
             return;
           }
-          if ((state === 'busy' || state === 'idle') && this.#status !== 'restarting' && this.#alive) {
+          // Only this handle's cells move the status: the handshake's and the server's own kernel_info requests
+          // (and other clients' cells) make the kernel flap busy/idle too.
+          if (
+            (state === 'busy' || state === 'idle') &&
+            parentId !== undefined &&
+            (this.#pending.has(parentId) || this.#orphans.has(parentId)) &&
+            this.#status !== 'restarting' &&
+            this.#alive
+          ) {
             this.#setStatus(state);
           }
         }

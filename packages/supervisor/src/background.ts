@@ -1,5 +1,5 @@
 import type { ExecuteResult, Output } from '@kernelwarden/core';
-import { BackgroundCellError } from './errors.js';
+import { BackgroundCellError, NoKernelError } from './errors.js';
 import type { SupervisedKernel } from './lease.js';
 import { messageOf } from './supervisor.js';
 
@@ -130,7 +130,7 @@ export class BackgroundCells {
       kernel = await build(signal);
       job.kernel = kernel;
       signal.throwIfAborted();
-      if (typeof kernel.execute !== 'function') throw new Error('the background kernel has no execute()');
+      if (typeof kernel.execute !== 'function') throw new NoKernelError('background', 'kernel has no execute()');
       const onOutput = (output: Output) => {
         if (output.type !== 'stream') return;
         streamed = true;

@@ -35,5 +35,6 @@ export type {
   SlotHold,
   StopOptions,
   SupervisorEvent,
+  WaitOptions,
 } from './supervisor.js';
 export { KernelSupervisor } from './supervisor.js';

@@ -1,3 +1,5 @@
+import { KernelwardenError } from '@kernelwarden/core';
+import { ClosedError, KernelFactoryError } from './errors.js';
 import type { SupervisedKernel } from './lease.js';
 import type { KernelFactory } from './supervisor.js';
 
@@ -84,7 +86,7 @@ export class WarmPool<K extends SupervisedKernel> {
     for (;;) {
       signal?.throwIfAborted();
       if (this.#lastError !== undefined) throw this.#lastError;
-      if (this.#closed) throw new Error('the warm pool was drained');
+      if (this.#closed) throw new ClosedError('warm pool');
       if (this.#ready.length >= this.#init.size) return;
       await new Promise<void>((resolve, reject) => {
         const onAbort = () => {
@@ -125,7 +127,7 @@ export class WarmPool<K extends SupervisedKernel> {
         const kernel = await factory({ slot, key, purpose: 'pool', signal });
         try {
           if (this.#closed) break;
-          if (!isAlive(kernel)) throw new Error('the factory returned a dead kernel');
+          if (!isAlive(kernel)) throw new KernelFactoryError(slot, key, 'the factory returned a dead kernel');
           await prepare?.(kernel, { slot, key, signal });
           if (this.#closed || !isAlive(kernel)) break;
           this.#ready.push(kernel);
@@ -135,7 +137,11 @@ export class WarmPool<K extends SupervisedKernel> {
         }
       }
     } catch (error) {
-      if (!this.#closed) this.#lastError = error ?? new Error('pool refill failed');
+      if (!this.#closed) {
+        this.#lastError = KernelwardenError.isInstance(error)
+          ? error
+          : new KernelFactoryError(slot, key, error instanceof Error ? error.message : 'pool refill failed', error);
+      }
     } finally {
       this.#filling = false;
       this.#notify();

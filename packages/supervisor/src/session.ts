@@ -4,6 +4,7 @@ import {
   type ExecuteResult,
   InvalidOptionsError,
   type ReadIsolationPolicy,
+  raceSignal,
 } from '@kernelwarden/core';
 import { BackgroundCells, type BackgroundPeek } from './background.js';
 import { BootstrapError, ClosedError, SessionStoppedError } from './errors.js';
@@ -291,9 +292,11 @@ export class KernelSession<K extends SupervisedKernel = SupervisedKernel, H = un
   /**
    * Stops the session: interrupts every slot and cancels the running turn, waits for it to leave the barrier, shuts
    * the kernels down and emits `kernel_status: stopped`. Work queued before the stop is cancelled; the session stays
-   * cancelled until the next `start()` or `execute()`. Calls during a stop join it.
+   * cancelled until the next `start()` or `execute()`. Calls during a stop join it. Aborting `signal` only stops
+   * waiting: the stop itself always runs to its end.
    */
-  stop(): Promise<void> {
+  stop(opts: { signal?: AbortSignal } = {}): Promise<void> {
+    if (opts.signal) return raceSignal(this.stop(), opts.signal);
     if (this.#closed || this.#closing) return this.#closing ?? Promise.resolve();
     if (this.#stopping) return this.#stopping;
     this.#stopEpoch += 1;
@@ -360,7 +363,9 @@ export class KernelSession<K extends SupervisedKernel = SupervisedKernel, H = un
     try {
       const current = this.#supervisor.lease(PYTHON_SLOT);
       const restarted =
-        current && isAlive(current.kernel) ? await this.#supervisor.restartIfCurrent(current) : undefined;
+        current && isAlive(current.kernel)
+          ? await this.#supervisor.restartIfCurrent(current, { signal: turn.signal })
+          : undefined;
       if (restarted) await this.#bootstrap(restarted, turn.signal);
       else {
         await this.#ensurePython(turn.signal, null);
@@ -396,14 +401,14 @@ export class KernelSession<K extends SupervisedKernel = SupervisedKernel, H = un
     return this.#background.peek(execId);
   }
 
-  /** Resolves with the final peek once the background cell ended. */
-  waitBackground(execId: string): Promise<BackgroundPeek> {
-    return this.#background.wait(execId);
+  /** Resolves with the final peek once the background cell ended; aborting `signal` stops waiting. */
+  waitBackground(execId: string, opts: { signal?: AbortSignal } = {}): Promise<BackgroundPeek> {
+    return raceSignal(this.#background.wait(execId), opts.signal);
   }
 
   /** Interrupts a background cell (its kernel is shut down); false when it had already ended. */
-  interruptBackground(execId: string): Promise<boolean> {
-    return this.#background.interrupt(execId);
+  interruptBackground(execId: string, opts: { signal?: AbortSignal } = {}): Promise<boolean> {
+    return raceSignal(this.#background.interrupt(execId), opts.signal);
   }
 
   /** The Python slot's status plus the session's own state. Answers at once. */
@@ -426,9 +431,10 @@ export class KernelSession<K extends SupervisedKernel = SupervisedKernel, H = un
   /**
    * Ends the session: cancels the running turn, shuts down every kernel — slots, R, background cells and the warm
    * pool — waits until cancelled builds are shut down too, and emits `kernel_status: ended`
-   * (`endedReason: 'session_closed'`). Idempotent; later calls reject with `ClosedError`.
+   * (`endedReason: 'session_closed'`). Idempotent. Aborting `signal` only stops waiting: the close runs to its end.
    */
-  close(): Promise<void> {
+  close(opts: { signal?: AbortSignal } = {}): Promise<void> {
+    if (opts.signal) return raceSignal(this.close(), opts.signal);
     if (this.#closing) return this.#closing;
     this.#stopEpoch += 1;
     this.#cancelled = true;

@@ -367,3 +367,46 @@ describe('KernelSupervisor.ensure during a restart', () => {
     expect(kernel.shutdownCalls).toBe(0);
   });
 });
+
+describe('signals on waiting operations', () => {
+  it("stop({ signal }) stops waiting with the caller's reason, while the slot is emptied at once and the shutdown goes on", async () => {
+    const supervisor = new KernelSupervisor<RecordingKernel>();
+    const release = new Gate();
+    const kernel = new RecordingKernel('slow');
+    const shutdown = kernel.shutdown.bind(kernel);
+    kernel.shutdown = async (opts) => {
+      await release.wait();
+      return shutdown(opts);
+    };
+    await supervisor.ensure('python', 'base', () => kernel);
+    const controller = new AbortController();
+    const stopping = supervisor.stop('python', { signal: controller.signal });
+    const reason = new Error('caller gave up');
+    controller.abort(reason);
+    await expect(stopping).rejects.toBe(reason);
+    expect(supervisor.lease('python')).toBeUndefined();
+    expect(supervisor.status('python').state).toBe('stopped');
+    release.open();
+    await supervisor.settled();
+    expect(kernel.shutdownCalls).toBe(1);
+  });
+
+  it('passes the signal to the kernel on interrupt and kill, and rejects with its reason when already aborted', async () => {
+    const supervisor = new KernelSupervisor<RecordingKernel>();
+    const kernel = new RecordingKernel('k');
+    const seen: (AbortSignal | undefined)[] = [];
+    const interrupt = kernel.interrupt.bind(kernel);
+    kernel.interrupt = (opts) => {
+      seen.push(opts?.signal);
+      return interrupt(opts);
+    };
+    const lease = await supervisor.ensure('python', 'base', () => kernel);
+    const controller = new AbortController();
+    await expect(supervisor.interruptIfCurrent(lease, { signal: controller.signal })).resolves.toBe(true);
+    expect(seen[0]).toBe(controller.signal);
+    controller.abort(new Error('no more'));
+    await expect(supervisor.killIfCurrent(lease, { signal: controller.signal })).rejects.toThrow('no more');
+    await expect(supervisor.interrupt('python', { signal: controller.signal })).rejects.toThrow('no more');
+    expect(kernel.killCalls).toBe(0);
+  });
+});

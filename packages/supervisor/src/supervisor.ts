@@ -66,6 +66,13 @@ export interface StopOptions {
   reason?: EndedReason;
   /** Marks the slot as manually stopped (`state: 'stopped'`) rather than ended. @defaultValue reason === 'manual_stop' */
   manual?: boolean;
+  /** Stops waiting for the kernels' shutdowns (they go on; the slot is emptied at once either way). */
+  signal?: AbortSignal;
+}
+
+/** The `signal` every waiting operation of the supervisor takes: aborting it ends the wait with its reason. */
+export interface WaitOptions {
+  signal?: AbortSignal;
 }
 
 /** A kernel that stays usable while a caller holds the slot: see `hold()`. */
@@ -255,27 +262,32 @@ export class KernelSupervisor<K extends SupervisedKernel = SupervisedKernel> {
    * Interrupts the current kernel of `slot`, or of every slot; resolves with how many interrupts were delivered.
    * Never waits for a build, restart or bootstrap.
    */
-  async interrupt(slot?: string): Promise<number> {
+  async interrupt(slot?: string, opts: WaitOptions = {}): Promise<number> {
+    opts.signal?.throwIfAborted();
     const leases = this.#targets(slot).flatMap((s) => (s.current ? [s.current] : []));
-    const delivered = await Promise.all(leases.map((lease) => deliverInterrupt(lease.kernel)));
+    const delivered = await raceSignal(
+      Promise.all(leases.map((lease) => deliverInterrupt(lease.kernel, opts.signal))),
+      opts.signal,
+    );
     return delivered.filter(Boolean).length;
   }
 
   /** Interrupts the kernel only while `lease` is current; true when the interrupt was delivered. */
-  async interruptIfCurrent(lease: Lease<K>): Promise<boolean> {
+  async interruptIfCurrent(lease: Lease<K>, opts: WaitOptions = {}): Promise<boolean> {
+    opts.signal?.throwIfAborted();
     if (!this.isCurrent(lease)) return false;
-    return deliverInterrupt(lease.kernel);
+    return raceSignal(deliverInterrupt(lease.kernel, opts.signal), opts.signal);
   }
 
   /** Hard-stops the kernel's interpreter (`kill()`) only while `lease` is current; true when it did. */
-  async killIfCurrent(lease: Lease<K>): Promise<boolean> {
+  async killIfCurrent(lease: Lease<K>, opts: WaitOptions = {}): Promise<boolean> {
+    opts.signal?.throwIfAborted();
     if (!this.isCurrent(lease) || typeof lease.kernel.kill !== 'function') return false;
-    try {
-      await lease.kernel.kill();
-      return true;
-    } catch {
-      return false;
-    }
+    const kill = lease.kernel.kill(opts.signal ? { signal: opts.signal } : undefined).then(
+      () => true,
+      () => false,
+    );
+    return raceSignal(kill, opts.signal);
   }
 
   /**
@@ -322,11 +334,15 @@ export class KernelSupervisor<K extends SupervisedKernel = SupervisedKernel> {
    * Empties the slot and shuts the kernel down, only while `lease` is current; true when it did.
    * @param reason - Recorded as the slot's `endedReason`. @defaultValue 'desynchronized'
    */
-  async shutdownIfCurrent(lease: Lease<K>, reason: EndedReason = 'desynchronized'): Promise<boolean> {
+  async shutdownIfCurrent(
+    lease: Lease<K>,
+    reason: EndedReason = 'desynchronized',
+    opts: WaitOptions = {},
+  ): Promise<boolean> {
     if (!this.isCurrent(lease)) return false;
     const s = this.#slot(lease.slot);
     const detached = this.#detach(s, reason, false);
-    if (detached) await this.#shutdownKernel(detached.kernel);
+    if (detached) await raceSignal(this.#shutdownKernel(detached.kernel), opts.signal);
     return true;
   }
 
@@ -349,7 +365,7 @@ export class KernelSupervisor<K extends SupervisedKernel = SupervisedKernel> {
         if (s.endedReason === undefined || manual) s.endedReason = reason;
       }
     }
-    await Promise.all(detached.map((lease) => this.#shutdownKernel(lease.kernel)));
+    await raceSignal(Promise.all(detached.map((lease) => this.#shutdownKernel(lease.kernel))), opts.signal);
     return detached.length;
   }
 
@@ -357,16 +373,19 @@ export class KernelSupervisor<K extends SupervisedKernel = SupervisedKernel> {
    * Closes the supervisor: stops every slot (`endedReason: 'shutdown'`), drains the warm pools, and refuses further
    * `ensure` calls. Builds still in flight are cancelled; await `settled()` to wait until their kernels are shut down.
    */
-  async shutdownAll(): Promise<void> {
+  async shutdownAll(opts: WaitOptions = {}): Promise<void> {
     this.#closed = true;
     const pools = [...this.#pools.values()];
     this.#pools.clear();
-    await Promise.all([this.stop(undefined, { reason: 'shutdown', manual: false }), ...pools.map((p) => p.drain())]);
+    await raceSignal(
+      Promise.all([this.stop(undefined, { reason: 'shutdown', manual: false }), ...pools.map((p) => p.drain())]),
+      opts.signal,
+    );
   }
 
   /** Resolves once every build, pool refill and shutdown the supervisor started has settled. */
-  async settled(): Promise<void> {
-    while (this.#pending.size > 0) await Promise.allSettled([...this.#pending]);
+  async settled(opts: WaitOptions = {}): Promise<void> {
+    while (this.#pending.size > 0) await raceSignal(Promise.allSettled([...this.#pending]), opts.signal);
   }
 
   /**
@@ -423,7 +442,7 @@ export class KernelSupervisor<K extends SupervisedKernel = SupervisedKernel> {
   }
 
   /** Shuts down the pooled kernels of `slot` (for one key, or all keys) and stops refilling them. */
-  async drainPool(slot: string, key?: string): Promise<void> {
+  async drainPool(slot: string, key?: string, opts: WaitOptions = {}): Promise<void> {
     const drained: Promise<void>[] = [];
     for (const [id, pool] of this.#pools) {
       if (pool.slot === slot && (key === undefined || pool.key === key)) {
@@ -431,7 +450,7 @@ export class KernelSupervisor<K extends SupervisedKernel = SupervisedKernel> {
         drained.push(pool.drain());
       }
     }
-    await Promise.all(drained);
+    await raceSignal(Promise.all(drained), opts.signal);
   }
 
   /**
@@ -601,9 +620,9 @@ export class KernelSupervisor<K extends SupervisedKernel = SupervisedKernel> {
   }
 }
 
-async function deliverInterrupt(kernel: SupervisedKernel): Promise<boolean> {
+async function deliverInterrupt(kernel: SupervisedKernel, signal?: AbortSignal): Promise<boolean> {
   try {
-    const result = await kernel.interrupt();
+    const result = await kernel.interrupt(signal ? { signal } : undefined);
     return (result as { delivered?: boolean } | undefined)?.delivered !== false;
   } catch {
     return false;

@@ -33,10 +33,12 @@ if (!client || !scenario) {
 const reps = Number(repsArg ?? 3);
 const cellTimeoutMs = Number(timeoutArg ?? scenario.timeoutMs);
 const kernel = await client.start({ baseUrl: process.env.KW_BENCH_URL, token: process.env.KW_BENCH_TOKEN });
-const progress = { partial: true, bytes: 0, lines: 0, order: 'in order', elapsedMs: 0, started: 0 };
+const progress = { partial: true, bytes: 0, lines: 0, order: 'in order', elapsedMs: 0, started: 0, baselineKb: 0 };
 function reportProgress() {
-  const { started, ...rest } = progress;
-  process.stdout.write(`${JSON.stringify({ ...rest, elapsedMs: started ? performance.now() - started : 0 })}\n`);
+  const { started, baselineKb, ...rest } = progress;
+  const elapsedMs = started ? performance.now() - started : 0;
+  const rssPeakOverBaselineMB = started ? Math.max(0, statusKb('VmHWM') - baselineKb) / 1024 : undefined;
+  process.stdout.write(`${JSON.stringify({ ...rest, elapsedMs, rssPeakOverBaselineMB })}\n`);
 }
 // A cell that outlives its time limit: report how far it got, delete the kernel, exit 3.
 const cellTimer = setTimeout(() => {
@@ -70,6 +72,7 @@ try {
     resetPeakRss();
     const start = performance.now();
     progress.started = start;
+    progress.baselineKb = baseline;
     cellTimer.refresh();
     const reply = await kernel.run(scenario.code, {
       onText: (text) => {

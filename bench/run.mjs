@@ -395,6 +395,7 @@ async function outputCells(raised) {
         server,
         unit: 'ms',
         key,
+        rssPeakOverBaselineMB: p?.rssPeakOverBaselineMB,
         received: `did not finish within ${timeoutMs / 1000} s${got}`,
       });
       log(`${label}: ${error.message}`);

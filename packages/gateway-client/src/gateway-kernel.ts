@@ -364,14 +364,30 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
     this.#setStatus('restarting');
     for (const execution of [...this.#pending.values()]) execution.complete({ status: 'aborted' });
     this.#releaseOrphans();
-    try {
+    const work = (async () => {
       await this.client.restartKernel(this.id, { signal: opts.signal, timeoutMs: 120_000 });
       await this.#channel.reopen(opts.signal);
       await this.#handshake(opts.signal);
+    })();
+    this.#holdSendsUntil(work);
+    try {
+      await work;
       if (this.#alive) this.#setStatus('idle');
     } finally {
       this.#ownRestart = false;
     }
+  }
+
+  /**
+   * Holds new requests until `work` settles. After a restart the server subscribes the new socket's iopub only once
+   * its own nudge succeeded, and our first `kernel_info_reply` arrives only after that: a cell sent earlier could
+   * run before iopub is connected and lose its `status: idle` (the cell would never complete).
+   */
+  #holdSendsUntil(work: Promise<unknown>): void {
+    const gate: Promise<void> = Promise.all([this.#gate, work.catch(() => {})]).then(() => {
+      if (this.#gate === gate) this.#gate = undefined;
+    });
+    this.#gate = gate;
   }
 
   /**
@@ -551,9 +567,12 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
     );
     for (const execution of [...this.#pending.values()]) execution.fail(lost);
     this.#releaseOrphans();
-    this.#recovering ??= this.#recover().finally(() => {
-      this.#recovering = undefined;
-    });
+    if (!this.#recovering) {
+      this.#recovering = this.#recover().finally(() => {
+        this.#recovering = undefined;
+      });
+      this.#holdSendsUntil(this.#recovering);
+    }
   }
 
   /** After a server-side auto-restart: reopen the channels (the new process may use new ports) and handshake. */

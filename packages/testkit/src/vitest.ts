@@ -44,12 +44,12 @@ export const pythonConformanceCode: ConformanceCode = {
 
 /** What the kernel under test can do; optional behaviours are tested only when declared present. */
 export interface KernelHandleCapabilities {
-  /** The snippets the suite runs. */
-  code: ConformanceCode;
-  /** Whether the kernel supports stdin (`onInput`). Declare `false` to skip the stdin tests. */
-  stdin: boolean;
-  /** Whether the kernel produces rich output. Declare `false` to skip the rich-output test. */
-  richOutput: boolean;
+  /** The snippets the suite runs. @defaultValue pythonConformanceCode */
+  code?: ConformanceCode;
+  /** Whether the kernel supports stdin (`onInput`). Declare `false` to skip the stdin tests. @defaultValue true */
+  stdin?: boolean;
+  /** Whether the kernel produces rich output. Declare `false` to skip the rich-output test. @defaultValue true */
+  richOutput?: boolean;
   /** Whether `kill()` followed by `restart()` gives a working kernel. @defaultValue true */
   killThenRestart?: boolean;
   /** Per-test timeout in ms. @defaultValue 30000 */
@@ -126,14 +126,17 @@ function outputWatcher(text: string) {
  * restart clearing state on the same handle, shutdown confirmed and idempotent, `isAlive` transitions, and — when
  * declared — stdin and rich output.
  *
- * Use it in your own test file for your kernel implementation: `describeKernelHandle('MyKernel', () => start(), caps)`.
+ * Use it in your own test file for your kernel implementation: `describeKernelHandle('MyKernel', () => start(), caps)`;
+ * without `caps` the kernel is driven with Python code and every optional behaviour is tested.
  * Tests run in order on one shared kernel, except the shutdown test, which makes its own.
  */
 export function describeKernelHandle<K extends KernelHandle>(
   name: string,
   factory: KernelHandleFactory<K>,
-  capabilities: KernelHandleCapabilities,
+  declared: KernelHandleCapabilities = {},
 ): void {
+  // Undeclared capabilities are tested: a suite skips only what its caller declared absent.
+  const capabilities = { code: pythonConformanceCode, stdin: true, richOutput: true, ...declared };
   const { code } = capabilities;
   const join = (statements: string[]) => (code.join ? code.join(statements) : statements.join('\n'));
   const timeout = capabilities.testTimeoutMs ?? 30_000;

@@ -229,6 +229,26 @@ describe('createWatchdog: the ladder on timeout', () => {
     expect(CellTimeoutError.isInstance((await outcome).error)).toBe(true);
   });
 
+  it('still waits the interrupt grace when the interrupt was not delivered, and returns a cell that finished in it', async () => {
+    const h = await harness({ hold: true });
+    h.kernel.interrupt = async () => {
+      h.kernel.interruptCalls += 1;
+      return { delivered: false };
+    };
+    const outcome = settle(h.watchdog.run({ supervisor: h.supervisor, slot: 'python', code: 'finishing()' }));
+    await h.kernel.executeEntered.wait();
+    await h.clock.advance(BUDGET);
+    expect(h.kernel.interruptCalls).toBe(1);
+    await h.clock.advance(INTERRUPT_GRACE - 1);
+    expect(h.kernel.killCalls).toBe(0);
+    h.kernel.executeRelease.open();
+    const { value, error } = await outcome;
+    expect(error).toBeUndefined();
+    expect(value?.status).toBe('ok');
+    expect(value?.timedOut).toBe(true);
+    expect(h.kernel.killCalls).toBe(0);
+  });
+
   it('shuts the kernel down and rejects with the restart-failed variant when the restart fails', async () => {
     const h = await harness({ hold: true });
     h.kernel.restart = async () => {

@@ -134,7 +134,9 @@ class CellWatch {
     if (this.#settled) return this.#finish(this.#settled, reason);
 
     // Interrupt. The grace starts when the interrupt is sent, so a slow interrupt request eats into it rather than
-    // extending it; an interrupt that reached nothing cannot stop the cell, so the kill follows at once.
+    // extending it. An undelivered interrupt (a failed request) still gets its grace: the cell may finish on its own,
+    // and the contract promises the kernel that much time before a kill. Only a lease that is no longer current
+    // skips it, since no step can act on it any more.
     const interruptGrace = this.#grace(this.#policy.interruptGraceMs);
     try {
       const delivered = await Promise.race([
@@ -142,7 +144,9 @@ class CellWatch {
         interruptGrace.elapsed.then(() => false),
       ]);
       this.#emit('interrupt', reason, lease, delivered);
-      if (delivered && !this.#settled) await Promise.race([execution, interruptGrace.elapsed]);
+      if (!this.#settled && (delivered || supervisor.isCurrent(lease))) {
+        await Promise.race([execution, interruptGrace.elapsed]);
+      }
     } finally {
       interruptGrace.cancel();
     }

@@ -50,6 +50,19 @@ describe('prepareIsolatedKernel', () => {
     for (const e of [http, down]) expect((e as Error).message).not.toContain(token);
   });
 
+  it('turns a listing that is not JSON into IsolationUnavailableError', async () => {
+    const error = await prepareIsolatedKernel({
+      gateway: { baseUrl: 'http://127.0.0.1:9', token, kernelSpecDir: '/srv/kernels' },
+      policy,
+      workspace: '/srv/ws',
+      fetch: (async () => new Response('<html>proxy error</html>', { status: 200 })) as unknown as typeof fetch,
+    }).catch((e: unknown) => e);
+    expect(IsolationUnavailableError.isInstance(error)).toBe(true);
+    expect(error).toMatchObject({ reason: 'base-kernelspec-unavailable' });
+    expect((error as Error).message).toContain('not JSON');
+    expect((error as Error).cause).toBeInstanceOf(SyntaxError);
+  });
+
   it('rejects with the caller reason when aborted', async () => {
     const controller = new AbortController();
     const reason = new Error('stop');

@@ -62,7 +62,15 @@ export async function prepareIsolatedKernel(opts: PrepareIsolatedKernelOptions):
       { reason: 'base-kernelspec-unavailable' },
     );
   }
-  const listing = (await res.json()) as { kernelspecs?: Record<string, { spec?: Omit<BaseKernelSpec, 'name'> }> };
+  let listing: { kernelspecs?: Record<string, { spec?: Omit<BaseKernelSpec, 'name'> }> };
+  try {
+    listing = (await res.json()) as typeof listing;
+  } catch (cause) {
+    throw new IsolationUnavailableError(
+      `The gateway at ${gateway.baseUrl} answered its kernelspec listing with something that is not JSON`,
+      { reason: 'base-kernelspec-unavailable', cause },
+    );
+  }
   const spec = listing.kernelspecs?.[kernelName]?.spec;
   if (!spec) {
     throw new InvalidOptionsError(

@@ -10,7 +10,6 @@ import { createRSlot, R_SLOT, startIRKernel } from '@kernelwarden/r-kernel';
 import { KernelSession, PYTHON_SLOT, type SlotFactoryContext } from '@kernelwarden/supervisor';
 import { createWatchdog, type Watchdog } from '@kernelwarden/watchdog';
 import type { Language, StackOptions } from './args.js';
-import { skipRestartAfterKill } from './restart-after-kill.js';
 
 /** How long `Stack.close()` waits for the session to shut its kernels down. */
 const CLOSE_TIMEOUT_MS = 20_000;
@@ -142,28 +141,24 @@ export async function createStack(
 
     const python = (ctx: SlotFactoryContext) =>
       starting('python', async () =>
-        skipRestartAfterKill(
-          await GatewayKernel.start({
-            gateway: gateway.client,
-            kernelName: await kernelName('python'),
-            cwd: ctx.cwd ?? options.cwd,
-            env: options.env,
-            signal: ctx.signal,
-          }),
-        ),
+        GatewayKernel.start({
+          gateway: gateway.client,
+          kernelName: await kernelName('python'),
+          cwd: ctx.cwd ?? options.cwd,
+          env: options.env,
+          signal: ctx.signal,
+        }),
       );
     const r = createRSlot({
       spawn: (ctx) =>
         starting('r', async () =>
-          skipRestartAfterKill(
-            await startIRKernel({
-              gateway: gateway.client,
-              kernelName: await kernelName('r'),
-              cwd: ctx.cwd ?? options.cwd,
-              env: options.env,
-              signal: ctx.signal,
-            }),
-          ),
+          startIRKernel({
+            gateway: gateway.client,
+            kernelName: await kernelName('r'),
+            cwd: ctx.cwd ?? options.cwd,
+            env: options.env,
+            signal: ctx.signal,
+          }),
         ),
     });
     const watchdog = createWatchdog({

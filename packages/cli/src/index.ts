@@ -13,7 +13,6 @@ export { helpText } from './help.js';
 export { main } from './main.js';
 export type { SavedFile, TextSink } from './output-printer.js';
 export { OutputPrinter, stripAnsi } from './output-printer.js';
-export { skipRestartAfterKill } from './restart-after-kill.js';
 export type { RunReport } from './run-command.js';
 export { Spinner, type SpinnerStream } from './spinner.js';
 export { UsageError } from './usage-error.js';

@@ -57,4 +57,21 @@ describe('GatewayKernel against FakeGateway', () => {
     await expect(kernel.shutdown()).resolves.toEqual({ confirmed: true });
     expect(gw.kernels.size).toBe(0);
   });
+
+  it('restart() right after kill() costs no second kernel start; after a cell it restarts again', async () => {
+    await using gw = await FakeGateway.start();
+    await using kernel = await GatewayKernel.start({ gateway: { baseUrl: gw.baseUrl, token: gw.token } });
+    const restarts = () => gw.requests.filter((r) => r.method === 'POST' && r.path.endsWith('/restart')).length;
+    await kernel.kill();
+    expect(restarts()).toBe(1);
+    await kernel.restart();
+    expect(restarts()).toBe(1);
+    expect(kernel.status).toBe('idle');
+    await kernel.restart();
+    expect(restarts()).toBe(2);
+    await kernel.kill();
+    await kernel.execute('print(1)');
+    await kernel.restart();
+    expect(restarts()).toBe(4);
+  });
 });

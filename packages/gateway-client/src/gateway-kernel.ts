@@ -153,6 +153,8 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
   #clock: Clock;
   #opts: ParsedStart;
   #ownRestart = false;
+  /** A `kill()` just gave the kernel a fresh interpreter and nothing has run on it since. */
+  #freshFromKill = false;
   #recovering: Promise<void> | undefined;
   #pollTimer: Timer | undefined;
   #pollSeen = -1;
@@ -275,6 +277,7 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
    * vanishes, and when the kernel is not alive.
    */
   execute(code: string, opts: ExecuteOptions = {}): Promise<ExecuteResult> {
+    this.#freshFromKill = false;
     return this.#execute(code, opts, true);
   }
 
@@ -351,15 +354,29 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
    * and starts a fresh one under the same id (the handle stays usable, with fresh state).
    */
   async kill(opts: { signal?: AbortSignal } = {}): Promise<void> {
-    await this.restart(opts);
+    await this.#restart(opts);
+    this.#freshFromKill = this.#alive;
   }
 
   /**
    * Fresh interpreter state on the same handle (`POST …/restart`), then the channels are reopened. Status goes
-   * `restarting` → `idle`; executions in flight resolve with `status: 'aborted'`.
+   * `restarting` → `idle`; executions in flight resolve with `status: 'aborted'`. Right after a `kill()` (which
+   * already gave the kernel a fresh interpreter) with nothing run since, it does nothing: the watchdog's
+   * kill-then-restart ladder costs one kernel start, not two.
    */
   async restart(opts: { signal?: AbortSignal } = {}): Promise<void> {
     if (!this.#alive) throw this.#notAlive();
+    if (this.#freshFromKill) {
+      this.#freshFromKill = false;
+      opts.signal?.throwIfAborted();
+      return;
+    }
+    await this.#restart(opts);
+  }
+
+  async #restart(opts: { signal?: AbortSignal }): Promise<void> {
+    if (!this.#alive) throw this.#notAlive();
+    this.#freshFromKill = false;
     this.#ownRestart = true;
     this.#setStatus('restarting');
     for (const execution of [...this.#pending.values()]) execution.complete({ status: 'aborted' });
@@ -555,6 +572,7 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
 
   #kernelRestarted(state: 'restarting' | 'dead'): void {
     if (!this.#alive) return;
+    this.#freshFromKill = false;
     if (state === 'dead') {
       this.#die('dead', `Kernel ${this.id} at ${this.client.baseUrl} died and the server could not restart it`);
       return;

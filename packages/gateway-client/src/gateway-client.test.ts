@@ -73,6 +73,21 @@ describe('GatewayClient', () => {
     expect((error as GatewayRequestError).status).toBe(500);
   });
 
+  it("sums up a Jupyter error body (message and the traceback's last line) in a failed create", async () => {
+    const body = JSON.stringify({
+      message: 'Unhandled error',
+      reason: null,
+      traceback:
+        'Traceback (most recent call last):\n  File "/usr/lib/python3/dist-packages/tornado/web.py", line 1735\n' +
+        "FileNotFoundError: [Errno 2] No such file or directory: '/opt/missing/R'\n",
+    });
+    using _hook = hookFetch(() => new Response(body, { status: 500 }));
+    const error = await new GatewayClient({ baseUrl: BASE }).createKernel({ name: 'ir' }).catch((e: unknown) => e);
+    expect((error as Error).message).toBe(
+      `Failed to create kernel "ir" on gateway ${BASE}: HTTP 500: Unhandled error — FileNotFoundError: [Errno 2] No such file or directory: '/opt/missing/R'`,
+    );
+  });
+
   it('tells ownership about created and deleted kernels', async () => {
     await using gw = await FakeGateway.start();
     const log: string[] = [];

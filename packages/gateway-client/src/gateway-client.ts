@@ -285,7 +285,7 @@ export class GatewayClient {
 
   async #detail(res: Response): Promise<string> {
     try {
-      const text = (await res.text()).trim();
+      const text = summarizeErrorBody((await res.text()).trim());
       if (!text) return '';
       const clipped = text.length > 300 ? `${text.slice(0, 300)}…` : text;
       return `: ${this.#redact(clipped)}`;
@@ -323,4 +323,29 @@ function describeCause(error: unknown): string {
   if (cause && typeof cause.code === 'string') return cause.code;
   if (error instanceof Error) return error.message;
   return String(error);
+}
+
+/**
+ * Jupyter servers answer errors with `{ message, reason, traceback }`: keep the message, the reason and the
+ * traceback's last line (the exception itself, e.g. `FileNotFoundError: … 'R'`), not the whole traceback.
+ */
+function summarizeErrorBody(text: string): string {
+  if (!text.startsWith('{')) return text;
+  try {
+    const body = JSON.parse(text) as { message?: unknown; reason?: unknown; traceback?: unknown };
+    const parts: string[] = [];
+    if (typeof body.message === 'string' && body.message) parts.push(body.message);
+    if (typeof body.reason === 'string' && body.reason && body.reason !== body.message) parts.push(body.reason);
+    if (typeof body.traceback === 'string') {
+      const last = body.traceback
+        .split('\n')
+        .map((line) => line.trim())
+        .filter(Boolean)
+        .at(-1);
+      if (last && !parts.includes(last)) parts.push(last);
+    }
+    return parts.length > 0 ? parts.join(' — ') : text;
+  } catch {
+    return text;
+  }
 }

@@ -1,7 +1,7 @@
 import { getEventListeners } from 'node:events';
 import { type ExecuteOptions, type ExecuteResult, InvalidOptionsError, isTimeoutError } from '@kernelwarden/core';
 import { KernelSupervisor, type Lease } from '@kernelwarden/supervisor';
-import { Gate, ManualClock, RecordingKernel } from '@kernelwarden/testkit';
+import { okResult as baseResult, Gate, ManualClock, RecordingKernel } from '@kernelwarden/testkit';
 import { describe, expect, it } from 'vitest';
 import {
   CellTimeoutAbandonedError,
@@ -19,18 +19,7 @@ const INTERRUPT_GRACE = 1_000;
 const KILL_GRACE = 2_000;
 
 function okResult(cellId: string, extra: Partial<ExecuteResult> = {}): ExecuteResult {
-  return {
-    status: 'ok',
-    cellId,
-    stdout: '',
-    stderr: '',
-    outputs: [],
-    cancelled: false,
-    timedOut: false,
-    stdinRequested: false,
-    truncated: false,
-    ...extra,
-  };
+  return { ...baseResult(cellId), ...extra };
 }
 
 function interruptedResult(cellId: string): ExecuteResult {

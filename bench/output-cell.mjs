@@ -63,6 +63,7 @@ try {
     inOrder: [],
     order: [],
     outputDropped: [],
+    stderr: [],
   };
   for (let i = 0; i < reps; i++) {
     let bytes = 0;
@@ -75,7 +76,12 @@ try {
     progress.baselineKb = baseline;
     cellTimer.refresh();
     const reply = await kernel.run(scenario.code, {
-      onText: (text) => {
+      onText: (text, name) => {
+        if (name !== 'stdout') {
+          // The cells print to stdout only: anything else (a kernel or server warning) is reported, not counted.
+          progress.stderr ??= text.slice(0, 200);
+          return;
+        }
         bytes += text.length;
         progress.bytes = bytes;
         if (scenario.expectLines) {
@@ -97,6 +103,8 @@ try {
       result.order.push(order.describe());
     }
     result.outputDropped.push(reply.outputDropped === true);
+    if (progress.stderr) result.stderr.push(progress.stderr);
+    progress.stderr = undefined;
   }
   clearTimeout(cellTimer);
   process.stdout.write(`${JSON.stringify(result)}\n`);

@@ -12,9 +12,9 @@
 //          --update-readme, --keep (keep the temp dir).
 import './quiet-console.mjs';
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { CLIENTS, ZMQ_FLOOR_LABEL } from './clients/catalog.mjs';
 import { JupyterLabClient } from './clients/jupyterlab.mjs';
@@ -381,7 +381,7 @@ async function outputCells(raised) {
       const expectation = scenario.expectLines
         ? r.inOrder.every(Boolean)
           ? 'all lines, in order'
-          : `INCOMPLETE: ${(r.order ?? []).join(', ') || 'lost or reordered'} (${r.bytes.join(', ')} chars)`
+          : `INCOMPLETE: ${(r.order ?? []).join(', ') || 'lost or reordered'} (${r.bytes.join(', ')} chars)${r.stderr?.length ? `; stderr: ${JSON.stringify(r.stderr[0])}` : ''}`
         : r.bytes.every((b) => b === scenario.expectBytes)
           ? 'all 20 MB'
           : `INCOMPLETE (${r.bytes.join(', ')} chars)`;
@@ -400,7 +400,7 @@ async function outputCells(raised) {
       const p = error.progress;
       const got = p?.partial
         ? scenario.expectLines
-          ? `: ${p.lines} lines so far (${p.order}), ${Math.round(p.lines / (p.elapsedMs / 1000))} lines/s`
+          ? `: ${p.lines} lines so far (${p.order}), ${Math.round(p.lines / (p.elapsedMs / 1000))} lines/s${p.stderr ? `; stderr: ${JSON.stringify(p.stderr)}` : ''}`
           : `: ${p.bytes} chars`
         : '';
       rows.push({
@@ -514,7 +514,9 @@ function runPackageBench(file, stock) {
     child.stdout.on('data', (d) => {
       stdout += d;
     });
+    const logFile = join(root, `${basename(dirname(dirname(file)))}-${basename(file)}.stderr.log`);
     child.stderr.on('data', (d) => {
+      appendFileSync(logFile, d);
       stderr = (stderr + d).slice(-4000);
     });
     const timer = setTimeout(() => child.kill('SIGTERM'), PACKAGE_BENCH_TIMEOUT_MS);
@@ -531,7 +533,13 @@ function runPackageBench(file, stock) {
         }
       }
       if (code === 0) resolve(lines);
-      else reject(new Error(`exited ${signal ?? code}: ${stderr.trim().split('\n').slice(-3).join(' | ')}`));
+      else {
+        const tail = stderr
+          .trim()
+          .split('\n')
+          .filter((l) => l.trim() && !l.startsWith('Node.js v'));
+        reject(new Error(`exited ${signal ?? code}: ${tail.slice(-4).join(' | ')} (full stderr: ${logFile})`));
+      }
     });
   });
 }

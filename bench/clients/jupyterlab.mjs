@@ -46,7 +46,7 @@ export class JupyterLabClient {
     const future = this.#kernel.requestExecute({ code, stop_on_error: false });
     if (onText) {
       future.onIOPub = (msg) => {
-        if (msg.header.msg_type === 'stream') onText(msg.content.text);
+        if (msg.header.msg_type === 'stream') onText(msg.content.text, msg.content.name);
       };
     }
     const reply = await future.done;

@@ -37,7 +37,7 @@ export class KernelwardenClient {
     const result = await this.#kernel.execute(code, {
       onOutput: onText
         ? (output) => {
-            if (output.type === 'stream') onText(output.text);
+            if (output.type === 'stream') onText(output.text, output.name);
           }
         : undefined,
     });

@@ -122,7 +122,10 @@ export class MinimalClient {
     const header = JSON.parse(parts[0]);
     if (channel === 'iopub') {
       if (header.msg_type === 'stream') {
-        if (pending.onText) pending.onText(JSON.parse(parts[3]).text);
+        if (pending.onText) {
+          const content = JSON.parse(parts[3]);
+          pending.onText(content.text, content.name);
+        }
       } else if (header.msg_type === 'status' && JSON.parse(parts[3]).execution_state === 'idle') {
         pending.idle = true;
       }
@@ -140,7 +143,7 @@ export class MinimalClient {
     this.#pending.clear();
   }
 
-  /** Executes `code`; settles once both execute_reply and status idle arrived. `onText` gets every stream chunk. */
+  /** Executes `code`; settles once both execute_reply and status idle arrived. `onText(text, name)` gets every stream chunk. */
   async run(code, { onText } = {}) {
     const content = {
       code,

@@ -76,13 +76,9 @@ async function connectGateway(
     await client.kernelSpecs(signal ? { signal } : {});
     return { client, kernelSpecDir: undefined, embedded: false, release: async () => {} };
   }
-  const lease = await LocalGateway.acquire({
-    // A kernel that ignores SIGINT also ignores jupyter's polite shutdown request; by default the server waits 5 s
-    // before it signals the process, on every kill and restart the watchdog makes. One second is plenty for a
-    // kernel that does answer. (Applies when this call starts the server; every CLI process passes the same.)
-    serverArgs: ['--KernelManager.shutdown_wait_time=1'],
-    ...(signal ? { signal } : {}),
-  });
+  // LocalGateway's server signals a kernel that ignores its shutdown request after 1 s (not jupyter's 5 s), so the
+  // watchdog's kills stay quick without arguments of ours.
+  const lease = await LocalGateway.acquire(signal ? { signal } : {});
   const client = new GatewayClient({ baseUrl: lease.baseUrl, token: lease.token, ownership: lease.ownership });
   return { client, kernelSpecDir: lease.kernelSpecDir, embedded: true, release: () => lease.release() };
 }

@@ -298,7 +298,9 @@ function serverArgs(
     '--ServerApp.terminals_enabled=False',
     // A kernel that ignores the shutdown request (a SIGINT-ignoring cell) is signalled after 1 s instead of 5 s:
     // every kill and restart of a stuck kernel is that much faster. Idle kernels exit well within it.
-    '--KernelManager.shutdown_wait_time=1',
+    ...(opts.extra.some((arg) => arg.startsWith('--KernelManager.shutdown_wait_time'))
+      ? []
+      : ['--KernelManager.shutdown_wait_time=1']),
     ...opts.extra,
   ];
 }

@@ -410,3 +410,28 @@ describe('signals on waiting operations', () => {
     expect(kernel.killCalls).toBe(0);
   });
 });
+
+describe('unconfirmed shutdowns', () => {
+  it('retries a shutdown that came back unconfirmed, in the background, until it is confirmed', async () => {
+    const clock = new ManualClock();
+    const supervisor = new KernelSupervisor<RecordingKernel>({ clock });
+    const kernel = new RecordingKernel('restarting-on-the-server');
+    const answers = [{ confirmed: false }, { confirmed: false }, { confirmed: true }];
+    const shutdown = kernel.shutdown.bind(kernel);
+    kernel.shutdown = async (opts) => {
+      await shutdown(opts);
+      return answers.shift() ?? { confirmed: true };
+    };
+    await supervisor.ensure('r', '', () => kernel);
+    await supervisor.stop('r');
+    expect(kernel.shutdownCalls).toBe(1);
+    await clock.advance(500);
+    expect(kernel.shutdownCalls).toBe(2);
+    await clock.advance(2000);
+    expect(kernel.shutdownCalls).toBe(3);
+    await clock.advance(60_000);
+    expect(kernel.shutdownCalls).toBe(3);
+    await supervisor.settled();
+    expect(clock.pendingTimers()).toBe(0);
+  });
+});

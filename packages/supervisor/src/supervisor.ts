@@ -603,11 +603,32 @@ export class KernelSupervisor<K extends SupervisedKernel = SupervisedKernel> {
       call = Promise.resolve();
     }
     const done = call.then(
-      () => undefined,
+      (outcome) => {
+        if (isUnconfirmed(outcome)) this.#track(this.#retryShutdown(kernel, 0));
+      },
       () => undefined,
     );
     this.#track(done);
     return done;
+  }
+
+  /**
+   * A shutdown that came back `{ confirmed: false }` (a DELETE refused while the server auto-restarts the kernel, a
+   * gateway that timed out) is tried again in the background, so the kernel is not left running on the server.
+   */
+  async #retryShutdown(kernel: K, attempt: number): Promise<void> {
+    const delay = SHUTDOWN_RETRY_DELAYS_MS[attempt];
+    if (delay === undefined) return;
+    await new Promise<void>((resolve) => this.#clock.setTimer(resolve, delay));
+    let outcome: unknown;
+    try {
+      outcome = await kernel.shutdown(
+        this.#shutdownTimeoutMs === undefined ? undefined : { timeoutMs: this.#shutdownTimeoutMs },
+      );
+    } catch {
+      return;
+    }
+    if (isUnconfirmed(outcome)) await this.#retryShutdown(kernel, attempt + 1);
   }
 
   #track(promise: Promise<unknown>): void {
@@ -618,6 +639,13 @@ export class KernelSupervisor<K extends SupervisedKernel = SupervisedKernel> {
     this.#pending.add(settled);
     void settled.then(() => this.#pending.delete(settled));
   }
+}
+
+/** Delays before each retry of an unconfirmed kernel shutdown. */
+const SHUTDOWN_RETRY_DELAYS_MS = [500, 2000, 5000];
+
+function isUnconfirmed(outcome: unknown): boolean {
+  return typeof outcome === 'object' && outcome !== null && (outcome as { confirmed?: unknown }).confirmed === false;
 }
 
 async function deliverInterrupt(kernel: SupervisedKernel, signal?: AbortSignal): Promise<boolean> {

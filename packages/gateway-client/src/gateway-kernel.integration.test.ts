@@ -106,14 +106,16 @@ describe('GatewayKernel on the real jupyter-server (python3)', () => {
 
   it('stops time.sleep(60) on interrupt within 2 s and keeps the variables', async () => {
     await kernel.execute('kept = 1234');
-    let busy!: () => void;
-    const started = new Promise<void>((r) => (busy = r));
-    const off = kernel.on('status', (e) => {
-      if (e.status === 'busy') busy();
+    // Interrupt once the cell is inside the sleep: a SIGINT that lands before ipykernel runs the cell (its 'busy'
+    // comes first) is not turned into a KeyboardInterrupt.
+    let sleeping!: () => void;
+    const started = new Promise<void>((r) => (sleeping = r));
+    const running = kernel.execute("import time\nprint('sleeping', flush=True)\ntime.sleep(60)", {
+      onOutput: (o) => {
+        if (o.type === 'stream' && o.text.includes('sleeping')) sleeping();
+      },
     });
-    const running = kernel.execute('import time\ntime.sleep(60)');
     await started;
-    off();
     const t0 = performance.now();
     await expect(kernel.interrupt()).resolves.toEqual({ delivered: true });
     const result = await running;

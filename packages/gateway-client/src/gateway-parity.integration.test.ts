@@ -30,12 +30,14 @@ async function scenario(gateway: { baseUrl: string; token?: string }) {
       await kernel.execute('undefined_name'),
       await kernel.execute("answer = input('name? ')\nprint(answer)", { onInput: () => 'ada' }),
     ];
-    let busy!: () => void;
-    const running = new Promise<void>((r) => (busy = r));
-    const off = kernel.on('status', (e) => e.status === 'busy' && busy());
-    const sleeping = kernel.execute('import time\ntime.sleep(60)');
+    // Interrupt once the cell is inside its sleep: ipykernel publishes 'busy' before it runs the cell, and a SIGINT
+    // landing in that gap is lost.
+    let inside!: () => void;
+    const running = new Promise<void>((r) => (inside = r));
+    const sleeping = kernel.execute("import time\nprint('sleeping')\ntime.sleep(60)", {
+      onOutput: (o) => o.type === 'stream' && o.text.includes('sleeping') && inside(),
+    });
     await running;
-    off();
     const interrupt = await kernel.interrupt();
     results.push(await sleeping);
     const listed = (await client.listKernels()).some((k) => k.id === kernel.id);

@@ -597,8 +597,24 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
   async #recover(): Promise<void> {
     const scope = abortScope({ timeoutMs: 120_000, clock: this.#clock });
     try {
-      await this.#channel.reopen(scope.signal);
-      await this.#handshake(scope.signal);
+      // The server restarts a crashed kernel asynchronously: a socket opened while it does may never see a reply.
+      // Each attempt gets a bounded handshake; a silent one reopens the socket rather than waiting out the deadline.
+      for (let attempt = 1; ; attempt++) {
+        const step = abortScope({
+          signal: scope.signal,
+          timeoutMs: Math.min(15_000, 5000 * attempt),
+          clock: this.#clock,
+        });
+        try {
+          await this.#channel.reopen(step.signal);
+          await this.#handshake(step.signal);
+          break;
+        } catch (error) {
+          if (!step.timedOut || !this.#alive) throw error;
+        } finally {
+          step.dispose();
+        }
+      }
       if (this.#alive) this.#setStatus('idle');
     } catch (error) {
       if (!(await this.#checkGone()) && this.#alive) {

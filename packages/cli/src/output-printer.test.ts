@@ -2,6 +2,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { ExecuteResult } from '@kernelwarden/core';
+import { okResult } from '@kernelwarden/testkit';
 import { afterEach, describe, expect, it } from 'vitest';
 import { OutputPrinter, stripAnsi } from './output-printer.js';
 
@@ -21,18 +22,7 @@ function sink(isTTY = false) {
 }
 
 function result(over: Partial<ExecuteResult> = {}): ExecuteResult {
-  return {
-    status: 'ok',
-    cellId: 'c1',
-    stdout: '',
-    stderr: '',
-    outputs: [],
-    cancelled: false,
-    timedOut: false,
-    stdinRequested: false,
-    truncated: false,
-    ...over,
-  };
+  return { ...okResult('c1'), ...over };
 }
 
 const dirs: string[] = [];

@@ -107,16 +107,7 @@ export function bwrapArguments(
   const temp = privateTemp[0] ?? '/tmp';
   const env: Record<string, string> = { TMPDIR: temp, TMP: temp, TEMP: temp, ...opts.setEnv };
   return [
-    '--die-with-parent',
-    '--unshare-pid',
-    '--unshare-ipc',
-    '--ro-bind',
-    '/',
-    '/',
-    '--dev',
-    '/dev',
-    '--proc',
-    '/proc',
+    ...SANDBOX_BASE_ARGS,
     ...ordered.flatMap(({ op }) => op.args),
     ...connectionOps,
     // The empty tmpfs over each hidden root goes read-only (non-recursive: binds inside keep their modes).
@@ -138,6 +129,23 @@ export function privateTempDirs(policy: ReadIsolationPolicy, opts: WrapCommandOp
 export function connectionFileArguments(connectionFile: string): string[] {
   return ['--tmpfs', dirname(connectionFile), '--bind', connectionFile, connectionFile];
 }
+
+/**
+ * What every sandbox starts from, the probe's included: it dies with its parent, sees only its own processes and IPC,
+ * and the whole filesystem read-only with fresh /dev and /proc; mounts for the policy come after it.
+ */
+export const SANDBOX_BASE_ARGS: readonly string[] = [
+  '--die-with-parent',
+  '--unshare-pid',
+  '--unshare-ipc',
+  '--ro-bind',
+  '/',
+  '/',
+  '--dev',
+  '/dev',
+  '--proc',
+  '/proc',
+];
 
 /**
  * Builds the command line that runs `argv` under bubblewrap with `policy` enforced: the whole filesystem read-only,

@@ -1,5 +1,6 @@
 import { accessSync, constants } from 'node:fs';
 import { delimiter, isAbsolute, join } from 'node:path';
+import { SANDBOX_BASE_ARGS } from './bubblewrap.js';
 import { IsolationUnavailableError, type IsolationUnavailableReason } from './errors.js';
 import { runProcess } from './subprocess.js';
 
@@ -101,16 +102,7 @@ export async function detectSandbox(opts: DetectSandboxOptions = {}): Promise<Sa
       envPath,
       '--ignore-signal=INT',
       bwrapPath,
-      '--die-with-parent',
-      '--unshare-pid',
-      '--unshare-ipc',
-      '--ro-bind',
-      '/',
-      '/',
-      '--dev',
-      '/dev',
-      '--proc',
-      '/proc',
+      ...SANDBOX_BASE_ARGS,
       '--tmpfs',
       '/tmp',
       '--',

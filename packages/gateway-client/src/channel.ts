@@ -22,6 +22,12 @@ export interface ReconnectPolicy {
 export interface KernelChannelOptions {
   WebSocket: WebSocketClass;
   url: string;
+  /**
+   * This client's session id. jupyter_server writes its own messages (`restarting`/`dead` status, rate-limit
+   * notices) under it, numbered from 0 by each connection's handler: they are never replayed and their ids repeat
+   * across connections, so they are exempt from duplicate dropping.
+   */
+  sessionId: string;
   headers: Record<string, string>;
   /** What errors name: the gateway's base URL and the kernel id (never the token). */
   where: string;
@@ -198,7 +204,7 @@ export class KernelChannel {
       return;
     }
     const id = msg.header.msg_id;
-    if (typeof id === 'string') {
+    if (typeof id === 'string' && msg.header.session !== this.#opts.sessionId) {
       if (this.#seen.has(id)) return;
       const evicted = this.#ring[this.#ringAt];
       if (evicted !== undefined) this.#seen.delete(evicted);

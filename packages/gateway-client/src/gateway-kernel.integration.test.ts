@@ -172,31 +172,34 @@ describe('GatewayKernel on the real jupyter-server (python3)', () => {
     expect(result.error?.ename).toBe('NameError');
   });
 
-  it('settles a cell within 5 s with KernelDiedError when the kernel process is killed -9, and recovers', async () => {
-    let busy!: () => void;
-    const started = new Promise<void>((r) => (busy = r));
-    const running = kernel.execute("import time\nprint('go', flush=True)\ntime.sleep(60)", { onOutput: () => busy() });
-    const outcome = running.then(
-      (r) => r,
-      (e: unknown) => e,
-    );
-    await started;
-    const pids = kernelPids(kernel.id);
-    expect(pids.length).toBeGreaterThan(0);
-    const t0 = performance.now();
-    for (const pid of pids) process.kill(pid, 'SIGKILL');
-    const settled = await outcome;
-    expect(performance.now() - t0).toBeLessThan(5000);
-    expect(KernelDiedError.isInstance(settled)).toBe(true);
-    expect((settled as KernelDiedError).reason).toBe('restarted');
-    // The server restarted the kernel: the same handle works again. Known flake (open in issue 3): now and then the
-    // first cell after the server's auto-restart never sees its idle status; a later cell on the same handle does.
-    let after = await kernel.execute('3 + 3', { timeoutMs: 10_000 });
-    for (let attempt = 1; after.status !== 'ok' && attempt < 3; attempt++) {
-      after = await kernel.execute('3 + 3', { timeoutMs: 10_000 });
+  it('settles a cell within 5 s with KernelDiedError when the kernel process is killed -9, and the very next cell works', async () => {
+    // Three rounds: jupyter-server auto-restarts the kernel each time (new ports while it is young), and the first
+    // cell after each recovery must complete — it used to lose its status idle now and then when it ran before the
+    // new socket's iopub subscription reached the kernel.
+    for (let round = 1; round <= 3; round++) {
+      let busy!: () => void;
+      const started = new Promise<void>((r) => (busy = r));
+      const running = kernel.execute("import time\nprint('go', flush=True)\ntime.sleep(60)", {
+        onOutput: () => busy(),
+      });
+      const outcome = running.then(
+        (r) => r,
+        (e: unknown) => e,
+      );
+      await started;
+      const pids = kernelPids(kernel.id);
+      expect(pids.length).toBeGreaterThan(0);
+      const t0 = performance.now();
+      for (const pid of pids) process.kill(pid, 'SIGKILL');
+      const settled = await outcome;
+      expect(performance.now() - t0).toBeLessThan(5000);
+      expect(KernelDiedError.isInstance(settled)).toBe(true);
+      expect((settled as KernelDiedError).reason).toBe('restarted');
+      const after = await kernel.execute(`print('round', ${round})\n${round} * 7`, { timeoutMs: 30_000 });
+      expect(after).toMatchObject({ status: 'ok', stdout: `round ${round}\n`, timedOut: false });
+      expect(after.outputs.at(-1)).toMatchObject({ type: 'execute_result', data: { 'text/plain': String(round * 7) } });
     }
-    expect(after.status).toBe('ok');
-  });
+  }, 120_000);
 });
 
 describe('GatewayKernel wire formats on the real server', () => {

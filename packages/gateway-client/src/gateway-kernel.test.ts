@@ -6,6 +6,7 @@ import { KernelDiedError, KernelStartError } from './errors.js';
 import type { WebSocketClass } from './gateway-client.js';
 import { GatewayKernel, type GatewayKernelStartOptions } from './gateway-kernel.js';
 import { type KernelScript, scriptedKernel } from './kernel-script.test-fixture.js';
+import { createMessage, type JupyterMessage } from './message.js';
 
 const BASE = 'http://127.0.0.1:9999';
 const OPEN = 1;
@@ -348,6 +349,28 @@ describe('GatewayKernel kernel death and connection loss', () => {
     expect(FakeWebSocket.instances.length).toBe(2);
   });
 
+  it('notices every auto-restart, though the server numbers its own status messages from 0 on each connection', async () => {
+    using _hook = gatewayFetch('k');
+    // jupyter_server writes `restarting` itself, under the client's session id, with a msg_id counted by each
+    // connection's handler: the same id comes back after a reconnect and must not be taken for a replay.
+    const restarting = (req: JupyterMessage) => {
+      const msg = createMessage('iopub', 'status', req.header.session, { execution_state: 'restarting' });
+      msg.header.msg_id = `${req.header.session}_4242_1`;
+      return msg;
+    };
+    let executes = 0;
+    KernelSocket.script = {
+      execute: (req, r) => (++executes % 2 === 1 ? r.raw(restarting(req)) : r.ok(req, { stdout: 'ok' })),
+    };
+    await using kernel = await start();
+    for (let round = 1; round <= 3; round++) {
+      const error = await kernel.execute('x').catch((e: unknown) => e);
+      expect((error as KernelDiedError).reason).toBe('restarted');
+      expect(await kernel.execute('y')).toMatchObject({ status: 'ok', stdout: 'ok' });
+    }
+    expect(FakeWebSocket.instances.length).toBe(4);
+  });
+
   it('fails a pending cell with reason gone when the kernel vanishes from REST while the socket is quiet', async () => {
     let gone = false;
     using _hook = gatewayFetch('k', (method, url) =>
@@ -383,7 +406,7 @@ describe('GatewayKernel kernel death and connection loss', () => {
     const duplicate = {
       ...req,
       channel: 'iopub',
-      header: { ...req.header, msg_id: 'dup-1', msg_type: 'stream' },
+      header: { ...req.header, session: 'kernel-session', msg_id: 'dup-1', msg_type: 'stream' },
       parent_header: req.header,
       content: { name: 'stdout', text: 'line 2\n' },
     };
@@ -413,6 +436,46 @@ describe('GatewayKernel kernel death and connection loss', () => {
 });
 
 describe('GatewayKernel start and connection loss', () => {
+  it('waits until iopub carries a kernel_info status before the first cell, so a slow-joining iopub loses nothing', async () => {
+    using _hook = gatewayFetch('k');
+    // iopub reaches the client only from the third kernel_info_request on: a cell sent after the first reply
+    // would lose its status idle and never complete.
+    KernelSocket.script = { iopubAfterInfos: 3 };
+    await using kernel = await start();
+    const infos = () => lastSocket().kernel.requests.filter((r) => r.header.msg_type === 'kernel_info_request').length;
+    expect(infos()).toBe(3);
+    const result = await kernel.execute('1');
+    expect(result.status).toBe('ok');
+  });
+
+  it('accepts a kernel that never publishes a status for kernel_info after a few nudges', async () => {
+    using _hook = gatewayFetch('k');
+    KernelSocket.script = { kernelInfoStatus: false };
+    await using kernel = await start();
+    const infos = lastSocket().kernel.requests.filter((r) => r.header.msg_type === 'kernel_info_request').length;
+    expect(infos).toBe(7);
+    expect((await kernel.execute('1')).status).toBe('ok');
+  });
+
+  it('re-checks iopub after a server auto-restart before the next cell runs', async () => {
+    using _hook = gatewayFetch('k');
+    let executes = 0;
+    KernelSocket.script = {
+      iopubAfterInfos: 2,
+      execute: (req, r) =>
+        ++executes === 1 ? r.send('iopub', 'status', { execution_state: 'restarting' }) : r.ok(req, { stdout: 'y' }),
+    };
+    await using kernel = await start();
+    const error = await kernel.execute('x').catch((e: unknown) => e);
+    expect((error as KernelDiedError).reason).toBe('restarted');
+    const result = await kernel.execute('y');
+    expect(result).toMatchObject({ status: 'ok', stdout: 'y' });
+    expect(FakeWebSocket.instances.length).toBe(2);
+    const after = lastSocket().kernel.requests.map((r) => r.header.msg_type);
+    expect(after.indexOf('execute_request')).toBeGreaterThan(after.lastIndexOf('kernel_info_request'));
+    expect(after.filter((t) => t === 'kernel_info_request').length).toBeGreaterThanOrEqual(2);
+  });
+
   it('rejects a start whose socket is lost for good during the handshake at once, not at the deadline', async () => {
     using hook = gatewayFetch('k-lost');
     KernelSocket.script = { kernelInfo: false };

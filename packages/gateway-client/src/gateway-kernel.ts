@@ -57,7 +57,11 @@ export interface GatewayKernelStartOptions {
    * still exists (a vanished kernel fails them with `KernelDiedError`). `0` disables polling. @defaultValue 2000
    */
   livenessPollMs?: number;
-  /** Interval between `kernel_info_request` retries until the first reply. @defaultValue 1000 */
+  /**
+   * Interval between `kernel_info_request` retries until the first reply. The handshake also waits for the
+   * request's `status` on iopub (re-sending every 250 ms, six times at most), so that iopub is known to be
+   * subscribed before the first cell runs. @defaultValue 1000
+   */
   kernelInfoRetryMs?: number;
   /**
    * After a cancelled cell is interrupted, later requests wait this long at most for its reply, so the kernel's
@@ -123,9 +127,17 @@ export interface KernelInfo {
 
 interface KernelInfoWaiter {
   ids: Set<string>;
+  /** A `kernel_info_reply` to one of `ids` arrived. */
   done(content: Record<string, unknown>): void;
+  /** An iopub message whose parent is one of `ids` arrived: this socket's iopub subscription is live. */
+  iopub(): void;
   fail(error: unknown): void;
 }
+
+/** After the reply, how many more `kernel_info_request`s the handshake sends while waiting for iopub. */
+const IOPUB_NUDGES = 6;
+/** Their interval (jupyter_server nudges every 500 ms). */
+const IOPUB_NUDGE_MS = 250;
 
 /**
  * A kernel running on a Jupyter Server or Kernel Gateway, driven over REST and the channels WebSocket.
@@ -176,6 +188,7 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
     this.#channel = new KernelChannel({
       WebSocket: client.WebSocket,
       url: target.url,
+      sessionId: this.sessionId,
       headers: target.headers,
       where: `kernel ${model.id} at ${client.baseUrl}`,
       protocol: opts.protocol ?? 'auto',
@@ -396,9 +409,9 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
   }
 
   /**
-   * Holds new requests until `work` settles. After a restart the server subscribes the new socket's iopub only once
-   * its own nudge succeeded, and our first `kernel_info_reply` arrives only after that: a cell sent earlier could
-   * run before iopub is connected and lose its `status: idle` (the cell would never complete).
+   * Holds new requests until `work` settles. After a restart the new socket's iopub subscription is confirmed only
+   * by the handshake (see `#handshake`): a cell sent earlier could run before iopub is connected and lose its
+   * `status: idle` (the cell would never complete).
    */
   #holdSendsUntil(work: Promise<unknown>): void {
     const gate: Promise<void> = Promise.all([this.#gate, work.catch(() => {})]).then(() => {
@@ -468,6 +481,8 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
     const type = msg.header.msg_type;
     switch (msg.channel) {
       case 'iopub': {
+        const waiter = this.#infoWaiter;
+        if (waiter && parentId !== undefined && waiter.ids.has(parentId)) waiter.iopub();
         if (type === 'status') {
           const state = msg.content.execution_state;
           if (state === 'restarting' || state === 'dead') {
@@ -689,7 +704,14 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
     this.#pollTimer = undefined;
   }
 
-  /** Sends `kernel_info_request` (again every `kernelInfoRetryMs`) until the first reply. */
+  /**
+   * Sends `kernel_info_request` (again every `kernelInfoRetryMs`) until the first reply, then until iopub carries a
+   * message of one of them, like jupyter_server's own nudge. A socket opened on a freshly (re)started kernel may
+   * receive its shell reply before its iopub subscription reaches the kernel (ZMQ's slow joiner): a cell sent then
+   * would lose its `status: idle` and never complete. jupyter_server 1.23 skips its nudge after an auto-restart of
+   * a kernel that died busy (its activity watcher still says busy), so the client must make sure itself. A kernel
+   * that never publishes a status for kernel_info is accepted after a few nudges.
+   */
   #handshake(signal?: AbortSignal): Promise<void> {
     return new Promise<void>((resolve, reject) => {
       if (signal?.aborted) {
@@ -698,6 +720,9 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
       }
       const retryMs = this.#opts.kernelInfoRetryMs ?? 1000;
       let timer: Timer | undefined;
+      let reply: Record<string, unknown> | undefined;
+      let iopubSeen = false;
+      let nudges = 0;
       const cleanup = () => {
         timer?.cancel();
         signal?.removeEventListener('abort', onAbort);
@@ -707,6 +732,29 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
         cleanup();
         reject(signal?.reason);
       };
+      const finish = () => {
+        cleanup();
+        const content = reply ?? {};
+        const languageInfo = content.language_info as { name?: unknown } | undefined;
+        this.#kernelInfo = { language: String(languageInfo?.name ?? ''), content };
+        resolve();
+      };
+      const send = () => {
+        const msg = createMessage('shell', 'kernel_info_request', this.sessionId, {});
+        waiter.ids.add(msg.header.msg_id);
+        this.#channel.send(msg);
+      };
+      const tick = () => {
+        if (reply) {
+          if (nudges >= IOPUB_NUDGES) {
+            finish();
+            return;
+          }
+          nudges++;
+        }
+        send();
+        timer = this.#clock.setTimer(tick, reply ? IOPUB_NUDGE_MS : retryMs);
+      };
       const waiter: KernelInfoWaiter = {
         ids: new Set(),
         fail: (error) => {
@@ -714,21 +762,23 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
           reject(error);
         },
         done: (content) => {
-          cleanup();
-          const languageInfo = content.language_info as { name?: unknown } | undefined;
-          this.#kernelInfo = { language: String(languageInfo?.name ?? ''), content };
-          resolve();
+          if (reply) return;
+          reply = content;
+          if (iopubSeen) {
+            finish();
+            return;
+          }
+          timer?.cancel();
+          timer = this.#clock.setTimer(tick, IOPUB_NUDGE_MS);
         },
-      };
-      const send = () => {
-        const msg = createMessage('shell', 'kernel_info_request', this.sessionId, {});
-        waiter.ids.add(msg.header.msg_id);
-        this.#channel.send(msg);
-        timer = this.#clock.setTimer(send, retryMs);
+        iopub: () => {
+          iopubSeen = true;
+          if (reply) finish();
+        },
       };
       this.#infoWaiter = waiter;
       signal?.addEventListener('abort', onAbort, { once: true });
-      send();
+      tick();
     });
   }
 

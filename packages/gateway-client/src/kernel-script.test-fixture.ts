@@ -9,6 +9,8 @@ export type Frame = string | Uint8Array;
 export interface KernelReplies {
   /** A message whose parent is `parent`. */
   send(channel: string, msgType: string, content: Record<string, unknown>, parent?: JupyterMessage): void;
+  /** A whole message as given (e.g. one the server writes under the client's own session). */
+  raw(msg: JupyterMessage): void;
   /** busy, [stdout], execute_reply ok, idle. */
   ok(request: JupyterMessage, opts?: { stdout?: string; replyFirst?: boolean; status?: string }): void;
 }
@@ -17,6 +19,13 @@ export interface KernelReplies {
 export interface KernelScript {
   /** Answer kernel_info_request. @defaultValue true */
   kernelInfo?: boolean;
+  /** Publish `status` busy/idle on iopub around each kernel_info_reply, as real kernels do. @defaultValue true */
+  kernelInfoStatus?: boolean | ((request: JupyterMessage, index: number) => boolean);
+  /**
+   * Models ZMQ's slow joiner on a fresh socket: iopub messages are lost until this many kernel_info_requests
+   * have arrived on it. @defaultValue 0
+   */
+  iopubAfterInfos?: number;
   /** Handles execute_request; default: `replies.ok(request)`. */
   execute?(request: JupyterMessage, replies: KernelReplies, index: number): void;
   /** Handles any other request. */
@@ -43,12 +52,17 @@ export function scriptedKernel(
 ): { handle(frame: unknown): void; requests: JupyterMessage[]; replies: KernelReplies } {
   const requests: JupyterMessage[] = [];
   let executes = 0;
+  let infos = 0;
   const encode = (msg: JupyterMessage) => (format === 'v1' ? encodeV1(msg) : encodeLegacy(msg));
   const replies: KernelReplies = {
     send(channel, msgType, content, parent) {
+      if (channel === 'iopub' && infos < (script.iopubAfterInfos ?? 0)) return;
       const msg = createMessage(channel as 'iopub', msgType, 'kernel-session', content, {
         parent: parent?.header,
       });
+      deliver(encode(msg));
+    },
+    raw(msg) {
       deliver(encode(msg));
     },
     ok(request, opts = {}) {
@@ -75,7 +89,14 @@ export function scriptedKernel(
       const type = request.header.msg_type;
       if (type === 'kernel_info_request') {
         if (script.kernelInfo === false) return;
+        infos++;
+        const status =
+          typeof script.kernelInfoStatus === 'function'
+            ? script.kernelInfoStatus(request, infos)
+            : script.kernelInfoStatus !== false;
+        if (status) replies.send('iopub', 'status', { execution_state: 'busy' }, request);
         replies.send('shell', 'kernel_info_reply', { status: 'ok', language_info: { name: 'python' } }, request);
+        if (status) replies.send('iopub', 'status', { execution_state: 'idle' }, request);
         return;
       }
       if (type === 'execute_request') {

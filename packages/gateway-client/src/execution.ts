@@ -34,6 +34,10 @@ export class CellExecution {
   truncated = false;
   stdinRequested = false;
   outputDropped = false;
+  /** Where the kernel's message numbers stood when the request was sent (see `MessageSequence`). */
+  sequenceMark: { source: string | undefined; max: number } | undefined;
+  /** The channels socket dropped while this cell was pending. */
+  crossedReconnect = false;
   #caps: OutputCaps;
   #lastStream: Extract<Output, { type: 'stream' }> | undefined;
   #onDropped: (() => void) | undefined;
@@ -138,6 +142,13 @@ export class CellExecution {
     this.#resolve(result);
   }
 
+  /** Records that the server dropped some of this cell's output (once; emits the kernel's event). */
+  markDropped(): void {
+    if (this.outputDropped) return;
+    this.outputDropped = true;
+    this.#onDropped?.();
+  }
+
   /** Rejects (the kernel cannot answer any more). */
   fail(error: unknown): void {
     if (this.settled) return;
@@ -163,8 +174,7 @@ export class CellExecution {
       text.includes('rate exceeded') &&
       DROP_NOTICES.some((n) => text.includes(n))
     ) {
-      this.outputDropped = true;
-      this.#onDropped?.();
+      this.markDropped();
     }
     this.#emit({ type: 'stream', name, text });
     const kept = name === 'stdout' ? this.stdout.length : this.stderr.length;

@@ -236,49 +236,58 @@ describe('GatewayKernel wire formats on the real server', () => {
 });
 
 describe('GatewayKernel reconnect on the real server', () => {
-  it('returns every line of a cell once and in order when the socket drops mid-cell', async () => {
-    const sockets: WsWebSocket[] = [];
-    class TrackedWebSocket extends WsWebSocket {
-      constructor(...args: ConstructorParameters<typeof WsWebSocket>) {
-        super(...args);
-        sockets.push(this);
+  for (const how of ['close', 'terminate'] as const) {
+    it(`returns every line of a cell once and in order when the socket drops mid-cell (${how}), or says the server dropped some`, async () => {
+      const sockets: WsWebSocket[] = [];
+      class TrackedWebSocket extends WsWebSocket {
+        constructor(...args: ConstructorParameters<typeof WsWebSocket>) {
+          super(...args);
+          sockets.push(this);
+        }
       }
-    }
-    const client = new GatewayClient({
-      ...gateway(),
-      WebSocket: TrackedWebSocket as unknown as WebSocketClass,
-    });
-    await using kernel = await GatewayKernel.start({ gateway: client });
-    const events: string[] = [];
-    kernel.on('reconnecting', () => events.push('reconnecting'));
-    kernel.on('reconnected', () => events.push('reconnected'));
-    let dropped = false;
-    const result = await kernel.execute(
-      'import time\nfor i in range(200):\n    print(i, flush=True)\n    time.sleep(0.005)',
-      {
-        onOutput: (o) => {
-          if (!dropped && o.type === 'stream' && o.text.includes('50\n')) {
-            dropped = true;
-            // Closed from under the kernel: what the server already wrote arrives, the rest is buffered and replayed.
-            sockets.at(-1)?.close(4000, 'test drop');
-          }
+      const client = new GatewayClient({
+        ...gateway(),
+        WebSocket: TrackedWebSocket as unknown as WebSocketClass,
+      });
+      await using kernel = await GatewayKernel.start({ gateway: client });
+      const events: string[] = [];
+      kernel.on('reconnecting', () => events.push('reconnecting'));
+      kernel.on('reconnected', () => events.push('reconnected'));
+      kernel.on('output-dropped', () => events.push('output-dropped'));
+      let dropped = false;
+      const result = await kernel.execute(
+        'import time\nfor i in range(200):\n    print(i, flush=True)\n    time.sleep(0.005)',
+        {
+          onOutput: (o) => {
+            if (!dropped && o.type === 'stream' && o.text.includes('50\n')) {
+              dropped = true;
+              // A clean close from under the kernel, or an abrupt one (the TCP socket destroyed, as on a network
+              // failure): what the server wrote before it noticed arrives, the rest is buffered and replayed.
+              if (how === 'close') sockets.at(-1)?.close(4000, 'test drop');
+              else sockets.at(-1)?.terminate();
+            }
+          },
         },
-      },
-    );
-    expect(dropped).toBe(true);
-    expect(events).toContain('reconnected');
-    expect(sockets.length).toBeGreaterThan(1);
-    expect(result.status).toBe('ok');
-    const lines = result.stdout.trim().split('\n').map(Number);
-    // Once each and in order.
-    expect(lines).toEqual([...new Set(lines)].sort((a, b) => a - b));
-    // Every line, up to what jupyter-server 1.23 itself loses around a close: it replays only what it buffered once
-    // it had processed the close, so a message it was handing to the old socket at that moment is gone (seen here
-    // under load: one line in some runs). FakeGateway's abrupt-drop test, which has no such window, checks that
-    // every line arrives; this one checks the real server's replay, once and in order.
-    const missing = Array.from({ length: 200 }, (_, i) => i).filter((i) => !lines.includes(i));
-    expect(missing.length, `lines ${missing.join(', ')} missing`).toBeLessThanOrEqual(2);
-  });
+      );
+      expect(dropped).toBe(true);
+      expect(events).toContain('reconnected');
+      expect(sockets.length).toBeGreaterThan(1);
+      expect(result.status).toBe('ok');
+      const lines = result.stdout.trim().split('\n').map(Number);
+      // Once each and in order.
+      expect(lines).toEqual([...new Set(lines)].sort((a, b) => a - b));
+      // Every line — except what jupyter-server 1.23 itself loses: a message it hands to the dead socket before it
+      // has processed the close is neither sent nor buffered (seen here on a loaded machine, mostly with
+      // `terminate`: line 51). No client can get it back, but the kernel's message numbers show the hole, and the
+      // result must then say so; when nothing is missing it must not.
+      const missing = Array.from({ length: 200 }, (_, i) => i).filter((i) => !lines.includes(i));
+      expect(missing.length, `lines ${missing.join(', ')} missing`).toBeLessThanOrEqual(2);
+      expect(result.outputDropped === true, `outputDropped with lines [${missing.join(', ')}] missing`).toBe(
+        missing.length > 0,
+      );
+      expect(events.includes('output-dropped')).toBe(missing.length > 0);
+    });
+  }
 });
 
 describe('GatewayClient bad input on the real server', () => {

@@ -418,6 +418,44 @@ describe('GatewayKernel kernel death and connection loss', () => {
     expect(result.stdout).toBe('line 1\nline 2\n');
   });
 
+  for (const lose of [true, false]) {
+    it(`${lose ? 'says output was dropped' : 'says nothing was dropped'} when the kernel's message numbers ${lose ? 'show' : 'show no'} hole across a reconnect`, async () => {
+      using _hook = gatewayFetch('k');
+      let request!: (req: JupyterMessage) => void;
+      const sent = new Promise<JupyterMessage>((r) => (request = r));
+      KernelSocket.script = { execute: (req) => request(req) };
+      await using kernel = await start({ reconnect: { initialDelayMs: 1 } });
+      const dropped: string[] = [];
+      kernel.on('output-dropped', (e) => dropped.push(e.cellId));
+      const reconnected = new Promise<void>((r) => kernel.on('reconnected', () => r()));
+      const execution = kernel.execute('x', { cellId: 'c1' });
+      const req = await sent;
+      // Numbered as jupyter_client numbers a kernel's messages: <session>_<pid>_<n>.
+      const numbered = (n: number, channel: 'iopub' | 'shell', type: string, content: Record<string, unknown>) => {
+        const msg = createMessage(channel, type, 'kernel-session', content, { parent: req.header });
+        msg.header.msg_id = `kernel-session_777_${n}`;
+        return msg;
+      };
+      const line = (n: number) => numbered(n, 'iopub', 'stream', { name: 'stdout', text: `line ${n}\n` });
+      const first = lastSocket();
+      first.kernel.replies.raw(numbered(1, 'iopub', 'status', { execution_state: 'busy' }));
+      first.kernel.replies.raw(line(2));
+      await new Promise((r) => setImmediate(r));
+      first.serverClose(1006);
+      await reconnected;
+      const second = lastSocket();
+      // The server's replay: line 3 was lost in its close window when `lose`.
+      if (!lose) second.kernel.replies.raw(line(3));
+      second.kernel.replies.raw(line(4));
+      second.kernel.replies.raw(numbered(5, 'shell', 'execute_reply', { status: 'ok', execution_count: 1 }));
+      second.kernel.replies.raw(numbered(6, 'iopub', 'status', { execution_state: 'idle' }));
+      const result = await execution;
+      expect(result.stdout).toBe(lose ? 'line 2\nline 4\n' : 'line 2\nline 3\nline 4\n');
+      expect(result.outputDropped).toBe(lose ? true : undefined);
+      expect(dropped).toEqual(lose ? ['c1'] : []);
+    });
+  }
+
   it('fails pending executions with KernelDiedError after the reconnect budget is spent', async () => {
     using _hook = gatewayFetch('k');
     KernelSocket.script = { execute: () => {} };

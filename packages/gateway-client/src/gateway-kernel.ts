@@ -23,6 +23,7 @@ import {
   type KernelStatus,
 } from './kernel-events.js';
 import { createMessage, type JupyterMessage } from './message.js';
+import { MessageSequence } from './message-sequence.js';
 import { parseOptions } from './validation.js';
 
 /** Options of `GatewayKernel.start()`. */
@@ -175,6 +176,7 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
   /** Cells we stopped waiting for but interrupted: new requests wait for their reply (see `#cancel`). */
   #orphans = new Map<string, { replied: boolean; idle: boolean; done(): void }>();
   #gate: Promise<void> | undefined;
+  #sequence = new MessageSequence();
 
   private constructor(client: GatewayClient, model: KernelModel, opts: ParsedStart) {
     this.id = model.id;
@@ -199,6 +201,7 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
       onMessage: (msg) => this.#onMessage(msg),
       onProtocolError: (error) => this.#events.emit('protocol-error', { error }),
       onReconnecting: (attempt, delayMs) => {
+        if (attempt === 1) for (const execution of this.#pending.values()) execution.crossedReconnect = true;
         this.#events.emit('reconnecting', { attempt, delayMs });
         if (attempt === 1) void this.#checkGone();
       },
@@ -334,6 +337,7 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
     } else {
       execution.onSettled = () => this.#pending.delete(msgId);
     }
+    execution.sequenceMark = this.#sequence.mark();
     this.#pending.set(msgId, execution);
     this.#schedulePoll();
     const gate = this.#gate;
@@ -479,6 +483,9 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
   #onMessage(msg: JupyterMessage): void {
     const parentId = msg.parent_header.msg_id;
     const type = msg.header.msg_type;
+    if (msg.header.session !== this.sessionId && typeof msg.header.msg_id === 'string') {
+      this.#sequence.observe(msg.header.msg_id);
+    }
     switch (msg.channel) {
       case 'iopub': {
         const waiter = this.#infoWaiter;
@@ -503,7 +510,7 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
         }
         const execution = parentId === undefined ? undefined : this.#pending.get(parentId);
         if (execution) {
-          if (execution.iopub(msg)) execution.complete();
+          if (execution.iopub(msg)) this.#completed(execution);
         } else if (parentId !== undefined && this.#orphans.size > 0 && msg.content.execution_state === 'idle') {
           this.#orphanMessage(parentId, 'idle');
         }
@@ -518,7 +525,7 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
         if (type !== 'execute_reply' || parentId === undefined) return;
         const execution = this.#pending.get(parentId);
         if (execution) {
-          if (execution.reply(msg)) execution.complete();
+          if (execution.reply(msg)) this.#completed(execution);
         } else if (this.#orphans.size > 0) {
           this.#orphanMessage(parentId, 'reply');
         }
@@ -583,6 +590,21 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
     if (kind === 'reply') orphan.replied = true;
     else orphan.idle = true;
     if (orphan.replied && orphan.idle) orphan.done();
+  }
+
+  /**
+   * A cell got its reply and its idle. If the socket dropped meanwhile and the kernel's message numbers show a
+   * hole since the request, the server lost output around the drop (see `MessageSequence`): the result says so.
+   */
+  #completed(execution: CellExecution): void {
+    if (
+      execution.crossedReconnect &&
+      execution.sequenceMark &&
+      this.#sequence.missingSince(execution.sequenceMark) > 0
+    ) {
+      execution.markDropped();
+    }
+    execution.complete();
   }
 
   #kernelRestarted(state: 'restarting' | 'dead'): void {

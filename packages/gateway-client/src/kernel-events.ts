@@ -7,7 +7,7 @@ export type KernelStatus = 'starting' | 'idle' | 'busy' | 'restarting' | 'dead' 
 export interface GatewayKernelEventMap {
   /** The kernel's status changed. */
   status: { status: KernelStatus; previous: KernelStatus };
-  /** The server said it dropped output of a cell (its iopub rate limit); the cell's result has `outputDropped`. */
+  /** The server dropped output of a cell (its iopub rate limit, or a message lost around a socket drop); the result has `outputDropped`. */
   'output-dropped': { cellId: string; origin?: string };
   /** A frame could not be decoded; it was skipped and the kernel keeps working. */
   'protocol-error': { error: ProtocolError };

@@ -220,6 +220,49 @@ describe('GatewayKernel execution against a scripted kernel', () => {
     expect(kernel.status).toBe('idle');
   });
 
+  it('completes a cell whose idle the server lost once the socket stays silent after the reply, saying output was dropped', async () => {
+    using _hook = gatewayFetch('k');
+    KernelSocket.script = {
+      execute: (req, r) => {
+        r.send('iopub', 'status', { execution_state: 'busy' }, req);
+        r.send('iopub', 'stream', { name: 'stdout', text: 'kept\n' }, req);
+        r.send('shell', 'execute_reply', { status: 'ok', execution_count: 1 }, req);
+        // status idle never arrives (ZMQ dropped it in the server)
+      },
+    };
+    await using kernel = await start({ idleGraceMs: 50 });
+    const dropped: string[] = [];
+    kernel.on('output-dropped', (e) => dropped.push(e.cellId));
+    const result = await kernel.execute('x', { cellId: 'c' });
+    expect(result).toMatchObject({ status: 'ok', stdout: 'kept\n', outputDropped: true, executionCount: 1 });
+    expect(dropped).toEqual(['c']);
+    expect(kernel.status).toBe('idle');
+  });
+
+  it('keeps waiting for the idle while output still arrives after the reply', async () => {
+    using _hook = gatewayFetch('k');
+    KernelSocket.script = {
+      execute: (req, r) => {
+        r.send('iopub', 'status', { execution_state: 'busy' }, req);
+        r.send('shell', 'execute_reply', { status: 'ok', execution_count: 1 }, req);
+        // A backlog of iopub behind the reply (the server is behind the kernel): 8 lines, 30 ms apart.
+        let n = 0;
+        const timer = setInterval(() => {
+          if (n < 8) {
+            r.send('iopub', 'stream', { name: 'stdout', text: `${n++}\n` }, req);
+            return;
+          }
+          clearInterval(timer);
+          r.send('iopub', 'status', { execution_state: 'idle' }, req);
+        }, 30);
+      },
+    };
+    await using kernel = await start({ idleGraceMs: 60 });
+    const result = await kernel.execute('x');
+    expect(result.stdout).toBe('0\n1\n2\n3\n4\n5\n6\n7\n');
+    expect(result.outputDropped).toBeUndefined();
+  });
+
   it('answers input_request through onInput and sets allow_stdin', async () => {
     using _hook = gatewayFetch('k');
     KernelSocket.script = {

@@ -70,6 +70,13 @@ export interface GatewayKernelStartOptions {
    */
   interruptDrainMs?: number;
   /**
+   * After a cell's `execute_reply`, how long the socket may stay silent before the cell completes without its
+   * `status: idle`, with `outputDropped: true`: a server that fell behind a chatty kernel can lose the idle with
+   * the output before it (ZMQ drops iopub past its high-water mark), and the cell would otherwise never complete.
+   * Any message arriving restarts the wait. `0` waits for the idle for ever. @defaultValue 5000
+   */
+  idleGraceMs?: number;
+  /**
    * Sent as `stop_on_error` with every cell: when true, ipykernel aborts the requests already queued behind a cell
    * that raised — including one sent right after the error, in a race. Off, each cell stands alone.
    * @defaultValue false
@@ -109,6 +116,7 @@ const startSchema = z.object({
   kernelInfoRetryMs: z.number().positive().optional(),
   createAttempts: z.number().int().min(1).optional(),
   interruptDrainMs: positive.optional(),
+  idleGraceMs: positive.optional(),
   stopOnError: z.boolean().optional(),
   cleanupTimeoutMs: positive.optional(),
   clock: z
@@ -526,6 +534,7 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
         const execution = this.#pending.get(parentId);
         if (execution) {
           if (execution.reply(msg)) this.#completed(execution);
+          else this.#awaitIdle(execution);
         } else if (this.#orphans.size > 0) {
           this.#orphanMessage(parentId, 'reply');
         }
@@ -605,6 +614,35 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
       execution.markDropped();
     }
     execution.complete();
+  }
+
+  /**
+   * The reply came first: waits for the idle while messages keep arriving, and completes the cell as
+   * `outputDropped` once the socket has been silent for `idleGraceMs` (the server lost the idle; see the option).
+   */
+  #awaitIdle(execution: CellExecution): void {
+    const graceMs = this.#opts.idleGraceMs ?? 5000;
+    if (graceMs <= 0) return;
+    let seen = this.#channel.received;
+    let timer: Timer | undefined;
+    const tick = () => {
+      timer = undefined;
+      if (execution.settled || !this.#alive) return;
+      if (this.#channel.received !== seen || !this.#channel.isOpen || this.#recovering) {
+        seen = this.#channel.received;
+        timer = this.#clock.setTimer(tick, graceMs);
+        return;
+      }
+      execution.markDropped();
+      this.#completed(execution);
+      if (this.#pending.size === 0 && this.#status === 'busy') this.#setStatus('idle');
+    };
+    timer = this.#clock.setTimer(tick, graceMs);
+    const settled = execution.onSettled;
+    execution.onSettled = () => {
+      timer?.cancel();
+      settled?.();
+    };
   }
 
   #kernelRestarted(state: 'restarting' | 'dead'): void {

@@ -14,6 +14,7 @@ import { acquireLock, type HeldLock } from './local-gateway/lock.js';
 import { clearOwners, forgetOwner, listOwners, reapOrphanKernels, recordOwner } from './local-gateway/ownership.js';
 import { isProcessAlive, type ProcessIdentity } from './local-gateway/process-identity.js';
 import { resolveServerCommand, type ServerCommand } from './local-gateway/server-command.js';
+import { LOCAL_GATEWAY_SERVER_CONFIG } from './local-gateway/server-config.js';
 import {
   answersStatus,
   fileSize,
@@ -292,7 +293,8 @@ function serverArgs(
     '--port-retries=0',
     `--ServerApp.root_dir=${opts.rootDir}`,
     `--ServerApp.runtime_dir=${layout.runtime}`,
-    // Our client is not a browser: deliver all output (defaults drop 92-100 % of a 20 MB cell).
+    // Our client is not a browser: deliver all output (defaults drop 92-100 % of a 20 MB cell). The config file in
+    // its own config dir (LOCAL_GATEWAY_SERVER_CONFIG) also lifts ZMQ's 1,000-message mark on its iopub sockets.
     '--ServerApp.iopub_data_rate_limit=1e12',
     '--ServerApp.iopub_msg_rate_limit=1e9',
     '--ServerApp.terminals_enabled=False',
@@ -321,6 +323,7 @@ async function startServer(
     const baseUrl = `http://127.0.0.1:${port}`;
     const token = randomBytes(32).toString('hex');
     writePrivateFileAtomic(layout.tokenFile, token);
+    writePrivateFileAtomic(join(layout.config, 'jupyter_server_config.py'), LOCAL_GATEWAY_SERVER_CONFIG);
     rotateLog(layout.log);
     const logStart = fileSize(layout.log);
     emit({ type: 'server-starting', port, logFile: layout.log });

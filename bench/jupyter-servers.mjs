@@ -3,7 +3,7 @@
 // then SIGKILL) and kills any kernel process still naming the server's runtime dir.
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, openSync, readdirSync, readFileSync } from 'node:fs';
+import { mkdirSync, openSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
@@ -37,13 +37,15 @@ export function processesMentioning(needle) {
 }
 
 /**
- * Starts `jupyter-server` under `root` and waits until `/api/status` answers.
- * @param {{ name: string, root: string, args?: string[] }} opts
+ * Starts `jupyter-server` under `root` and waits until `/api/status` answers. `configPy` becomes the
+ * `jupyter_server_config.py` of its own config dir.
+ * @param {{ name: string, root: string, args?: string[], configPy?: string }} opts
  */
-export async function startServer({ name, root, args = [] }) {
+export async function startServer({ name, root, args = [], configPy }) {
   const dir = join(root, name);
   const runtimeDir = join(dir, 'runtime');
   for (const sub of ['runtime', 'notebooks', 'config', 'data']) mkdirSync(join(dir, sub), { recursive: true });
+  if (configPy !== undefined) writeFileSync(join(dir, 'config', 'jupyter_server_config.py'), configPy);
   const token = randomBytes(24).toString('hex');
   const port = await freePort();
   const logFile = join(dir, 'server.log');

@@ -1,14 +1,15 @@
 #!/usr/bin/env node
 // kernelwarden's benchmark suite (`pnpm bench`). Starts its own jupyter-servers on 127.0.0.1 — "stock", "no-delay"
 // (the same server with TCP_NODELAY on the kernel WebSocket, bench/nodelay/jupyter_server_config.py) and "raised"
-// (stock with raised iopub rate limits, for the big-output cells) — and compares kernelwarden's GatewayKernel with
+// (LocalGateway's server settings, for the big-output cells: iopub rate limits raised and the iopub ZMQ high-water
+// mark lifted by LocalGateway's own jupyter_server_config.py) — and compares kernelwarden's GatewayKernel with
 // @jupyterlab/services 7.6.6, a minimal `ws` v1 client and jupyter_client over ZMQ (the kernel's own floor).
 // Prints a table, writes bench/results.json (and bench/results.md); `--update-readme` puts the table in README.md.
 // Not a test: no asserts, but it exits non-zero when a client crashes.
 //
 // Options: --rounds N (300), --only a,b (sections: roundtrip, coldstart, interrupt, output [= output-20mb,
 //          output-lines], packages),
-//          --cold N (10), --interrupts N (5), --output-reps N (3), --output-timeout SECONDS (per scenario: 120 / 90),
+//          --cold N (10), --interrupts N (5), --output-reps N (3), --output-timeout SECONDS (per scenario: 120 / 180),
 //          --update-readme, --keep (keep the temp dir).
 import './quiet-console.mjs';
 import { spawn } from 'node:child_process';
@@ -18,7 +19,7 @@ import { basename, dirname, join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { CLIENTS, ZMQ_FLOOR_LABEL } from './clients/catalog.mjs';
 import { JupyterLabClient } from './clients/jupyterlab.mjs';
-import { loadGatewayKernel } from './clients/kernelwarden.mjs';
+import { loadGatewayKernel, loadLocalGatewayServerConfig } from './clients/kernelwarden.mjs';
 import {
   listKernels,
   NODELAY_CONFIG,
@@ -452,7 +453,7 @@ async function outputCells(raised) {
     for (const r of rows) r.ratio = jl && r.median !== undefined ? r.median / jl.median : undefined;
     results.sections.push({
       id: `output-${id}`,
-      title: `${scenario.title} (\`${scenario.code}\`), raised iopub limits; time and client peak RSS over its baseline${reps > 1 ? `, median of ${reps}` : ''}`,
+      title: `${scenario.title} (\`${scenario.code}\`), LocalGateway's server settings (iopub rate limits raised, iopub high-water mark lifted); time and client peak RSS over its baseline${reps > 1 ? `, median of ${reps}` : ''}`,
       reference: CLIENTS.jupyterlab.label,
       ratioColumns: ['ratio'],
       extraColumns: ['rssPeakOverBaselineMB', 'received'],
@@ -576,7 +577,7 @@ try {
   const [stock, nodelay, raised] = await Promise.all([
     startServer({ name: 'stock', root }),
     startServer({ name: 'no-delay', root, args: [`--config=${NODELAY_CONFIG}`] }),
-    startServer({ name: 'raised', root, args: RAISED_IOPUB_LIMITS }),
+    startServer({ name: 'raised', root, args: RAISED_IOPUB_LIMITS, configPy: await loadLocalGatewayServerConfig() }),
   ]);
   servers.push(stock, nodelay, raised);
   if (!readFileSync(nodelay.logFile, 'utf8').includes('TCP_NODELAY on kernel WebSockets'))

@@ -4,6 +4,16 @@ const DIST = new URL('../../packages/gateway-client/dist/index.js', import.meta.
 
 let loaded;
 
+/** The server config LocalGateway writes (iopub high-water mark lifted), from the built dist. */
+export async function loadLocalGatewayServerConfig() {
+  const mod = await import(DIST.href);
+  if (typeof mod.LOCAL_GATEWAY_SERVER_CONFIG !== 'string')
+    throw new Error(
+      `${DIST.pathname} does not export LOCAL_GATEWAY_SERVER_CONFIG (build @kernelwarden/gateway-client)`,
+    );
+  return mod.LOCAL_GATEWAY_SERVER_CONFIG;
+}
+
 /** Loads GatewayKernel from the built dist; throws a clear error when the package is not built or lacks it. */
 export async function loadGatewayKernel() {
   loaded ??= import(DIST.href).then((mod) => {

@@ -6,11 +6,11 @@ import { WebSocketServer, WebSocket as WsWebSocket } from 'ws';
 import { GatewayAuthError } from './errors.js';
 import { GatewayClient, type WebSocketClass } from './gateway-client.js';
 import { GatewayKernel } from './gateway-kernel.js';
-import { type KernelReplies, scriptedKernel } from './kernel-script.test-fixture.js';
+import { type KernelReplies, type KernelScript, scriptedKernel } from './kernel-script.test-fixture.js';
 import { V1_SUBPROTOCOL } from './wire-v1.js';
 
 /** A loopback ws server speaking the channels protocol with a scripted kernel; counts the pongs it receives. */
-async function kernelServer(opts: { rejectUpgrade?: number } = {}) {
+async function kernelServer(opts: { rejectUpgrade?: number; script?: KernelScript } = {}) {
   const server: Server = createServer();
   const wss = new WebSocketServer({
     noServer: true,
@@ -25,7 +25,7 @@ async function kernelServer(opts: { rejectUpgrade?: number } = {}) {
     }
     wss.handleUpgrade(req, socket, head, (ws) => {
       state.sockets.push(ws);
-      const kernel = scriptedKernel({}, (frame) => ws.send(frame));
+      const kernel = scriptedKernel(opts.script ?? {}, (frame) => ws.send(frame));
       state.replies = kernel.replies;
       ws.on('message', (data, isBinary) => kernel.handle(isBinary ? data : data.toString()));
       ws.on('pong', () => {
@@ -102,6 +102,54 @@ describe('stall workaround (unsolicited pong)', () => {
     expect(sent.pongs).toBeLessThanOrEqual(2);
     await arrived;
     expect(server.state.pongs).toBeGreaterThan(0);
+  });
+
+  it('acknowledges a flood only when it pauses: at most the first 64 messages of a chatty cell get a pong each', async () => {
+    // 400 stream messages, each written on its own a tick apart (one read each), a 60 ms pause, then the reply and
+    // the idle.
+    const counts: number[] = [];
+    await using server = await kernelServer({
+      script: {
+        execute: (req, r) => {
+          r.send('iopub', 'status', { execution_state: 'busy' }, req);
+          let n = 0;
+          const next = () => {
+            if (n < 400) {
+              r.send('iopub', 'stream', { name: 'stdout', text: `${n++}\n` }, req);
+              setImmediate(next);
+              return;
+            }
+            counts.push(sent.pongs);
+            setTimeout(() => {
+              counts.push(sent.pongs);
+              r.send('shell', 'execute_reply', { status: 'ok', execution_count: 1 }, req);
+              r.send('iopub', 'status', { execution_state: 'idle' }, req);
+            }, 60);
+          };
+          setImmediate(next);
+        },
+      },
+    });
+    const client = new GatewayClient({
+      baseUrl: server.baseUrl,
+      fetch: server.fetch,
+      WebSocket: CountingWebSocket as unknown as WebSocketClass,
+    });
+    await using kernel = await GatewayKernel.start({ gateway: client });
+    sent.pongs = 0;
+    const result = await kernel.execute('flood');
+    expect(result.stdout.split('\n').length).toBe(401);
+    const [duringFlood, afterPause] = counts as [number, number];
+    // 64 immediate pongs at most while the flood flows (plus one per pause of 20 ms, none unless the machine stalls)
+    // — not one per message.
+    expect(duringFlood).toBeGreaterThanOrEqual(1);
+    expect(duringFlood).toBeLessThan(100);
+    // The pause got its quiet pong: whatever the server's Nagle held back is released.
+    expect(afterPause).toBeGreaterThan(duringFlood);
+    // Nothing pending: no pong.
+    sent.pongs = 0;
+    await new Promise((r) => setTimeout(r, 50));
+    expect(sent.pongs).toBe(0);
   });
 
   it('sends no pong at all when turned off', async () => {

@@ -1,4 +1,4 @@
-import { type Clock, sleep } from '@kernelwarden/core';
+import { type Clock, sleep, type Timer } from '@kernelwarden/core';
 import { GatewayAuthError, GatewayUnavailableError, type ProtocolError } from './errors.js';
 import type { WebSocketClass } from './gateway-client.js';
 import type { JupyterMessage } from './message.js';
@@ -35,7 +35,11 @@ export interface KernelChannelOptions {
   stallWorkaround: boolean;
   reconnect: ReconnectPolicy;
   clock: Clock;
-  isRequestPending(): boolean;
+  /**
+   * Whether to acknowledge the messages just read (see `GatewayKernel`): `'now'` at once, `'quiet'` once the socket
+   * has been silent for `QUIET_PONG_MS` (a flood needs no pongs while it flows), `false` not at all.
+   */
+  pongMode(): 'now' | 'quiet' | false;
   onMessage(msg: JupyterMessage): void;
   onProtocolError(error: ProtocolError): void;
   onReconnecting(attempt: number, delayMs: number, cause: unknown): void;
@@ -44,6 +48,8 @@ export interface KernelChannelOptions {
 }
 
 const DEDUPE_WINDOW = 4096;
+/** In `'quiet'` pong mode, how long the socket must be silent before the pong. */
+const QUIET_PONG_MS = 20;
 const OPEN = 1;
 
 /**
@@ -62,6 +68,18 @@ export class KernelChannel {
   #flushPong = (): void => {
     this.#pongQueued = false;
     this.#pong?.();
+  };
+  /** The quiet-pong timer, and when the last message arrived while it was armed. */
+  #quietTimer: Timer | undefined;
+  #lastReceiveAt = 0;
+  #onQuiet = (): void => {
+    this.#quietTimer = undefined;
+    const silentFor = this.#opts.clock.now() - this.#lastReceiveAt;
+    if (silentFor >= QUIET_PONG_MS) {
+      if (this.#opts.pongMode() !== false) this.#pong?.();
+      return;
+    }
+    this.#quietTimer = this.#opts.clock.setTimer(this.#onQuiet, QUIET_PONG_MS - silentFor);
   };
   #closed = false;
   #closeController = new AbortController();
@@ -123,6 +141,8 @@ export class KernelChannel {
     if (this.#closed) return;
     this.#closed = true;
     this.#closeController.abort();
+    this.#quietTimer?.cancel();
+    this.#quietTimer = undefined;
     this.#queue = [];
     const socket = this.#socket;
     this.#socket = undefined;
@@ -214,9 +234,14 @@ export class KernelChannel {
     }
     this.received++;
     this.#opts.onMessage(msg);
-    if (this.#pong && !this.#pongQueued && this.#opts.isRequestPending()) {
+    if (!this.#pong || this.#pongQueued) return;
+    const mode = this.#opts.pongMode();
+    if (mode === 'now') {
       this.#pongQueued = true;
       queueMicrotask(this.#flushPong);
+    } else if (mode === 'quiet') {
+      this.#lastReceiveAt = this.#opts.clock.now();
+      this.#quietTimer ??= this.#opts.clock.setTimer(this.#onQuiet, QUIET_PONG_MS);
     }
   }
 

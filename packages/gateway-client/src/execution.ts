@@ -14,6 +14,37 @@ export const DEFAULT_OUTPUT_CAPS: OutputCaps = { maxStreamChars: 1_048_576, maxO
 
 const DROP_NOTICES = ['IOPub data rate exceeded', 'IOPub message rate exceeded'];
 
+/** Chunks appended before they are joined into one string. */
+const FOLD_EVERY = 512;
+
+/**
+ * Text built from many small chunks. `a += b` per chunk would keep one rope node per chunk alive until the string
+ * is read (V8 cons strings): ~30 bytes per 5-byte line of a chatty cell, several times the capped text itself.
+ * Chunks are joined every `FOLD_EVERY` instead, so memory stays close to the text's own size.
+ */
+class TextBuffer {
+  #folded = '';
+  #parts: string[] = [];
+  length = 0;
+
+  append(text: string): void {
+    this.#parts.push(text);
+    this.length += text.length;
+    if (this.#parts.length >= FOLD_EVERY) this.#fold();
+  }
+
+  toString(): string {
+    this.#fold();
+    return this.#folded;
+  }
+
+  #fold(): void {
+    if (this.#parts.length === 0) return;
+    this.#folded += this.#parts.join('');
+    this.#parts = [];
+  }
+}
+
 /**
  * One running cell: collects its outputs under the caps and completes once both its `execute_reply` and its
  * `status: idle` arrived (in either order). Internal to the kernel.
@@ -28,18 +59,22 @@ export class CellExecution {
   status: ExecuteResult['status'] = 'ok';
   executionCount: number | undefined;
   error: ExecuteError | undefined;
-  stdout = '';
-  stderr = '';
+  #stdout = new TextBuffer();
+  #stderr = new TextBuffer();
   outputs: Output[] = [];
   truncated = false;
   stdinRequested = false;
   outputDropped = false;
   /** Where the kernel's message numbers stood when the request was sent (see `MessageSequence`). */
   sequenceMark: { source: string | undefined; max: number } | undefined;
+  /** Messages of this cell received so far (iopub and reply). */
+  messages = 0;
   /** The channels socket dropped while this cell was pending. */
   crossedReconnect = false;
   #caps: OutputCaps;
   #lastStream: Extract<Output, { type: 'stream' }> | undefined;
+  /** The text of `#lastStream`, written into it when another entry follows or the cell completes. */
+  #lastStreamText: TextBuffer | undefined;
   #onDropped: (() => void) | undefined;
   readonly #resolve: (result: ExecuteResult) => void;
   readonly #reject: (error: unknown) => void;
@@ -66,6 +101,7 @@ export class CellExecution {
 
   /** Handles an iopub message whose parent is this cell; returns true when the cell is complete. */
   iopub(msg: JupyterMessage): boolean {
+    this.messages++;
     const content = msg.content;
     switch (msg.header.msg_type) {
       case 'status':
@@ -104,6 +140,7 @@ export class CellExecution {
 
   /** Handles the cell's `execute_reply`; returns true when the cell is complete. */
   reply(msg: JupyterMessage): boolean {
+    this.messages++;
     const content = msg.content;
     this.replied = true;
     if (typeof content.execution_count === 'number') this.executionCount = content.execution_count;
@@ -124,11 +161,12 @@ export class CellExecution {
     if (this.settled) return;
     this.settled = true;
     this.onSettled?.();
+    this.#closeStreamEntry();
     const result: ExecuteResult = {
       status: this.status,
       cellId: this.cellId,
-      stdout: this.stdout,
-      stderr: this.stderr,
+      stdout: this.#stdout.toString(),
+      stderr: this.#stderr.toString(),
       outputs: this.outputs,
       cancelled: false,
       timedOut: false,
@@ -177,7 +215,7 @@ export class CellExecution {
       this.markDropped();
     }
     this.#emit({ type: 'stream', name, text });
-    const kept = name === 'stdout' ? this.stdout.length : this.stderr.length;
+    const kept = name === 'stdout' ? this.#stdout.length : this.#stderr.length;
     const room = this.#caps.maxStreamChars - kept;
     if (room <= 0) {
       if (text.length > 0) this.truncated = true;
@@ -188,23 +226,35 @@ export class CellExecution {
       piece = piece.slice(0, room);
       this.truncated = true;
     }
-    if (name === 'stdout') this.stdout += piece;
-    else this.stderr += piece;
+    if (name === 'stdout') this.#stdout.append(piece);
+    else this.#stderr.append(piece);
     const last = this.#lastStream;
     if (last && last.name === name && this.outputs[this.outputs.length - 1] === last) {
-      last.text += piece;
+      this.#lastStreamText?.append(piece);
       return;
     }
+    this.#closeStreamEntry();
     if (this.outputs.length >= this.#caps.maxOutputs) {
       this.truncated = true;
       return;
     }
-    const entry: Extract<Output, { type: 'stream' }> = { type: 'stream', name, text: piece };
+    const entry: Extract<Output, { type: 'stream' }> = { type: 'stream', name, text: '' };
+    const entryText = new TextBuffer();
+    entryText.append(piece);
     this.outputs.push(entry);
     this.#lastStream = entry;
+    this.#lastStreamText = entryText;
+  }
+
+  /** Writes the open stream entry's text into it. */
+  #closeStreamEntry(): void {
+    if (this.#lastStream && this.#lastStreamText) this.#lastStream.text = this.#lastStreamText.toString();
+    this.#lastStream = undefined;
+    this.#lastStreamText = undefined;
   }
 
   #rich(output: Output): void {
+    this.#closeStreamEntry();
     this.#emit(output);
     if (this.outputs.length >= this.#caps.maxOutputs) {
       this.truncated = true;

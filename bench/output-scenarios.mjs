@@ -18,7 +18,7 @@ export const OUTPUT_SCENARIOS = {
     // (~2,000 lines/s through jupyter_client over ZMQ on an idle 2-core machine, so ~100 s per run). One run per
     // client, and no ZMQ-floor run, keep the whole bench near 10 minutes.
     reps: 1,
-    clients: ['kernelwarden', 'jupyterlab'],
+    clients: ['jupyterlab', 'kernelwarden'],
     zmqFloor: false,
     timeoutMs: 180_000,
   },

@@ -49,7 +49,7 @@ export interface KernelChannelOptions {
 
 const DEDUPE_WINDOW = 4096;
 /** In `'quiet'` pong mode, how long the socket must be silent before the pong. */
-const QUIET_PONG_MS = 20;
+const QUIET_PONG_MS = 3;
 const OPEN = 1;
 
 /**

@@ -621,18 +621,19 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
 
   /**
    * How the stall workaround acknowledges the messages just read. At once during the handshake and for the first
-   * `PONG_MESSAGES` messages of a pending cell (a short cell's every message). Past that the cell is a flood and
-   * the pong waits until the socket is quiet: a pong per message there gets the server to send each next message at
-   * once, in a segment and a read of its own, answered by another pong — on a 2-core machine that tripled the
-   * client's CPU and slowed a 200,000-line cell by a third. While a flood flows, the server's Nagle coalesces it into
-   * full segments that TCP acknowledges at once anyway; the quiet pong releases whatever Nagle holds at its end.
+   * `PONG_MESSAGES` messages of a pending cell (a short cell's every message). Past that the cell is a flood: no pong
+   * until its reply has come, then one whenever the socket pauses. A pong per read in a flood gets the server to send
+   * each next message at once, in a segment and a read of its own, answered by another pong — on a 2-core machine
+   * that tripled the client's CPU on a flood of flushed lines. While a flood flows, the server's Nagle coalesces it
+   * into full segments that TCP acknowledges at once anyway; a big cell pays at most one delayed ACK for its reply,
+   * and the quiet pong after the reply releases the idle that Nagle holds behind it.
    */
   #pongMode(): 'now' | 'quiet' | false {
     if (this.#infoWaiter) return 'now';
     let mode: 'quiet' | false = false;
     for (const execution of this.#pending.values()) {
       if (execution.messages < PONG_MESSAGES) return 'now';
-      mode = 'quiet';
+      if (execution.replied) mode = 'quiet';
     }
     return mode;
   }

@@ -169,6 +169,38 @@ describe('stall workaround (unsolicited pong)', () => {
   });
 });
 
+describe('waiting for a lost idle', () => {
+  it('does not take an idle that waits in the socket behind a blocked event loop for a lost one', async () => {
+    await using server = await kernelServer({
+      script: {
+        execute: (req, r) => {
+          r.send('iopub', 'status', { execution_state: 'busy' }, req);
+          r.send('shell', 'execute_reply', { status: 'ok', execution_count: 1 }, req);
+          // In a check phase after the reply was read: the idle is written, then the event loop is blocked past
+          // idleGraceMs. In the next loop iteration the grace timer is due (timers phase) before the socket is read
+          // (poll phase).
+          setTimeout(() => {
+            setImmediate(() => {
+              r.send('iopub', 'status', { execution_state: 'idle' }, req);
+              const until = performance.now() + 200;
+              while (performance.now() < until) {
+                // blocked
+              }
+            });
+          }, 20);
+        },
+      },
+    });
+    await using kernel = await GatewayKernel.start({
+      gateway: { baseUrl: server.baseUrl, fetch: server.fetch },
+      idleGraceMs: 50,
+    });
+    const result = await kernel.execute('x');
+    expect(result.status).toBe('ok');
+    expect(result.outputDropped).toBeUndefined();
+  });
+});
+
 describe('channels socket errors', () => {
   it('turns a 403 on the WebSocket upgrade into GatewayAuthError and deletes the kernel', async () => {
     await using server = await kernelServer({ rejectUpgrade: 403 });

@@ -655,9 +655,19 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
         timer = this.#clock.setTimer(tick, graceMs);
         return;
       }
-      execution.markDropped();
-      this.#completed(execution);
-      if (this.#pending.size === 0 && this.#status === 'busy') this.#setStatus('idle');
+      // A timer can fire before the socket's pending data is read (an event loop that was blocked runs timers
+      // first): look again after the next poll phase.
+      setImmediate(() => {
+        if (execution.settled || !this.#alive) return;
+        if (this.#channel.received !== seen) {
+          seen = this.#channel.received;
+          timer = this.#clock.setTimer(tick, graceMs);
+          return;
+        }
+        execution.markDropped();
+        this.#completed(execution);
+        if (this.#pending.size === 0 && this.#status === 'busy') this.#setStatus('idle');
+      });
     };
     timer = this.#clock.setTimer(tick, graceMs);
     const settled = execution.onSettled;

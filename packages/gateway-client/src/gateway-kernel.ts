@@ -143,7 +143,7 @@ interface KernelInfoWaiter {
   fail(error: unknown): void;
 }
 
-/** Messages of a cell acknowledged by the stall workaround before it treats the cell as a flood (`#wantsPong`). */
+/** Messages of a cell acknowledged by the stall workaround before it treats the cell as a flood (`#pongMode`). */
 const PONG_MESSAGES = 64;
 
 /** After the reply, how many more `kernel_info_request`s the handshake sends while waiting for iopub. */

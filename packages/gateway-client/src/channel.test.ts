@@ -7,6 +7,7 @@ import { GatewayAuthError } from './errors.js';
 import { GatewayClient, type WebSocketClass } from './gateway-client.js';
 import { GatewayKernel } from './gateway-kernel.js';
 import { type KernelReplies, type KernelScript, scriptedKernel } from './kernel-script.test-fixture.js';
+import type { JupyterMessage } from './message.js';
 import { V1_SUBPROTOCOL } from './wire-v1.js';
 
 /** A loopback ws server speaking the channels protocol with a scripted kernel; counts the pongs it receives. */
@@ -198,6 +199,66 @@ describe('waiting for a lost idle', () => {
     const result = await kernel.execute('x');
     expect(result.status).toBe('ok');
     expect(result.outputDropped).toBeUndefined();
+  });
+});
+
+describe('heartbeat', () => {
+  it('reopens a socket that hangs without closing, and the pending cell completes on the new one', async () => {
+    let request: JupyterMessage | undefined;
+    await using server = await kernelServer({
+      script: {
+        execute: (req, r) => {
+          request = req;
+          r.send('iopub', 'status', { execution_state: 'busy' }, req);
+          // The connection hangs: the server neither reads (no pong to our ping) nor sends.
+          server.state.sockets.at(-1)?.pause();
+        },
+      },
+    });
+    await using kernel = await GatewayKernel.start({
+      gateway: { baseUrl: server.baseUrl, fetch: server.fetch },
+      livenessPollMs: 20,
+      heartbeatMs: 100,
+      reconnect: { initialDelayMs: 1 },
+    });
+    const events: string[] = [];
+    kernel.on('reconnecting', () => events.push('reconnecting'));
+    kernel.on('reconnected', () => {
+      events.push('reconnected');
+      // What the server replays on the new socket.
+      const req = request as JupyterMessage;
+      server.state.replies?.send('iopub', 'stream', { name: 'stdout', text: 'after\n' }, req);
+      server.state.replies?.send('shell', 'execute_reply', { status: 'ok', execution_count: 1 }, req);
+      server.state.replies?.send('iopub', 'status', { execution_state: 'idle' }, req);
+    });
+    const result = await kernel.execute('x');
+    expect(result).toMatchObject({ status: 'ok', stdout: 'after\n' });
+    expect(events).toEqual(['reconnecting', 'reconnected']);
+    expect(server.state.sockets.length).toBe(2);
+  });
+
+  it('leaves a silent cell on a healthy socket alone: pings are answered, nothing reconnects', async () => {
+    await using server = await kernelServer({
+      script: {
+        execute: (req, r) => {
+          r.send('iopub', 'status', { execution_state: 'busy' }, req);
+          setTimeout(() => r.ok(req, { stdout: 'slept\n' }), 600);
+        },
+      },
+    });
+    await using kernel = await GatewayKernel.start({
+      gateway: { baseUrl: server.baseUrl, fetch: server.fetch },
+      livenessPollMs: 20,
+      heartbeatMs: 100,
+    });
+    let pings = 0;
+    server.state.sockets.at(-1)?.on('ping', () => pings++);
+    const events: string[] = [];
+    kernel.on('reconnecting', () => events.push('reconnecting'));
+    const result = await kernel.execute('import time; time.sleep(0.6)');
+    expect(result).toMatchObject({ status: 'ok', stdout: 'slept\n' });
+    expect(pings).toBeGreaterThanOrEqual(2);
+    expect(events).toEqual([]);
   });
 });
 

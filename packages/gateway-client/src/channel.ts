@@ -81,6 +81,10 @@ export class KernelChannel {
     }
     this.#quietTimer = this.#opts.clock.setTimer(this.#onQuiet, QUIET_PONG_MS - silentFor);
   };
+  /** Heartbeat: when the socket was last heard from (a message or a pong), and when an unanswered ping went out. */
+  #lastHeardAt = 0;
+  #pingSentAt: number | undefined;
+  #ping: (() => void) | undefined;
   #closed = false;
   #closeController = new AbortController();
   #reconnecting = false;
@@ -191,6 +195,25 @@ export class KernelChannel {
       return;
     }
     this.#socket = socket;
+    this.#heard();
+    const { ping, on } = socket as unknown as {
+      ping?: () => void;
+      on?: (event: string, listener: () => void) => void;
+    };
+    if (typeof ping === 'function' && typeof on === 'function') {
+      this.#ping = () => {
+        try {
+          ping.call(socket);
+        } catch {
+          // closing: the next check drops it anyway
+        }
+      };
+      on.call(socket, 'pong', () => {
+        if (this.#socket === socket) this.#heard();
+      });
+    } else {
+      this.#ping = undefined;
+    }
     const pong = (socket as unknown as { pong?: () => void }).pong;
     this.#pong =
       this.#opts.stallWorkaround && typeof pong === 'function'
@@ -233,6 +256,7 @@ export class KernelChannel {
       this.#seen.add(id);
     }
     this.received++;
+    this.#heard();
     this.#opts.onMessage(msg);
     if (!this.#pong || this.#pongQueued) return;
     const mode = this.#opts.pongMode();
@@ -245,13 +269,42 @@ export class KernelChannel {
     }
   }
 
-  #dropped(cause: unknown): void {
+  #heard(): void {
+    this.#lastHeardAt = this.#opts.clock.now();
+    this.#pingSentAt = undefined;
+  }
+
+  /**
+   * The heartbeat, called periodically while requests are pending (with the `ws` library only: WHATWG sockets cannot
+   * ping). A socket silent for `silentMs` is pinged; one that answers neither the ping nor with a message within
+   * `silentMs` more is taken for dead — a connection can hang without closing (a half-open TCP connection, a
+   * stalled proxy) — and is reopened like a dropped one.
+   */
+  checkHeartbeat(silentMs: number): void {
+    if (silentMs <= 0 || !this.#ping || !this.isOpen) return;
+    const now = this.#opts.clock.now();
+    if (this.#pingSentAt !== undefined) {
+      if (now - this.#pingSentAt >= silentMs) {
+        this.#dropped(new Error(`the channels WebSocket answered no ping for ${silentMs} ms`), true);
+      }
+      return;
+    }
+    if (now - this.#lastHeardAt >= silentMs) {
+      this.#pingSentAt = now;
+      this.#ping();
+    }
+  }
+
+  #dropped(cause: unknown, hung = false): void {
     const socket = this.#socket;
     this.#socket = undefined;
     if (socket) {
       detach(socket);
+      const terminate = (socket as unknown as { terminate?: () => void }).terminate;
       try {
-        socket.close();
+        // A hung socket would never finish a closing handshake.
+        if (hung && typeof terminate === 'function') terminate.call(socket);
+        else socket.close();
       } catch {
         // already closed
       }

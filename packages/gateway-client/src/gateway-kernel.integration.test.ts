@@ -236,6 +236,15 @@ describe('GatewayKernel wire formats on the real server', () => {
 });
 
 describe('GatewayKernel reconnect on the real server', () => {
+  it('keeps a silent cell on its socket: jupyter-server answers the heartbeat pings, nothing reconnects', async () => {
+    await using kernel = await GatewayKernel.start({ gateway: gateway(), livenessPollMs: 50, heartbeatMs: 200 });
+    const events: string[] = [];
+    kernel.on('reconnecting', () => events.push('reconnecting'));
+    const result = await kernel.execute("import time\ntime.sleep(2)\nprint('woke')");
+    expect(result).toMatchObject({ status: 'ok', stdout: 'woke\n' });
+    expect(events).toEqual([]);
+  });
+
   for (const how of ['close', 'terminate'] as const) {
     it(`returns every line of a cell once and in order when the socket drops mid-cell (${how}), or says the server dropped some`, async () => {
       const sockets: WsWebSocket[] = [];

@@ -59,6 +59,13 @@ export interface GatewayKernelStartOptions {
    */
   livenessPollMs?: number;
   /**
+   * With the `ws` library: while executions are pending, a socket silent this long is pinged, and one that then
+   * stays silent as long again is taken for hung and reopened (its cells keep waiting for the replayed output).
+   * Checked on the liveness poll's ticks (so `livenessPollMs: 0` turns it off too); `0` disables it.
+   * @defaultValue 15000
+   */
+  heartbeatMs?: number;
+  /**
    * Interval between `kernel_info_request` retries until the first reply. The handshake also waits for the
    * request's `status` on iopub (re-sending every 250 ms, six times at most), so that iopub is known to be
    * subscribed before the first cell runs. @defaultValue 1000
@@ -113,6 +120,7 @@ const startSchema = z.object({
     .partial()
     .optional(),
   livenessPollMs: positive.optional(),
+  heartbeatMs: positive.optional(),
   kernelInfoRetryMs: z.number().positive().optional(),
   createAttempts: z.number().int().min(1).optional(),
   interruptDrainMs: positive.optional(),
@@ -786,6 +794,7 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
   async #pollTick(): Promise<void> {
     this.#pollTimer = undefined;
     if (!this.#alive || this.#pending.size === 0) return;
+    this.#channel.checkHeartbeat(this.#opts.heartbeatMs ?? 15_000);
     const quiet = this.#channel.received === this.#pollSeen;
     if (quiet && !this.#channel.isReconnecting && !this.#recovering && (await this.#checkGone())) return;
     if (this.#alive && this.#pending.size > 0) this.#schedulePoll();

@@ -135,27 +135,18 @@ export async function createStack(
       }
     };
 
+    /** What both slots' kernels start with: the gateway, the (isolated) kernelspec, cwd, env and the slot's signal. */
+    const startOptions = async (language: Language, ctx: { cwd?: string; signal?: AbortSignal }) => ({
+      gateway: gateway.client,
+      kernelName: await kernelName(language),
+      cwd: ctx.cwd ?? options.cwd,
+      env: options.env,
+      signal: ctx.signal,
+    });
     const python = (ctx: SlotFactoryContext) =>
-      starting('python', async () =>
-        GatewayKernel.start({
-          gateway: gateway.client,
-          kernelName: await kernelName('python'),
-          cwd: ctx.cwd ?? options.cwd,
-          env: options.env,
-          signal: ctx.signal,
-        }),
-      );
+      starting('python', async () => GatewayKernel.start(await startOptions('python', ctx)));
     const r = createRSlot({
-      spawn: (ctx) =>
-        starting('r', async () =>
-          startIRKernel({
-            gateway: gateway.client,
-            kernelName: await kernelName('r'),
-            cwd: ctx.cwd ?? options.cwd,
-            env: options.env,
-            signal: ctx.signal,
-          }),
-        ),
+      spawn: (ctx) => starting('r', async () => startIRKernel(await startOptions('r', ctx))),
     });
     const watchdog = createWatchdog({
       ...(options.timeoutMs === undefined ? {} : { cellTimeoutMs: options.timeoutMs }),

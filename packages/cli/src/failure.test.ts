@@ -12,15 +12,12 @@ function construct<T>(Kind: new (...args: any[]) => T, ...args: unknown[]): T {
   return new Kind(...args);
 }
 
+const cellTimeout = () =>
+  construct(CellTimeoutError, { timeoutMs: 2000, slot: 'python', cellId: 'c', leaseId: 'l', generation: 0 });
+
 describe('describeFailure', () => {
   it('maps each kind of error to its exit code', () => {
-    const timeout = construct(CellTimeoutError, {
-      timeoutMs: 2000,
-      slot: 'python',
-      cellId: 'c',
-      leaseId: 'l',
-      generation: 0,
-    });
+    const timeout = cellTimeout();
     expect(describeFailure(timeout).exitCode).toBe(ExitCode.timedOut);
     expect(describeFailure(new UsageError('bad')).exitCode).toBe(ExitCode.usage);
     expect(describeFailure(new InvalidOptionsError([{ path: 'x', message: 'bad' }])).exitCode).toBe(ExitCode.usage);
@@ -62,13 +59,7 @@ describe('describeFailure', () => {
   });
 
   it('points timeouts at --timeout rather than the library option', () => {
-    const timeout = construct(CellTimeoutError, {
-      timeoutMs: 2000,
-      slot: 'python',
-      cellId: 'c',
-      leaseId: 'l',
-      generation: 0,
-    });
+    const timeout = cellTimeout();
     const { message } = describeFailure(timeout);
     expect(message).toMatch(/^cell exceeded 2s/);
     expect(message).toMatch(/the kernel was reset/);

@@ -89,7 +89,7 @@ export function renderMarkdown(results) {
     out.push('');
   }
   const goals = goalLines(results);
-  if (goals.length) out.push('Goals (issue 10):', '', ...goals.map((g) => `- ${g}`), '');
+  if (goals.length) out.push('Goals:', '', ...goals.map((g) => `- ${g}`), '');
   if (results.crashes.length)
     out.push('Crashes:', '', ...results.crashes.map((c) => `- ${c.client} in ${c.where}: ${c.message}`), '');
   out.push(`Whole run: ${results.durationS ?? '?'} s.`, '');

@@ -217,7 +217,7 @@ async function roundTrip(stock, nodelay) {
   }
 }
 
-/** issue 10's goals: kernelwarden on stock <= 1.2x the ZMQ floor; never above @jupyterlab/services on either server. */
+/** The bench's goals: kernelwarden on stock <= 1.2x the ZMQ floor; never above @jupyterlab/services on either server. */
 function goals(rows) {
   const find = (key, server) => rows.find((r) => r.key === key && r.server === server);
   const floor = rows.find((r) => r.key === 'zmq-floor');

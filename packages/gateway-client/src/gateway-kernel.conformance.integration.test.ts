@@ -2,7 +2,7 @@ import { testGateway } from '@kernelwarden/test-env';
 import { describeKernelHandle, pythonConformanceCode } from '@kernelwarden/testkit/vitest';
 import { GatewayKernel } from './gateway-kernel.js';
 
-// Issue 3, done-when 15: testkit's KernelHandle conformance suite against GatewayKernel on the real jupyter-server.
+// testkit's KernelHandle conformance suite against GatewayKernel on the real jupyter-server.
 describeKernelHandle(
   'GatewayKernel (python3 on jupyter-server)',
   async () => {

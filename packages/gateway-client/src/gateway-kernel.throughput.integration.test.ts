@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GatewayKernel } from './gateway-kernel.js';
 import { LocalGateway, type LocalGatewayLease } from './local-gateway.js';
 
-// Issue 10: on LocalGateway's server (iopub rate limits raised) large and chatty outputs arrive complete and in
+// On LocalGateway's server (iopub rate limits raised) large and chatty outputs arrive complete and in
 // order, while the client's memory stays bounded by the output caps.
 describe('GatewayKernel throughput on LocalGateway', () => {
   let lease: LocalGatewayLease;

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// Supervisor benchmarks (issue 5). Prints one JSON line per measurement:
+// Supervisor benchmarks. Prints one JSON line per measurement:
 //   {"name": ..., "median": ..., "min": ..., "max": ..., "unit": ..., "n": ...}
 //
 // - supervisor.python_ready.cold: time until a python kernel answers its first cell, built by the factory (ms)

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// Watchdog benchmark (issue 6): on a real jupyter-server, the time from a cell's deadline to the kernel answering
+// Watchdog benchmark: on a real jupyter-server, the time from a cell's deadline to the kernel answering
 // its next cell, for an interruptible cell (`time.sleep(100)`) and a SIGINT-ignoring spin, median of 5 each.
 // Goal: within interrupt grace + kill grace + 1.5 s.
 //

@@ -15,13 +15,13 @@ import {
 /** What a tool result becomes for the model in the AI SDK (a tool result part's `output`). */
 export type ToolResultOutput = ToolResultPart['output'];
 
-/** The AI SDK tools `createAgentTools()` returns, keyed by the names the model sees. */
-export interface AgentTools {
+/** The AI SDK tools `createAgentTools()` returns, keyed by the names the model sees (a `ToolSet`). */
+export type AgentTools = {
   run_code: Tool<RunCodeInput, KernelToolResult>;
   restart_kernel: Tool<{ language?: KernelLanguage | undefined }, KernelToolResult>;
   start_background: Tool<{ code: string }, KernelToolResult>;
   check_background: Tool<{ exec_id: string; wait_seconds?: number | undefined }, KernelToolResult>;
-}
+};
 
 /**
  * Turns a tool result into the parts the model sees: the text, then each image as a file part.

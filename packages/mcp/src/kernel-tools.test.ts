@@ -111,7 +111,7 @@ describe('KernelTools.runCode', () => {
     expect(textOf(next)).toBe("NameError: name 'x' is not defined\n");
   });
 
-  it('uses the default timeout when the call gives none, and none when it gives 0', async () => {
+  it('uses the default timeout when the call gives none, and none for 0 or past what a timer can wait', async () => {
     const clock = new ManualClock();
     const kernel = new RecordingKernel('python', { execute: script, releaseOnInterrupt: true });
     const session = new KernelSession({
@@ -122,12 +122,15 @@ describe('KernelTools.runCode', () => {
     const tools = new KernelTools(session, resolveKernelToolOptions({ clock, defaultTimeoutMs: 5_000 }));
     const timed = await settle(clock, tools.runCode({ code: 'sleep' }));
     expect(textOf(timed)).toMatch(/ran past its 5s timeout/);
-    kernel.executeRelease.reset();
-    const unbounded = tools.runCode({ code: 'sleep', timeout_seconds: 0 });
-    await clock.advance(60_000);
-    expect(kernel.interruptCalls).toBe(1);
-    kernel.executeRelease.open();
-    expect((await unbounded).isError).toBe(true);
+    for (const timeout_seconds of [0, 1e12]) {
+      kernel.executeRelease.reset();
+      const unbounded = tools.runCode({ code: 'sleep', timeout_seconds });
+      await clock.advance(60_000);
+      expect(clock.pendingTimers()).toBe(0);
+      expect(kernel.interruptCalls).toBe(1);
+      kernel.executeRelease.open();
+      expect(textOf(await unbounded)).not.toMatch(/timeout/);
+    }
   });
 
   it('tells the model when the kernel died between calls, on the next call', async () => {

@@ -28,6 +28,8 @@ export interface KernelToolCall {
 
 const SLOT: Record<KernelLanguage, string> = { python: PYTHON_SLOT, r: R_SLOT };
 const LABEL: Record<KernelLanguage, string> = { python: 'Python', r: 'R' };
+/** Node's timers cannot wait longer (they would fire at once); a longer timeout is no timeout. */
+const MAX_TIMER_MS = 2_147_483_647;
 /** The marker for "this language's kernel went away without the model having been told". */
 const GONE = '';
 
@@ -65,7 +67,7 @@ export class KernelTools {
       controller.abort(reason);
     };
     const timer =
-      timeoutMs > 0
+      timeoutMs > 0 && timeoutMs <= MAX_TIMER_MS
         ? this.#options.clock.setTimer(
             () => stop('timeout', new DOMException(`cell exceeded ${seconds(timeoutMs)}`, 'TimeoutError')),
             timeoutMs,

@@ -1,3 +1,4 @@
+import { getEventListeners } from 'node:events';
 import type { ExecuteOptions, ExecuteResult } from '@kernelwarden/core';
 import { createRSlot } from '@kernelwarden/r-kernel';
 import { KernelSession } from '@kernelwarden/supervisor';
@@ -169,6 +170,16 @@ describe('KernelTools.runCode', () => {
     expect(textOf(r)).toMatch(/R kernel unavailable: .*no ir kernelspec/);
     expect(textOf(r)).toContain('Python cells are not affected');
     expect(textOf(await tools.runCode({ code: 'x' }))).toBe('5\n');
+  });
+
+  it('leaves no listener on a long-lived caller signal and no timer after 10,000 calls', async () => {
+    const { clock, tools } = setup();
+    const caller = new AbortController();
+    for (let i = 0; i < 10_000; i++) {
+      await tools.runCode({ code: 'x = 1', timeout_seconds: 30 }, { signal: caller.signal, onProgress: () => {} });
+    }
+    expect(getEventListeners(caller.signal, 'abort')).toHaveLength(0);
+    expect(clock.pendingTimers()).toBe(0);
   });
 
   it('answers an R cell on a session without R with an error that says so', async () => {

@@ -133,7 +133,7 @@ export class KernelTools {
       } else {
         const supervisor = this.#session.supervisor;
         const lease = supervisor.lease(R_SLOT);
-        if (!lease || !lease.kernel.isAlive()) {
+        if (!lease?.kernel.isAlive()) {
           this.#seen.delete(language);
           return text(`The R kernel was not running; the next R cell starts a fresh one.`, false);
         }
@@ -203,7 +203,7 @@ export class KernelTools {
   /** The live lease of a language's slot, or `undefined` when it holds no live kernel. */
   #leaseKey(language: KernelLanguage): string | undefined {
     const lease = this.#session.supervisor.lease(SLOT[language]);
-    return lease && lease.kernel.isAlive() ? lease.id : undefined;
+    return lease?.kernel.isAlive() ? lease.id : undefined;
   }
 
   #describe(c: {

@@ -48,8 +48,16 @@ export type Command =
   | { command: 'run'; source: RunSource; stack: StackOptions }
   | { command: 'repl'; stack: StackOptions }
   | { command: 'demo'; stack: StackOptions }
+  | { command: 'mcp'; stack: StackOptions; output: McpOutputOptions }
   | { command: 'doctor'; json: boolean }
   | { command: 'gateway'; action: GatewayAction; json: boolean; lines: number };
+
+/** How `kernelwarden mcp` caps what one tool result carries (absent: the `@kernelwarden/mcp` defaults). */
+export interface McpOutputOptions {
+  maxTextChars?: number;
+  maxImages?: number;
+  maxImageBytes?: number;
+}
 
 /** What `kernelwarden gateway` can do with the embedded gateway. */
 export type GatewayAction = 'start' | 'status' | 'stop' | 'logs';
@@ -161,7 +169,7 @@ const GRACE_ENV = {
   'kill-grace': 'KERNELWARDEN_KILL_GRACE',
 } as const;
 
-const COMMANDS = ['run', 'repl', 'demo', 'doctor', 'gateway', 'help'] as const;
+const COMMANDS = ['run', 'repl', 'demo', 'mcp', 'doctor', 'gateway', 'help'] as const;
 
 /**
  * Parses and validates a `kernelwarden` command line (without `node` and the script path).
@@ -206,6 +214,8 @@ export function parseCommand(
     }
     case 'gateway':
       return parseGateway(rest);
+    case 'mcp':
+      return parseMcp(rest, env, cwd);
     default: {
       const near = COMMANDS.find((c) => c.startsWith(first.slice(0, 2)));
       throw new UsageError(`unknown command "${first}"${near ? `; did you mean "${near}"?` : ''}`);
@@ -314,6 +324,43 @@ function parseStack(
     outputsDir: v['outputs-dir'],
     json: v.json === true,
   };
+}
+
+/** `mcp` takes the kernel flags (no --lang, --outputs-dir or --json: the client picks) and the result caps. */
+function parseMcp(args: readonly string[], env: Record<string, string | undefined>, cwd: string): Command {
+  const { lang: _lang, 'outputs-dir': _outputsDir, json: _json, ...kernelFlags } = STACK_FLAGS;
+  const caps = { 'max-output-chars': 200, 'max-images': 0, 'max-image-bytes': 0 } as const;
+  const { values, positionals } = parseFlags('mcp', args, {
+    ...kernelFlags,
+    'max-output-chars': { type: 'string' },
+    'max-images': { type: 'string' },
+    'max-image-bytes': { type: 'string' },
+  });
+  if (values.help) return { command: 'help', topic: 'mcp' };
+  if (positionals.length > 0) throw new UsageError(`mcp takes no argument: "${positionals[0]}"`, { command: 'mcp' });
+  const output: McpOutputOptions = {};
+  const fields = {
+    'max-output-chars': 'maxTextChars',
+    'max-images': 'maxImages',
+    'max-image-bytes': 'maxImageBytes',
+  } as const;
+  for (const [flag, min] of Object.entries(caps) as [keyof typeof caps, number][]) {
+    const text = values[flag];
+    if (text === undefined) continue;
+    const n = Number(text);
+    if (!Number.isInteger(n) || n < min) {
+      throw new UsageError(
+        `--${flag} "${text}" must be a whole number of at least ${min}, e.g. --${flag} ${min + 10}`,
+        {
+          command: 'mcp',
+        },
+      );
+    }
+    output[fields[flag]] = n;
+  }
+  const stackValues: Record<string, unknown> = { ...values };
+  for (const flag of Object.keys(caps)) delete stackValues[flag];
+  return { command: 'mcp', stack: parseStack('mcp', stackValues, env, cwd, undefined), output };
 }
 
 function parseGateway(args: readonly string[]): Command {

@@ -4,6 +4,7 @@ Usage:
   kernelwarden run [FILE | - | -c CODE] [options]   run one cell and exit
   kernelwarden repl [--lang python|r] [options]     an interactive prompt (:r for R, :py for Python)
   kernelwarden demo                                 a guided tour on the embedded gateway
+  kernelwarden mcp [options]                        serve Python and R as tools for AI agents (MCP, stdio)
   kernelwarden gateway start|status|stop|logs       manage the embedded Jupyter gateway
   kernelwarden doctor [--json]                      check jupyter-server, kernelspecs, R, bubblewrap, Node
   kernelwarden help [COMMAND]                       help on one command
@@ -59,6 +60,21 @@ ${STACK}`,
 A scripted tour on the embedded gateway: a Python cell, an R cell, a plot saved to a file, an interrupted
 cell, and a cell that ignores SIGINT which the watchdog recovers — with a timeline at the end.
 Plots go to --outputs-dir (default: a fresh temporary directory).`,
+  mcp: `kernelwarden mcp [options]
+
+Serves the kernels as Model Context Protocol tools over stdin/stdout (run_code, restart_kernel,
+start_background, check_background) until stdin closes or SIGTERM/SIGINT arrives; then every kernel is shut
+down and it exits 0. Python and R start on first use. Logs go to stderr; stdout carries only the protocol.
+--timeout is the default of run_code's timeout_seconds.
+
+${STACK.split('\n')
+  .filter((line) => !/--lang|--outputs-dir|--json|save image outputs/.test(line))
+  .join('\n')}
+      --max-output-chars N   most characters of text in one result, head and tail kept (default 32000)
+      --max-images N         most images in one result (default 4)
+      --max-image-bytes N    largest image in one result (default 1048576)
+
+Register it with Claude Code:  claude mcp add kernelwarden -- npx -y @kernelwarden/cli mcp`,
   gateway: `kernelwarden gateway start|status|stop|logs [--json] [--lines N]
 
 Manages the embedded Jupyter server that 'run' and 'repl' share (state in $KERNELWARDEN_STATE_DIR, else

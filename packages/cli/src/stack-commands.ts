@@ -7,7 +7,7 @@ import { replCommand } from './repl.js';
 import { runCommand } from './run-command.js';
 
 /**
- * Runs the commands that need the kernel stack (`run`, `repl`, `demo`, `gateway`). Loaded on demand, so `help`
+ * Runs the commands that need the kernel stack (`run`, `repl`, `demo`, `mcp`, `gateway`). Loaded on demand, so `help`
  * and `doctor` start without loading the gateway client.
  */
 export async function runStackCommand(command: Command, io: CliIo): Promise<number> {
@@ -18,6 +18,8 @@ export async function runStackCommand(command: Command, io: CliIo): Promise<numb
       return replCommand(command.stack, io);
     case 'demo':
       return demoCommand(command.stack, io);
+    case 'mcp':
+      return (await import('./mcp-command.js')).mcpCommand(command.stack, command.output, io);
     case 'gateway':
       return gatewayCommand(command.action, { json: command.json, lines: command.lines }, io);
     default:

@@ -1,0 +1,17 @@
+export type { AgentTools, ToolResultOutput } from './agent-tools.js';
+export { createAgentTools, toModelOutput } from './agent-tools.js';
+export type { KernelToolContent, KernelToolResult } from './cell-transcript.js';
+export type { KernelLanguage, KernelToolCall, RunCodeInput } from './kernel-tools.js';
+export { KernelTools } from './kernel-tools.js';
+export type { McpServerOptions } from './mcp-server.js';
+export { createMcpServer } from './mcp-server.js';
+export type { ProgressUpdate } from './progress.js';
+export type { KernelToolOptions, ResolvedKernelToolOptions } from './tool-options.js';
+export {
+  DEFAULT_HEARTBEAT_MS,
+  DEFAULT_MAX_IMAGE_BYTES,
+  DEFAULT_MAX_IMAGES,
+  DEFAULT_MAX_TEXT_CHARS,
+  DEFAULT_PROGRESS_INTERVAL_MS,
+  resolveKernelToolOptions,
+} from './tool-options.js';

@@ -1,0 +1,90 @@
+import { type Clock, InvalidOptionsError, systemClock } from '@kernelwarden/core';
+import { z } from 'zod';
+
+/** Most characters of text one tool result carries (head and tail kept, the middle cut). */
+export const DEFAULT_MAX_TEXT_CHARS = 32_000;
+/** Most images one tool result carries. */
+export const DEFAULT_MAX_IMAGES = 4;
+/** Largest image (decoded bytes) a tool result carries; bigger ones are named and left out. */
+export const DEFAULT_MAX_IMAGE_BYTES = 1_048_576;
+/** Shortest gap between two progress notifications carrying output. */
+export const DEFAULT_PROGRESS_INTERVAL_MS = 250;
+/** A silent cell still sends a progress notification this often, so that clients' request timeouts do not fire. */
+export const DEFAULT_HEARTBEAT_MS = 10_000;
+
+/**
+ * How the kernel tools shape their results for a model and how they bound a cell.
+ *
+ * Pass it to `createMcpServer()` or `createAgentTools()`; every field is optional.
+ */
+export interface KernelToolOptions {
+  /** Most characters of text in one result; the head and the tail are kept. @defaultValue 32_000 */
+  maxTextChars?: number;
+  /** Most images in one result; the rest are named in the text. @defaultValue 4 */
+  maxImages?: number;
+  /** Largest image in decoded bytes; bigger ones are named in the text instead. @defaultValue 1_048_576 */
+  maxImageBytes?: number;
+  /**
+   * The timeout of a `run_code` call that gives no `timeout_seconds`, in milliseconds; `0` or absent leaves cells
+   * unbounded here (the session's own watchdog budget, if any, still applies). On timeout the kernel is interrupted,
+   * and killed and restarted by the session's watchdog when it ignores the interrupt.
+   * @defaultValue 0
+   */
+  defaultTimeoutMs?: number;
+  /** Shortest gap between progress notifications that carry output. @defaultValue 250 */
+  progressIntervalMs?: number;
+  /** Gap after which a silent cell still reports progress. @defaultValue 10_000 */
+  heartbeatMs?: number;
+  /** The clock of timeouts and progress timers; inject testkit's `ManualClock` in tests. @defaultValue systemClock */
+  clock?: Clock;
+}
+
+/** `KernelToolOptions` with every default applied. */
+export interface ResolvedKernelToolOptions {
+  readonly maxTextChars: number;
+  readonly maxImages: number;
+  readonly maxImageBytes: number;
+  readonly defaultTimeoutMs: number;
+  readonly progressIntervalMs: number;
+  readonly heartbeatMs: number;
+  readonly clock: Clock;
+}
+
+const count = z.number().int().nonnegative();
+const ms = z.number().nonnegative().finite();
+
+const schema = z.strictObject({
+  maxTextChars: z.number().int().min(200).optional(),
+  maxImages: count.optional(),
+  maxImageBytes: count.optional(),
+  defaultTimeoutMs: ms.optional(),
+  progressIntervalMs: ms.optional(),
+  heartbeatMs: z.number().positive().finite().optional(),
+  clock: z.custom<Clock>((v) => typeof (v as Clock | null)?.setTimer === 'function', 'must be a Clock').optional(),
+});
+
+/**
+ * Validates tool options and applies their defaults; throws `InvalidOptionsError` naming the bad field
+ * (`options.maxTextChars`).
+ *
+ * `createMcpServer()` and `createAgentTools()` call it; call it yourself to check configuration early.
+ */
+export function resolveKernelToolOptions(options: KernelToolOptions = {}): ResolvedKernelToolOptions {
+  const parsed = schema.safeParse(options);
+  if (!parsed.success) {
+    throw new InvalidOptionsError(
+      parsed.error.issues.map((issue) => ({ path: ['options', ...issue.path].join('.'), message: issue.message })),
+      { subject: 'kernel tool options', cause: parsed.error },
+    );
+  }
+  const o = parsed.data;
+  return {
+    maxTextChars: o.maxTextChars ?? DEFAULT_MAX_TEXT_CHARS,
+    maxImages: o.maxImages ?? DEFAULT_MAX_IMAGES,
+    maxImageBytes: o.maxImageBytes ?? DEFAULT_MAX_IMAGE_BYTES,
+    defaultTimeoutMs: o.defaultTimeoutMs ?? 0,
+    progressIntervalMs: o.progressIntervalMs ?? DEFAULT_PROGRESS_INTERVAL_MS,
+    heartbeatMs: o.heartbeatMs ?? DEFAULT_HEARTBEAT_MS,
+    clock: o.clock ?? systemClock,
+  };
+}

@@ -2,6 +2,8 @@ import { InvalidOptionsError, KernelwardenError } from '@kernelwarden/core';
 import { IsolationPolicyError, IsolationUnavailableError } from '@kernelwarden/isolation';
 import { CellTimeoutError } from '@kernelwarden/watchdog';
 import { ExitCode } from './exit-code.js';
+import { InvalidSourceError } from './source-input.js';
+import { terminalSafe } from './terminal-text.js';
 import { UsageError } from './usage-error.js';
 
 const GATEWAY_CODES = new Set(['GATEWAY_UNAVAILABLE', 'GATEWAY_AUTH', 'KERNEL_START']);
@@ -19,15 +21,21 @@ export interface Failure {
  * Classifies an error that ended a command: gateway problems exit 3, isolation that cannot be enforced exits 4,
  * a cell the watchdog had to reset exits 124, bad input exits 2, anything else 70.
  *
- * Use it wherever a command catches; the message never contains a token (kernelwarden errors never carry one).
+ * Use it wherever a command catches; the message never contains a token (kernelwarden errors never carry one), and
+ * its control characters are shown escaped (it may quote a kernel's own error or a hostile file name).
  */
 export function describeFailure(error: unknown): Failure {
+  const failure = classify(error);
+  return { ...failure, message: terminalSafe(failure.message, { colors: false }) };
+}
+
+function classify(error: unknown): Failure {
   const message = error instanceof Error ? error.message : String(error);
   // A kernel factory's failure arrives wrapped (the supervisor's KernelFactoryError): classify by the root cause
   // (a gateway or isolation error) and keep the outer message, which names the slot and the reason.
   const root = rootCause(error);
   if (root !== error) {
-    const inner = describeFailure(root);
+    const inner = classify(root);
     if (inner.exitCode !== ExitCode.internal) return { ...inner, message };
   }
   const code = KernelwardenError.isInstance(error) ? error.code : undefined;
@@ -39,7 +47,12 @@ export function describeFailure(error: unknown): Failure {
       message: message.replace(/\(policy cellTimeoutMs, or KERNELWARDEN_CELL_TIMEOUT in seconds\)/, '(--timeout)'),
     };
   }
-  if (UsageError.isInstance(error) || InvalidOptionsError.isInstance(error) || IsolationPolicyError.isInstance(error)) {
+  if (
+    UsageError.isInstance(error) ||
+    InvalidSourceError.isInstance(error) ||
+    InvalidOptionsError.isInstance(error) ||
+    IsolationPolicyError.isInstance(error)
+  ) {
     return { exitCode: ExitCode.usage, code, message };
   }
   if (IsolationUnavailableError.isInstance(error)) {

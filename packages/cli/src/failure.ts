@@ -1,4 +1,5 @@
 import { InvalidOptionsError, KernelwardenError } from '@kernelwarden/core';
+import { KernelDiedError } from '@kernelwarden/gateway-client';
 import { IsolationPolicyError, IsolationUnavailableError } from '@kernelwarden/isolation';
 import { CellTimeoutError } from '@kernelwarden/watchdog';
 import { ExitCode } from './exit-code.js';
@@ -19,7 +20,8 @@ export interface Failure {
 
 /**
  * Classifies an error that ended a command: gateway problems exit 3, isolation that cannot be enforced exits 4,
- * a cell the watchdog had to reset exits 124, bad input exits 2, anything else 70.
+ * a kernel that died under the cell exits 5, a cell the watchdog had to reset exits 124, bad input (a bad flag, a
+ * source that is not UTF-8) exits 2, anything else 70.
  *
  * Use it wherever a command catches; the message never contains a token (kernelwarden errors never carry one), and
  * its control characters are shown escaped (it may quote a kernel's own error or a hostile file name).
@@ -62,7 +64,12 @@ function classify(error: unknown): Failure {
       message: `${message}\nRun 'kernelwarden doctor' to see what read isolation needs here.`,
     };
   }
-  if (code !== undefined && GATEWAY_CODES.has(code)) {
+  if (KernelDiedError.isInstance(error) && error.reason !== 'connection-lost') {
+    // Its message says what became of the kernel: restarted by the server (variables gone), or dead for good.
+    return { exitCode: ExitCode.kernelDied, code, message };
+  }
+  if (code !== undefined && (GATEWAY_CODES.has(code) || KernelDiedError.isInstance(error))) {
+    // A connection to the gateway that could not be reopened is the gateway's failure, not the kernel's.
     return { exitCode: ExitCode.gatewayUnavailable, code, message };
   }
   return {

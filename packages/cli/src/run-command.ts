@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { statSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type { ExecuteResult } from '@kernelwarden/core';
+import { MISSING_REPLY_ENAME } from '@kernelwarden/gateway-client';
 import type { RunSource, StackOptions } from './args.js';
 import type { CliIo } from './cli-io.js';
 import { createStack, type Stack } from './compose.js';
@@ -158,6 +159,9 @@ export async function runCommand(source: RunSource, options: StackOptions, io: C
     if (result.error?.ename === 'RKernelUnavailable') {
       // The R slot soft-fails into an error result: no cell ran, the kernel could not be started.
       exitCode = ExitCode.gatewayUnavailable;
+    } else if (result.error?.ename === MISSING_REPLY_ENAME) {
+      // The kernel went idle without answering the request: it broke the protocol, the cell did not raise.
+      exitCode = ExitCode.internal;
     } else if (result.timedOut) {
       exitCode = ExitCode.timedOut;
       if (!options.json) {

@@ -35,6 +35,7 @@ describe('parseCommand: run', () => {
       allow: [],
       outputsDir: undefined,
       json: false,
+      maxSourceBytes: 4 * 1024 * 1024,
     });
   });
 
@@ -70,6 +71,8 @@ describe('parseCommand: run', () => {
       '-o',
       'out',
       '--json',
+      '--max-source-size',
+      '512k',
     ]);
     expect(stack).toEqual({
       language: 'r',
@@ -84,7 +87,18 @@ describe('parseCommand: run', () => {
       allow: ['/home/a/p'],
       outputsDir: 'out',
       json: true,
+      maxSourceBytes: 512 * 1024,
     });
+  });
+
+  it('limits sources to 4 MiB unless --max-source-size or KERNELWARDEN_MAX_SOURCE_SIZE says otherwise', () => {
+    expect(run(['run', '-c', 'x']).stack.maxSourceBytes).toBe(4 * 1024 * 1024);
+    const fromEnv = parseCommand(['run', '-c', 'x'], { env: { KERNELWARDEN_MAX_SOURCE_SIZE: '1M' } });
+    expect(fromEnv.command === 'run' && fromEnv.stack.maxSourceBytes).toBe(1024 * 1024);
+    expect(usage(['run', '-c', 'x', '--max-source-size', 'lots']).message).toBe(
+      '--max-source-size "lots" is not a size from 1 byte to 256 MiB, e.g. 512k or 16M',
+    );
+    expect(usage(['repl', '--max-source-size', '0']).message).toMatch(/^--max-source-size "0" is not a size/);
   });
 
   it('takes a FILE, - for stdin, and infers R from a .R file', () => {

@@ -1,6 +1,8 @@
 import { type ParseArgsConfig, parseArgs } from 'node:util';
 import { z } from 'zod';
 import { parseDuration } from './duration.js';
+import { parseSize } from './size.js';
+import { DEFAULT_MAX_SOURCE_BYTES } from './source-input.js';
 import { UsageError } from './usage-error.js';
 
 /** The language a cell runs in. */
@@ -36,6 +38,11 @@ export interface StackOptions {
   outputsDir: string | undefined;
   /** Print one JSON document instead of streaming. */
   json: boolean;
+  /**
+   * The largest source (file, standard input, `-c`, a repl cell) sent to a kernel, in bytes (`--max-source-size`,
+   * `KERNELWARDEN_MAX_SOURCE_SIZE`). @defaultValue `DEFAULT_MAX_SOURCE_BYTES` (4 MiB)
+   */
+  maxSourceBytes?: number;
 }
 
 /** What `run` executes: a file, inline code, or standard input (`-`). */
@@ -79,6 +86,9 @@ function durationField(flag: string) {
 }
 
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
+/** The highest `--max-source-size`: a bigger source would not fit one gateway message or one string. */
+const MAX_SOURCE_LIMIT = 256 * 1024 * 1024;
 
 const stackSchema = z.object({
   lang: z
@@ -145,6 +155,21 @@ const stackSchema = z.object({
   allow: z.array(z.string().min(1, '--allow needs a directory')).default([]),
   'outputs-dir': z.string().min(1, '--outputs-dir needs a directory').optional(),
   json: z.boolean().optional(),
+  'max-source-size': z
+    .string()
+    .optional()
+    .transform((text, ctx) => {
+      if (text === undefined) return undefined;
+      const bytes = parseSize(text);
+      if (bytes === undefined || bytes < 1 || bytes > MAX_SOURCE_LIMIT) {
+        ctx.addIssue({
+          code: 'custom',
+          message: `--max-source-size "${text}" is not a size from 1 byte to 256 MiB, e.g. 512k or 16M`,
+        });
+        return z.NEVER;
+      }
+      return bytes;
+    }),
 });
 
 const STACK_FLAGS = {
@@ -160,13 +185,15 @@ const STACK_FLAGS = {
   allow: { type: 'string', multiple: true },
   'outputs-dir': { type: 'string', short: 'o' },
   json: { type: 'boolean' },
+  'max-source-size': { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 } as const satisfies ParseArgsConfig['options'];
 
-/** Environment variables that stand in for the grace flags (handy in tests and CI). */
-const GRACE_ENV = {
+/** Environment variables that stand in for flags (handy in tests and CI). */
+const FLAG_ENV = {
   'interrupt-grace': 'KERNELWARDEN_INTERRUPT_GRACE',
   'kill-grace': 'KERNELWARDEN_KILL_GRACE',
+  'max-source-size': 'KERNELWARDEN_MAX_SOURCE_SIZE',
 } as const;
 
 const COMMANDS = ['run', 'repl', 'demo', 'mcp', 'doctor', 'gateway', 'help'] as const;
@@ -175,7 +202,8 @@ const COMMANDS = ['run', 'repl', 'demo', 'mcp', 'doctor', 'gateway', 'help'] as 
  * Parses and validates a `kernelwarden` command line (without `node` and the script path).
  *
  * Use it to drive the CLI from code or tests; throws `UsageError` with a message that names the bad flag and
- * shows an example. `env` supplies `KERNELWARDEN_INTERRUPT_GRACE` / `KERNELWARDEN_KILL_GRACE` defaults and `cwd`
+ * shows an example. `env` supplies `KERNELWARDEN_INTERRUPT_GRACE` / `KERNELWARDEN_KILL_GRACE` /
+ * `KERNELWARDEN_MAX_SOURCE_SIZE` defaults and `cwd`
  * the default working directory.
  */
 export function parseCommand(
@@ -287,7 +315,7 @@ function parseStack(
   delete raw.help;
   delete raw.code;
   const fromEnv = new Map<string, string>();
-  for (const [flag, variable] of Object.entries(GRACE_ENV)) {
+  for (const [flag, variable] of Object.entries(FLAG_ENV)) {
     const value = env[variable];
     if (raw[flag] === undefined && value !== undefined && value !== '') {
       raw[flag] = value;
@@ -323,6 +351,7 @@ function parseStack(
     allow: v.allow,
     outputsDir: v['outputs-dir'],
     json: v.json === true,
+    maxSourceBytes: v['max-source-size'] ?? DEFAULT_MAX_SOURCE_BYTES,
   };
 }
 

@@ -10,6 +10,7 @@ import { ExitCode } from './exit-code.js';
 import { describeFailure } from './failure.js';
 import { OutputPrinter } from './output-printer.js';
 import { Spinner } from './spinner.js';
+import { terminalSafe } from './terminal-text.js';
 
 interface Step {
   title: string;
@@ -80,7 +81,8 @@ export async function demoCommand(options: StackOptions, io: CliIo): Promise<num
     interruptGraceMs: options.interruptGraceMs ?? DEMO_GRACE_MS,
     killGraceMs: options.killGraceMs ?? DEMO_GRACE_MS,
   };
-  const out = (text: string) => io.stdout.write(`${text}\n`);
+  // Step details quote the kernel's error values: shown with control characters escaped, like everything else.
+  const out = (text: string) => io.stdout.write(`${terminalSafe(text, { colors: false })}\n`);
   const spinner = new Spinner(io.stderr);
   const t0 = performance.now();
   const since = () => performance.now() - t0;

@@ -14,6 +14,11 @@ export const ExitCode = {
   gatewayUnavailable: 3,
   /** `--hide`/`--allow` were asked for but cannot be enforced here (no bubblewrap, or a remote gateway). */
   isolationUnavailable: 4,
+  /**
+   * The kernel died while the cell ran (`os._exit()`, a crash, a kill, running out of memory): the server restarted
+   * it with its variables gone, or could not. The message says which.
+   */
+  kernelDied: 5,
   /** Something failed that is none of the above (a bug or a broken kernel); the message says what. */
   internal: 70,
   /** The cell ran past `--timeout`; the watchdog stopped it and, when it had to, reset the kernel. */

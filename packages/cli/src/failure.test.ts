@@ -1,5 +1,10 @@
 import { InvalidOptionsError } from '@kernelwarden/core';
-import { GatewayAuthError, GatewayUnavailableError, KernelStartError } from '@kernelwarden/gateway-client';
+import {
+  GatewayAuthError,
+  GatewayUnavailableError,
+  KernelDiedError,
+  KernelStartError,
+} from '@kernelwarden/gateway-client';
 import { IsolationPolicyError, IsolationUnavailableError } from '@kernelwarden/isolation';
 import { KernelFactoryError } from '@kernelwarden/supervisor';
 import { CellTimeoutError } from '@kernelwarden/watchdog';
@@ -56,6 +61,21 @@ describe('describeFailure', () => {
     expect(describeFailure(new KernelFactoryError('python', 'default', 'boom', new Error('boom'))).exitCode).toBe(
       ExitCode.internal,
     );
+  });
+
+  it('maps a kernel that died under the cell to 5 (not 70), and a connection lost for good to 3', () => {
+    const died = (reason: 'restarted' | 'dead' | 'gone' | 'connection-lost') =>
+      describeFailure(new KernelDiedError(`Kernel k died (${reason})`, { reason, kernelId: 'k' }));
+    expect(died('restarted')).toEqual({ exitCode: 5, code: 'KERNEL_DIED', message: 'Kernel k died (restarted)' });
+    expect(ExitCode.kernelDied).toBe(5);
+    expect(died('dead').exitCode).toBe(ExitCode.kernelDied);
+    expect(died('gone').exitCode).toBe(ExitCode.kernelDied);
+    expect(died('connection-lost').exitCode).toBe(ExitCode.gatewayUnavailable);
+  });
+
+  it('shows control characters in a message escaped (it may quote a kernel or a file name)', () => {
+    const { message } = describeFailure(new UsageError('cannot read \x1b]0;pwned\x07.py: no such file'));
+    expect(message).toBe('cannot read \\x1b]0;pwned\\x07.py: no such file');
   });
 
   it('points timeouts at --timeout rather than the library option', () => {

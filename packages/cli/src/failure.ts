@@ -1,7 +1,10 @@
 import { InvalidOptionsError, KernelwardenError } from '@kernelwarden/core';
+import { KernelDiedError } from '@kernelwarden/gateway-client';
 import { IsolationPolicyError, IsolationUnavailableError } from '@kernelwarden/isolation';
 import { CellTimeoutError } from '@kernelwarden/watchdog';
 import { ExitCode } from './exit-code.js';
+import { InvalidSourceError } from './source-input.js';
+import { terminalSafe } from './terminal-text.js';
 import { UsageError } from './usage-error.js';
 
 const GATEWAY_CODES = new Set(['GATEWAY_UNAVAILABLE', 'GATEWAY_AUTH', 'KERNEL_START']);
@@ -17,17 +20,24 @@ export interface Failure {
 
 /**
  * Classifies an error that ended a command: gateway problems exit 3, isolation that cannot be enforced exits 4,
- * a cell the watchdog had to reset exits 124, bad input exits 2, anything else 70.
+ * a kernel that died under the cell exits 5, a cell the watchdog had to reset exits 124, bad input (a bad flag, a
+ * source that is not UTF-8) exits 2, anything else 70.
  *
- * Use it wherever a command catches; the message never contains a token (kernelwarden errors never carry one).
+ * Use it wherever a command catches; the message never contains a token (kernelwarden errors never carry one), and
+ * its control characters are shown escaped (it may quote a kernel's own error or a hostile file name).
  */
 export function describeFailure(error: unknown): Failure {
+  const failure = classify(error);
+  return { ...failure, message: terminalSafe(failure.message, { colors: false }) };
+}
+
+function classify(error: unknown): Failure {
   const message = error instanceof Error ? error.message : String(error);
   // A kernel factory's failure arrives wrapped (the supervisor's KernelFactoryError): classify by the root cause
   // (a gateway or isolation error) and keep the outer message, which names the slot and the reason.
   const root = rootCause(error);
   if (root !== error) {
-    const inner = describeFailure(root);
+    const inner = classify(root);
     if (inner.exitCode !== ExitCode.internal) return { ...inner, message };
   }
   const code = KernelwardenError.isInstance(error) ? error.code : undefined;
@@ -39,7 +49,12 @@ export function describeFailure(error: unknown): Failure {
       message: message.replace(/\(policy cellTimeoutMs, or KERNELWARDEN_CELL_TIMEOUT in seconds\)/, '(--timeout)'),
     };
   }
-  if (UsageError.isInstance(error) || InvalidOptionsError.isInstance(error) || IsolationPolicyError.isInstance(error)) {
+  if (
+    UsageError.isInstance(error) ||
+    InvalidSourceError.isInstance(error) ||
+    InvalidOptionsError.isInstance(error) ||
+    IsolationPolicyError.isInstance(error)
+  ) {
     return { exitCode: ExitCode.usage, code, message };
   }
   if (IsolationUnavailableError.isInstance(error)) {
@@ -49,7 +64,12 @@ export function describeFailure(error: unknown): Failure {
       message: `${message}\nRun 'kernelwarden doctor' to see what read isolation needs here.`,
     };
   }
-  if (code !== undefined && GATEWAY_CODES.has(code)) {
+  if (KernelDiedError.isInstance(error) && error.reason !== 'connection-lost') {
+    // Its message says what became of the kernel: restarted by the server (variables gone), or dead for good.
+    return { exitCode: ExitCode.kernelDied, code, message };
+  }
+  if (code !== undefined && (GATEWAY_CODES.has(code) || KernelDiedError.isInstance(error))) {
+    // A connection to the gateway that could not be reopened is the gateway's failure, not the kernel's.
     return { exitCode: ExitCode.gatewayUnavailable, code, message };
   }
   return {

@@ -7,6 +7,7 @@ import { formatDuration } from './duration.js';
 import { ExitCode } from './exit-code.js';
 import { describeFailure } from './failure.js';
 import { Spinner } from './spinner.js';
+import { terminalSafe, terminalSafeJson } from './terminal-text.js';
 
 /** How long `gateway start` keeps the server up once nobody uses it. */
 const START_LINGER_MS = 60 * 60_000;
@@ -32,7 +33,9 @@ export async function gatewayCommand(
   opts: { json: boolean; lines: number },
   io: CliIo,
 ): Promise<number> {
-  const write = (human: string, doc: unknown) => io.stdout.write(opts.json ? `${JSON.stringify(doc)}\n` : `${human}\n`);
+  // The log holds kernels' stderr and the state files are on disk: both are shown with control characters escaped.
+  const write = (human: string, doc: unknown) =>
+    io.stdout.write(opts.json ? `${terminalSafeJson(doc)}\n` : `${terminalSafe(human, { colors: false })}\n`);
   try {
     switch (action) {
       case 'start': {

@@ -29,7 +29,9 @@ const STACK = `Kernel options:
       --hide DIR             the kernel cannot read DIR (bubblewrap; repeatable; embedded gateway only)
       --allow DIR            ...except this directory inside a hidden one (repeatable)
   -o, --outputs-dir DIR      save image outputs (PNG, JPEG, SVG) there and print where
-      --json                 print one JSON result on stdout instead of streaming`;
+      --json                 print one JSON result on stdout instead of streaming
+      --max-source-size SIZE largest source to run, e.g. 512k, 16M (default 4M;
+                             env KERNELWARDEN_MAX_SOURCE_SIZE); sources must be UTF-8 without NUL bytes`;
 
 const TOPICS: Record<string, string> = {
   run: `kernelwarden run [FILE | - | -c CODE] [options]

@@ -4,6 +4,7 @@ import { type CliIo, processIo } from './cli-io.js';
 import { formatDoctor, runDoctor } from './doctor.js';
 import { ExitCode } from './exit-code.js';
 import { helpText } from './help.js';
+import { terminalSafe } from './terminal-text.js';
 import { UsageError } from './usage-error.js';
 
 function version(): string {
@@ -23,7 +24,9 @@ export async function main(argv: readonly string[], io: CliIo = processIo()): Pr
   } catch (error) {
     if (!UsageError.isInstance(error)) throw error;
     const where = error.command ? ` ${error.command}` : '';
-    io.stderr.write(`kernelwarden${where}: ${error.message}\nRun 'kernelwarden help${where}' for usage.\n`);
+    // The message may quote an argument: a file name from a glob can hold escape sequences.
+    const message = terminalSafe(error.message, { colors: false });
+    io.stderr.write(`kernelwarden${where}: ${message}\nRun 'kernelwarden help${where}' for usage.\n`);
     return ExitCode.usage;
   }
   switch (command.command) {

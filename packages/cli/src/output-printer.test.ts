@@ -4,7 +4,8 @@ import { join } from 'node:path';
 import type { ExecuteResult } from '@kernelwarden/core';
 import { okResult } from '@kernelwarden/testkit';
 import { afterEach, describe, expect, it } from 'vitest';
-import { OutputPrinter, stripAnsi } from './output-printer.js';
+import { OutputPrinter } from './output-printer.js';
+import { stripAnsi } from './terminal-text.js';
 
 const PNG = Buffer.from('89504e470d0a1a0a0000000d49484452', 'hex');
 
@@ -101,5 +102,34 @@ describe('OutputPrinter', () => {
 
   it('strips colours and hyperlinks', () => {
     expect(stripAnsi('\x1b[1;31mred\x1b[0m \x1b]8;;file:///x\x07link\x1b]8;;\x07')).toBe('red link');
+  });
+
+  it("shows a kernel's title, clipboard, screen-clear and DCS sequences escaped on a terminal, keeping colours", () => {
+    const out = sink(true);
+    const err = sink(true);
+    const printer = new OutputPrinter({ stdout: out, stderr: err, filePrefix: 'c1' });
+    printer.onOutput({ type: 'stream', name: 'stdout', text: '\x1b]0;pwned\x07\x1b[32mok\x1b' });
+    printer.onOutput({ type: 'stream', name: 'stdout', text: '[0m\x1b]52;c;aGk=\x07\n' });
+    printer.onOutput({ type: 'stream', name: 'stderr', text: '\x1b[2J\x9b2J\x1bP+q\x1b\\\n' });
+    printer.onOutput({ type: 'execute_result', data: { 'text/plain': "'\x1b]0;t\x07'" }, metadata: {} });
+    printer.onOutput({
+      type: 'error',
+      ename: 'E',
+      evalue: 'v',
+      traceback: ['\x1b[0;31mE\x1b[0m: \x1b]0;t\x07v'],
+    });
+    printer.finish(result());
+    expect(out.text).toBe("\\x1b]0;pwned\\x07\x1b[32mok\x1b[0m\\x1b]52;c;aGk=\\x07\n'\\x1b]0;t\\x07'\n");
+    expect(err.text).toBe('\\x1b[2J\\x9b2J\\x1bP+q\\x1b\\\n\x1b[0;31mE\x1b[0m: \\x1b]0;t\\x07v\n');
+  });
+
+  it('gives a pipe the same without colours, and a lone ESC left at the end escaped', () => {
+    const out = sink();
+    const err = sink();
+    const printer = new OutputPrinter({ stdout: out, stderr: err, filePrefix: 'c1' });
+    printer.onOutput({ type: 'stream', name: 'stdout', text: '\x1b[31mred\x1b[0m \x1b]0;t\x07\x1b' });
+    printer.finish(result());
+    expect(out.text).toBe('red \\x1b]0;t\\x07\\x1b');
+    expect(err.text).toBe('');
   });
 });

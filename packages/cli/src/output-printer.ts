@@ -1,6 +1,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import type { ExecuteResult, Output } from '@kernelwarden/core';
+import { TerminalTextFilter, terminalSafe } from './terminal-text.js';
 
 /** A place text goes: `process.stdout`, `process.stderr`, or a test's collector. */
 export interface TextSink {
@@ -25,21 +26,11 @@ const IMAGE_TYPES: Record<string, { ext: string; binary: boolean }> = {
   'image/svg+xml': { ext: 'svg', binary: false },
 };
 
-// CSI sequences (colours, cursor moves) and OSC sequences (hyperlinks) that IPython puts in tracebacks.
-const ANSI = /\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)/g;
-
-/**
- * Removes terminal escape sequences (colours, hyperlinks) from text.
- *
- * Use it before writing kernel tracebacks to a file, a pipe or JSON.
- */
-export function stripAnsi(text: string): string {
-  return text.replace(ANSI, '');
-}
-
 /**
  * Turns a cell's outputs into terminal output as they arrive: stdout stream text to stdout; stderr text and
  * tracebacks to stderr; `text/plain` results to stdout; images saved to `outputsDir` with a line saying where.
+ * Everything the kernel sent passes the terminal filter (`terminal-text.ts`): on a terminal only text and colours
+ * reach it, other control sequences are shown escaped; a pipe gets the same without colours.
  *
  * Create one per cell; pass `printer.onOutput` as the cell's `onOutput`, then call `finish(result)`. With
  * `quiet` it prints nothing and only saves files (the `--json` mode).
@@ -49,7 +40,9 @@ export class OutputPrinter {
   readonly #stderr: TextSink;
   readonly #outputsDir: string | undefined;
   readonly #quiet: boolean;
-  readonly #color: boolean;
+  readonly #stderrColor: boolean;
+  readonly #outFilter: TerminalTextFilter;
+  readonly #errFilter: TerminalTextFilter;
   readonly #prefix: string;
   readonly #saved: SavedFile[] = [];
   #errorShown = false;
@@ -68,7 +61,9 @@ export class OutputPrinter {
     this.#stderr = opts.stderr;
     this.#outputsDir = opts.outputsDir;
     this.#quiet = opts.quiet ?? false;
-    this.#color = opts.color ?? opts.stderr.isTTY === true;
+    this.#stderrColor = opts.color ?? opts.stderr.isTTY === true;
+    this.#outFilter = new TerminalTextFilter({ colors: opts.color ?? opts.stdout.isTTY === true });
+    this.#errFilter = new TerminalTextFilter({ colors: this.#stderrColor });
     this.#prefix = opts.filePrefix;
   }
 
@@ -98,6 +93,8 @@ export class OutputPrinter {
    * images were dropped for lack of `--outputs-dir`.
    */
   finish(result: ExecuteResult): void {
+    this.#writeStdout(this.#outFilter.flush(), true);
+    this.#writeStderr(this.#errFilter.flush(), true);
     if (result.error && !this.#errorShown) {
       this.#writeError(result.error.traceback, result.error.ename, result.error.evalue);
     }
@@ -115,21 +112,26 @@ export class OutputPrinter {
     }
   }
 
-  #writeStdout(text: string): void {
+  /** Writes kernel text to stdout through the filter (`filtered`: it already went through). */
+  #writeStdout(text: string, filtered = false): void {
     if (this.#quiet || text === '') return;
-    this.#stdout.write(text);
-    this.#stdoutEndsWithNewline = text.endsWith('\n');
+    const shown = filtered ? text : this.#outFilter.write(text);
+    if (shown === '') return;
+    this.#stdout.write(shown);
+    this.#stdoutEndsWithNewline = shown.endsWith('\n');
   }
 
-  #writeStderr(text: string): void {
+  #writeStderr(text: string, filtered = false): void {
     if (this.#quiet || text === '') return;
-    this.#stderr.write(text);
+    const shown = filtered ? text : this.#errFilter.write(text);
+    if (shown !== '') this.#stderr.write(shown);
   }
 
   #writeError(traceback: readonly string[], ename: string, evalue: string): void {
     if (this.#quiet) return;
-    let text = traceback.length > 0 ? traceback.join('\n') : `${ename}: ${evalue}`;
-    if (!this.#color) text = stripAnsi(text);
+    this.#writeStderr(this.#errFilter.flush(), true);
+    const raw = traceback.length > 0 ? traceback.join('\n') : `${ename}: ${evalue}`;
+    const text = terminalSafe(raw, { colors: this.#stderrColor });
     this.#stderr.write(text.endsWith('\n') ? text : `${text}\n`);
   }
 

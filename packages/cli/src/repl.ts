@@ -8,7 +8,15 @@ import { inputState } from './continuation.js';
 import { ExitCode } from './exit-code.js';
 import { describeFailure } from './failure.js';
 import { OutputPrinter } from './output-printer.js';
+import {
+  checkSourceText,
+  DEFAULT_MAX_SOURCE_BYTES,
+  hasInvalidBytes,
+  InvalidSourceError,
+  markInvalidUtf8,
+} from './source-input.js';
 import { Spinner } from './spinner.js';
+import { terminalSafe } from './terminal-text.js';
 
 /** A second Ctrl-C within this long of the first one kills and restarts the kernel. */
 export const DOUBLE_INTERRUPT_MS = 2000;
@@ -27,7 +35,7 @@ Ctrl-C interrupts the running cell; Ctrl-C again within 2 s kills and restarts i
 export async function replCommand(options: StackOptions, io: CliIo): Promise<number> {
   const terminal = io.stdin.isTTY === true && io.stdout.isTTY === true;
   const spinner = new Spinner(io.stderr);
-  const say = (text: string) => io.stderr.write(`${text}\n`);
+  const say = (text: string) => io.stderr.write(`${terminalSafe(text, { colors: false })}\n`);
   let stack: Stack;
   try {
     spinner.start(
@@ -56,8 +64,11 @@ export async function replCommand(options: StackOptions, io: CliIo): Promise<num
   let lastInterruptAt = Number.NEGATIVE_INFINITY;
   const queue: string[] = [];
 
+  // Bytes that are not UTF-8 are marked (readline would make them U+FFFD silently) and their cell refused.
+  const input = markInvalidUtf8(io.stdin);
+  const maxSourceBytes = options.maxSourceBytes ?? DEFAULT_MAX_SOURCE_BYTES;
   const rl = createInterface({
-    input: io.stdin,
+    input: input.stream,
     output: io.stdout as NodeJS.WritableStream,
     terminal,
     prompt: PROMPT[language],
@@ -139,6 +150,18 @@ export async function replCommand(options: StackOptions, io: CliIo): Promise<num
     if (state !== 'complete') return;
     const code = buffer.join('\n');
     buffer = [];
+    try {
+      if (hasInvalidBytes(code)) {
+        throw new InvalidSourceError(
+          'the repl input is not valid UTF-8: the cell was not run (is the terminal set to UTF-8?)',
+          { source: 'the repl input', problem: 'encoding' },
+        );
+      }
+      checkSourceText(code, 'the repl input', maxSourceBytes);
+    } catch (error) {
+      say(`kernelwarden: ${describeFailure(error).message}`);
+      return;
+    }
     await runCell(code);
   };
 
@@ -198,6 +221,7 @@ export async function replCommand(options: StackOptions, io: CliIo): Promise<num
   await draining;
   if (terminal) io.stdout.write('\n');
   process.off('SIGINT', onInterrupt);
+  input.detach();
   stopWatching();
   await stack.close();
   return ExitCode.ok;

@@ -1,15 +1,23 @@
 import { randomUUID } from 'node:crypto';
-import { readFileSync, statSync } from 'node:fs';
+import { statSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { text } from 'node:stream/consumers';
 import type { ExecuteResult } from '@kernelwarden/core';
+import { MISSING_REPLY_ENAME } from '@kernelwarden/gateway-client';
 import type { RunSource, StackOptions } from './args.js';
 import type { CliIo } from './cli-io.js';
 import { createStack, type Stack } from './compose.js';
 import { ExitCode } from './exit-code.js';
 import { describeFailure, type Failure } from './failure.js';
 import { OutputPrinter, type SavedFile } from './output-printer.js';
+import {
+  checkSourceText,
+  DEFAULT_MAX_SOURCE_BYTES,
+  InvalidSourceError,
+  readSourceFile,
+  readSourceStream,
+} from './source-input.js';
 import { Spinner } from './spinner.js';
+import { terminalSafeJson } from './terminal-text.js';
 import { UsageError } from './usage-error.js';
 
 /** The document `kernelwarden run --json` prints: the cell's result plus what the CLI did with it. */
@@ -34,12 +42,14 @@ export interface RunReport {
   durationMs: number;
 }
 
-async function readSource(source: RunSource, io: CliIo): Promise<string> {
-  if (source.kind === 'code') return source.code;
-  if (source.kind === 'stdin') return text(io.stdin);
+/** Reads the cell's code with the source checks (UTF-8, no NUL, at most `maxBytes`): see `source-input.ts`. */
+async function readSource(source: RunSource, io: CliIo, maxBytes: number): Promise<string> {
+  if (source.kind === 'code') return checkSourceText(source.code, '-c CODE', maxBytes);
+  if (source.kind === 'stdin') return readSourceStream(io.stdin, 'standard input', maxBytes);
   try {
-    return readFileSync(resolve(io.cwd, source.path), 'utf8');
+    return await readSourceFile(resolve(io.cwd, source.path), source.path, maxBytes);
   } catch (error) {
+    if (InvalidSourceError.isInstance(error)) throw error;
     const reason = (error as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file' : (error as Error).message;
     throw new UsageError(`cannot read ${source.path}: ${reason}`, { command: 'run', cause: error });
   }
@@ -102,7 +112,7 @@ export async function runCommand(source: RunSource, options: StackOptions, io: C
         durationMs: Math.round(performance.now() - started),
         ...fields,
       };
-      io.stdout.write(`${JSON.stringify(doc)}\n`);
+      io.stdout.write(`${terminalSafeJson(doc)}\n`);
     }
     return fields.exitCode;
   };
@@ -118,7 +128,7 @@ export async function runCommand(source: RunSource, options: StackOptions, io: C
   };
 
   try {
-    const code = await readSource(source, io);
+    const code = await readSource(source, io, options.maxSourceBytes ?? DEFAULT_MAX_SOURCE_BYTES);
     checkDirectory('--cwd', options.cwd);
     spinner.start(
       options.gatewayUrl ? `connecting to ${options.gatewayUrl}…` : 'connecting to the embedded Jupyter gateway…',
@@ -149,6 +159,9 @@ export async function runCommand(source: RunSource, options: StackOptions, io: C
     if (result.error?.ename === 'RKernelUnavailable') {
       // The R slot soft-fails into an error result: no cell ran, the kernel could not be started.
       exitCode = ExitCode.gatewayUnavailable;
+    } else if (result.error?.ename === MISSING_REPLY_ENAME) {
+      // The kernel went idle without answering the request: it broke the protocol, the cell did not raise.
+      exitCode = ExitCode.internal;
     } else if (result.timedOut) {
       exitCode = ExitCode.timedOut;
       if (!options.json) {

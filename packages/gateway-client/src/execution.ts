@@ -1,6 +1,15 @@
 import type { ExecuteError, ExecuteOptions, ExecuteResult, Output } from '@kernelwarden/core';
 import type { JupyterMessage } from './message.js';
 
+/**
+ * How long a cell waits for its `execute_reply` once the kernel went `idle` for it: ipykernel replies before it
+ * goes idle, so a reply that has not come by then never will (its handler failed, e.g. on code with a NUL).
+ */
+export const DEFAULT_REPLY_GRACE_MS = 3000;
+
+/** The `ename` of the error a cell settles with when its kernel went idle without replying. */
+export const MISSING_REPLY_ENAME = 'KernelProtocolError';
+
 /** How much of a cell's output a result keeps. Memory stays bounded by these, not by the cell's output size. */
 export interface OutputCaps {
   /** Characters of stdout (and, separately, of stderr) kept. @defaultValue 1048576 (1 MiB) */
@@ -55,6 +64,8 @@ export class CellExecution {
   readonly opts: ExecuteOptions;
   replied = false;
   idle = false;
+  /** The kernel went idle first and the reply grace is running. */
+  awaitingReply = false;
   settled = false;
   status: ExecuteResult['status'] = 'ok';
   executionCount: number | undefined;
@@ -178,6 +189,17 @@ export class CellExecution {
     if (this.error !== undefined && result.status === 'error') result.error = this.error;
     if (this.outputDropped) result.outputDropped = true;
     this.#resolve(result);
+  }
+
+  /**
+   * Settles the cell as an error because the kernel went idle for it and never sent its `execute_reply`: status
+   * `'error'`, `error.ename` `'KernelProtocolError'`, and an `evalue` saying so.
+   */
+  completeWithoutReply(graceMs: number): void {
+    this.status = 'error';
+    const evalue = `the kernel went idle without replying to the cell (no execute_reply within ${graceMs} ms of its status: idle); it failed to handle the request, so the cell may not have run`;
+    this.error = { ename: MISSING_REPLY_ENAME, evalue, traceback: [] };
+    this.complete();
   }
 
   /** Records that the server dropped some of this cell's output (once; emits the kernel's event). */

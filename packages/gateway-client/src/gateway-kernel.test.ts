@@ -1,8 +1,10 @@
 import { getEventListeners } from 'node:events';
+import type { ExecuteResult } from '@kernelwarden/core';
 import { InvalidOptionsError } from '@kernelwarden/core';
-import { FakeWebSocket, type FetchHook, hookFetch } from '@kernelwarden/testkit';
+import { FakeWebSocket, type FetchHook, hookFetch, ManualClock } from '@kernelwarden/testkit';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { KernelDiedError, KernelStartError } from './errors.js';
+import { DEFAULT_REPLY_GRACE_MS } from './execution.js';
 import type { WebSocketClass } from './gateway-client.js';
 import { GatewayKernel, type GatewayKernelStartOptions } from './gateway-kernel.js';
 import { type KernelScript, scriptedKernel } from './kernel-script.test-fixture.js';
@@ -59,6 +61,9 @@ function start(extra: Partial<GatewayKernelStartOptions> = {}): Promise<GatewayK
     ...extra,
   });
 }
+
+/** Lets queued microtasks and one round of I/O callbacks (setImmediate) run. */
+const settleIo = () => new Promise<void>((resolve) => setTimeout(resolve, 5));
 
 const lastSocket = () => FakeWebSocket.instances.at(-1) as KernelSocket;
 const calls = (hook: FetchHook, method: string, suffix: string) =>
@@ -261,6 +266,68 @@ describe('GatewayKernel execution against a scripted kernel', () => {
     const result = await kernel.execute('x');
     expect(result.stdout).toBe('0\n1\n2\n3\n4\n5\n6\n7\n');
     expect(result.outputDropped).toBeUndefined();
+  });
+
+  it('settles a cell whose kernel went idle without replying as a KernelProtocolError after replyGraceMs', async () => {
+    using _hook = gatewayFetch('k');
+    KernelSocket.script = {
+      execute: (req, r) => {
+        if (!String(req.content.code).includes('\0')) return r.ok(req, { stdout: 'fine\n' });
+        // ipykernel when its execute handler raises (code with a NUL): busy, idle, and no execute_reply.
+        r.send('iopub', 'status', { execution_state: 'busy' }, req);
+        r.send('iopub', 'status', { execution_state: 'idle' }, req);
+      },
+    };
+    const clock = new ManualClock();
+    await using kernel = await start({ clock, livenessPollMs: 0 });
+    let result: ExecuteResult | undefined;
+    const running = kernel.execute('x = 1\0', { cellId: 'c' }).then((r) => (result = r));
+    await settleIo();
+    await clock.advance(DEFAULT_REPLY_GRACE_MS - 1);
+    await settleIo();
+    expect(result).toBeUndefined();
+    await clock.advance(1);
+    await settleIo();
+    await running;
+    expect(result).toMatchObject({
+      status: 'error',
+      cellId: 'c',
+      error: { ename: 'KernelProtocolError', traceback: [] },
+    });
+    expect(result?.error?.evalue).toMatch(/^the kernel went idle without replying to the cell/);
+    expect(kernel.status).toBe('idle');
+    expect(clock.pendingTimers()).toBe(0);
+    // The kernel is still usable.
+    expect((await kernel.execute('print(1)')).stdout).toBe('fine\n');
+  });
+
+  it('completes normally when the reply comes after the idle within replyGraceMs, and waits for ever with 0', async () => {
+    using _hook = gatewayFetch('k');
+    let late: (() => void) | undefined;
+    KernelSocket.script = {
+      execute: (req, r) => {
+        r.send('iopub', 'status', { execution_state: 'busy' }, req);
+        r.send('iopub', 'status', { execution_state: 'idle' }, req);
+        late = () => r.send('shell', 'execute_reply', { status: 'ok', execution_count: 4 }, req);
+      },
+    };
+    const clock = new ManualClock();
+    await using kernel = await start({ clock, livenessPollMs: 0, replyGraceMs: 1000 });
+    const first = kernel.execute('a');
+    await settleIo();
+    await clock.advance(900);
+    late?.();
+    expect(await first).toMatchObject({ status: 'ok', executionCount: 4 });
+
+    await using patient = await start({ clock, livenessPollMs: 0, replyGraceMs: 0 });
+    let settled = false;
+    const second = patient.execute('b').finally(() => (settled = true));
+    await settleIo();
+    await clock.advance(60_000);
+    await settleIo();
+    expect(settled).toBe(false);
+    late?.();
+    expect(await second).toMatchObject({ status: 'ok' });
   });
 
   it('answers input_request through onInput and sets allow_stdin', async () => {

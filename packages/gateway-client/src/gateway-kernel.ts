@@ -14,7 +14,7 @@ import {
 import { z } from 'zod';
 import { KernelChannel, type ReconnectPolicy, type WireProtocol } from './channel.js';
 import { type KernelDeathReason, KernelDiedError, KernelStartError } from './errors.js';
-import { CellExecution, DEFAULT_OUTPUT_CAPS, type OutputCaps } from './execution.js';
+import { CellExecution, DEFAULT_OUTPUT_CAPS, DEFAULT_REPLY_GRACE_MS, type OutputCaps } from './execution.js';
 import { GatewayClient, type GatewayClientOptions, type KernelModel } from './gateway-client.js';
 import {
   type GatewayKernelEventMap,
@@ -84,6 +84,13 @@ export interface GatewayKernelStartOptions {
    */
   idleGraceMs?: number;
   /**
+   * After the kernel's `status: idle` for a cell whose `execute_reply` has not come, how long to wait for it before
+   * the cell completes with status `'error'` and `error.ename` `'KernelProtocolError'` (ipykernel goes idle without a
+   * reply when its handler fails, e.g. on code with a NUL character; the cell would otherwise wait for its timeout).
+   * The wait restarts while messages keep arriving. `0` waits for the reply for ever. @defaultValue 3000
+   */
+  replyGraceMs?: number;
+  /**
    * Sent as `stop_on_error` with every cell: when true, ipykernel aborts the requests already queued behind a cell
    * that raised — including one sent right after the error, in a race. Off, each cell stands alone.
    * @defaultValue false
@@ -125,6 +132,7 @@ const startSchema = z.object({
   createAttempts: z.number().int().min(1).optional(),
   interruptDrainMs: positive.optional(),
   idleGraceMs: positive.optional(),
+  replyGraceMs: positive.optional(),
   stopOnError: z.boolean().optional(),
   cleanupTimeoutMs: positive.optional(),
   clock: z
@@ -530,6 +538,7 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
         const execution = parentId === undefined ? undefined : this.#pending.get(parentId);
         if (execution) {
           if (execution.iopub(msg)) this.#completed(execution);
+          else if (type === 'status' && execution.idle && !execution.replied) this.#awaitReply(execution);
         } else if (parentId !== undefined && this.#orphans.size > 0 && msg.content.execution_state === 'idle') {
           this.#orphanMessage(parentId, 'idle');
         }
@@ -674,6 +683,44 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
         }
         execution.markDropped();
         this.#completed(execution);
+        if (this.#pending.size === 0 && this.#status === 'busy') this.#setStatus('idle');
+      });
+    };
+    timer = this.#clock.setTimer(tick, graceMs);
+    const settled = execution.onSettled;
+    execution.onSettled = () => {
+      timer?.cancel();
+      settled?.();
+    };
+  }
+
+  /**
+   * The idle came first: waits `replyGraceMs` for the reply (longer while messages keep arriving or the socket is
+   * reopening), then settles the cell with the missing-reply error (see the option).
+   */
+  #awaitReply(execution: CellExecution): void {
+    const graceMs = this.#opts.replyGraceMs ?? DEFAULT_REPLY_GRACE_MS;
+    if (graceMs <= 0 || execution.awaitingReply) return;
+    execution.awaitingReply = true;
+    let seen = this.#channel.received;
+    let timer: Timer | undefined;
+    const tick = () => {
+      timer = undefined;
+      if (execution.settled || !this.#alive) return;
+      if (this.#channel.received !== seen || !this.#channel.isOpen || this.#recovering) {
+        seen = this.#channel.received;
+        timer = this.#clock.setTimer(tick, graceMs);
+        return;
+      }
+      // As in #awaitIdle: a reply already on the socket is read in the next poll phase; look again after it.
+      setImmediate(() => {
+        if (execution.settled || !this.#alive) return;
+        if (this.#channel.received !== seen) {
+          seen = this.#channel.received;
+          timer = this.#clock.setTimer(tick, graceMs);
+          return;
+        }
+        execution.completeWithoutReply(graceMs);
         if (this.#pending.size === 0 && this.#status === 'busy') this.#setStatus('idle');
       });
     };

@@ -9,7 +9,7 @@ export {
   ProtocolError,
 } from './errors.js';
 export type { OutputCaps } from './execution.js';
-export { DEFAULT_OUTPUT_CAPS } from './execution.js';
+export { DEFAULT_OUTPUT_CAPS, DEFAULT_REPLY_GRACE_MS, MISSING_REPLY_ENAME } from './execution.js';
 export type {
   GatewayClientOptions,
   KernelModel,

@@ -55,7 +55,10 @@ export interface LocalGatewayLocation {
    * @defaultValue env `KERNELWARDEN_STATE_DIR`, else `$XDG_STATE_HOME/kernelwarden`, else `~/.local/state/kernelwarden`
    */
   stateDir?: string;
-  /** The jupyter-server executable, a name looked up on PATH or a path. @defaultValue 'jupyter-server' */
+  /**
+   * The jupyter-server executable, a name looked up on PATH or a path.
+   * @defaultValue env `KERNELWARDEN_JUPYTER_SERVER`, else 'jupyter-server'
+   */
   command?: string;
   /** Aborts the operation; it rejects with the signal's reason. */
   signal?: AbortSignal;
@@ -198,7 +201,7 @@ function baseStateDir(explicit: string | undefined): string {
 }
 
 function locate(opts: { stateDir?: string | undefined; command?: string | undefined }): Located {
-  const name = opts.command ?? 'jupyter-server';
+  const name = opts.command ?? (process.env.KERNELWARDEN_JUPYTER_SERVER || 'jupyter-server');
   const server = resolveServerCommand(name);
   if (!server) {
     throw new LocalGatewayError(

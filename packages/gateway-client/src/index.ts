@@ -12,6 +12,7 @@ export type { OutputCaps } from './execution.js';
 export { DEFAULT_OUTPUT_CAPS } from './execution.js';
 export type {
   GatewayClientOptions,
+  KernelDiagnostics,
   KernelModel,
   KernelOwnership,
   KernelSpecModel,

@@ -79,7 +79,12 @@ async function connectGateway(
   // LocalGateway's server signals a kernel that ignores its shutdown request after 1 s (not jupyter's 5 s), so the
   // watchdog's kills stay quick without arguments of ours.
   const lease = await LocalGateway.acquire(signal ? { signal } : {});
-  const client = new GatewayClient({ baseUrl: lease.baseUrl, token: lease.token, ownership: lease.ownership });
+  const client = new GatewayClient({
+    baseUrl: lease.baseUrl,
+    token: lease.token,
+    ownership: lease.ownership,
+    diagnostics: lease.diagnostics,
+  });
   return { client, kernelSpecDir: lease.kernelSpecDir, embedded: true, release: () => lease.release() };
 }
 

@@ -7,10 +7,12 @@ function fakeMachine(opts: {
   specs?: Record<string, string> | 'broken';
   bwrapWorks?: boolean;
   files?: Record<string, string>;
+  env?: Record<string, string>;
 }): DoctorProbe {
   const commands = opts.commands ?? {};
   return {
     nodeVersion: opts.node ?? '22.3.0',
+    ...(opts.env ? { env: opts.env } : {}),
     readFile: (path) =>
       opts.files?.[path] ?? (path === commands['jupyter-server'] ? '#!/usr/bin/python3\n' : undefined),
     run(cmd, args) {
@@ -97,5 +99,37 @@ describe('runDoctor', () => {
       ok: false,
       detail: '/usr/bin/python3 cannot list kernelspecs: ModuleNotFoundError: jupyter_client',
     });
+  });
+
+  it('checks the jupyter-server KERNELWARDEN_JUPYTER_SERVER names, and the kernelspecs its Python sees', () => {
+    const venvServer = '/home/u/venv/bin/jupyter-server';
+    const checks = runDoctor(
+      fakeMachine({
+        commands: { 'jupyter-server': '/usr/bin/jupyter-server', [venvServer]: venvServer },
+        files: { [venvServer]: '#!/usr/bin/python3\n' },
+        specs: { python3: '/home/u/venv/share/jupyter/kernels/python3' },
+        env: { KERNELWARDEN_JUPYTER_SERVER: venvServer },
+      }),
+    );
+    expect(checks.find((c) => c.name === 'jupyter-server')?.detail).toBe(
+      `${venvServer} (1.23.3, from KERNELWARDEN_JUPYTER_SERVER)`,
+    );
+    expect(checks.find((c) => c.name === 'kernelspec python3')?.detail).toBe(
+      '/home/u/venv/share/jupyter/kernels/python3',
+    );
+  });
+
+  it('says when KERNELWARDEN_JUPYTER_SERVER names no executable', () => {
+    const checks = runDoctor(
+      fakeMachine({
+        commands: { 'jupyter-server': '/usr/bin/jupyter-server' },
+        env: { KERNELWARDEN_JUPYTER_SERVER: '/nowhere/jupyter-server' },
+      }),
+    );
+    expect(checks.find((c) => c.name === 'jupyter-server')).toMatchObject({
+      ok: false,
+      detail: 'KERNELWARDEN_JUPYTER_SERVER=/nowhere/jupyter-server is not an executable',
+    });
+    expect(checks.find((c) => c.name === 'jupyter-server')?.fix).toMatch(/KERNELWARDEN_JUPYTER_SERVER/);
   });
 });

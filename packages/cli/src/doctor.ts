@@ -25,6 +25,8 @@ export interface DoctorProbe {
   readFile(path: string): string | undefined;
   /** The running Node.js version (`process.versions.node`). */
   nodeVersion: string;
+  /** The environment (`KERNELWARDEN_JUPYTER_SERVER` chooses the jupyter-server). @defaultValue none set */
+  env?: Readonly<Record<string, string | undefined>>;
 }
 
 /** The real machine. */
@@ -41,12 +43,16 @@ export const systemProbe: DoctorProbe = {
     }
   },
   nodeVersion: process.versions.node,
+  get env() {
+    return process.env;
+  },
 };
 
 const APT = 'sudo apt-get install -y';
 
 function which(probe: DoctorProbe, cmd: string): string | undefined {
-  const r = probe.run('sh', ['-c', `command -v ${cmd}`]);
+  const quoted = /^[\w./+-]+$/.test(cmd) ? cmd : `'${cmd.replaceAll("'", "'\\''")}'`;
+  const r = probe.run('sh', ['-c', `command -v ${quoted}`]);
   const path = r.stdout.trim();
   return r.status === 0 && path ? path : undefined;
 }
@@ -178,13 +184,26 @@ function checkSandbox(probe: DoctorProbe): DoctorCheck[] {
  */
 export function runDoctor(probe: DoctorProbe = systemProbe): DoctorCheck[] {
   const checks: DoctorCheck[] = [checkNode(probe)];
-  const server = which(probe, 'jupyter-server');
+  // The same jupyter-server LocalGateway runs: KERNELWARDEN_JUPYTER_SERVER (a path or a name on PATH), else PATH's.
+  const chosen = probe.env?.KERNELWARDEN_JUPYTER_SERVER || undefined;
+  const server = which(probe, chosen ?? 'jupyter-server');
   const version = server ? probe.run(server, ['--version']).stdout.trim() : '';
+  const via = chosen ? ', from KERNELWARDEN_JUPYTER_SERVER' : '';
   checks.push({
     name: 'jupyter-server',
     ok: server !== undefined,
-    detail: server ? `${server}${version ? ` (${version})` : ''}` : 'jupyter-server is not on PATH',
-    ...(server ? {} : { fix: `${APT} jupyter-server python3-ipykernel   (or: pip install jupyter_server ipykernel)` }),
+    detail: server
+      ? `${server}${version ? ` (${version}${via})` : via ? ` (${via.slice(2)})` : ''}`
+      : chosen
+        ? `KERNELWARDEN_JUPYTER_SERVER=${chosen} is not an executable`
+        : 'jupyter-server is not on PATH',
+    ...(server
+      ? {}
+      : chosen
+        ? {
+            fix: 'point KERNELWARDEN_JUPYTER_SERVER at a jupyter-server executable (e.g. <venv>/bin/jupyter-server), or unset it',
+          }
+        : { fix: `${APT} jupyter-server python3-ipykernel   (or: pip install jupyter_server ipykernel)` }),
     required: true,
   });
   checks.push(...checkKernelSpecs(probe, server));

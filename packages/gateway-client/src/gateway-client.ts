@@ -21,6 +21,17 @@ export interface KernelOwnership {
   deleted(id: string): void;
 }
 
+/**
+ * What a gateway on this machine can tell about one of its kernels beyond REST (`LocalGateway` leases provide it).
+ * `GatewayKernel.start()` uses it to notice at once that a starting kernel's process exited, and to say why.
+ */
+export interface KernelDiagnostics {
+  /** False when no process of the kernel runs; true when one does; undefined when it cannot tell. */
+  processAlive(kernelId: string): boolean | undefined;
+  /** The last lines of stderr written since the kernel started (oldest first; empty when unknown), never the token. */
+  stderrTail(kernelId: string): string[];
+}
+
 /** A WHATWG-style WebSocket class (the `ws` package's class, the global one, or a test fake). */
 export type WebSocketClass = new (
   url: string,
@@ -42,6 +53,8 @@ export interface GatewayClientOptions {
   requestTimeoutMs?: number;
   /** Told about every kernel this client creates or deletes. */
   ownership?: KernelOwnership;
+  /** Process and stderr diagnostics of the gateway's kernels, when it runs on this machine. */
+  diagnostics?: KernelDiagnostics;
 }
 
 /** Options every REST call accepts. */
@@ -102,6 +115,16 @@ const optionsSchema = z.object({
       'must have created(id) and deleted(id) functions',
     )
     .optional(),
+  diagnostics: z
+    .custom<KernelDiagnostics>(
+      (v) =>
+        typeof v === 'object' &&
+        v !== null &&
+        typeof (v as KernelDiagnostics).processAlive === 'function' &&
+        typeof (v as KernelDiagnostics).stderrTail === 'function',
+      'must have processAlive(id) and stderrTail(id) functions',
+    )
+    .optional(),
 });
 
 /**
@@ -118,6 +141,8 @@ export class GatewayClient {
   readonly WebSocket: WebSocketClass;
   /** Told about created and deleted kernels, when given. */
   readonly ownership: KernelOwnership | undefined;
+  /** The gateway's kernel diagnostics, when given (a gateway on this machine). */
+  readonly diagnostics: KernelDiagnostics | undefined;
   readonly #token: string | undefined;
   readonly #fetch: typeof fetch | undefined;
   readonly #requestTimeoutMs: number;
@@ -130,6 +155,7 @@ export class GatewayClient {
     this.WebSocket = opts.WebSocket ?? (WsWebSocket as unknown as WebSocketClass);
     this.#requestTimeoutMs = opts.requestTimeoutMs ?? 10_000;
     this.ownership = opts.ownership;
+    this.diagnostics = opts.diagnostics;
   }
 
   /** True when a token is configured (the token itself is never exposed by the client's API). */

@@ -24,6 +24,7 @@ import {
 } from './kernel-events.js';
 import { createMessage, type JupyterMessage } from './message.js';
 import { MessageSequence } from './message-sequence.js';
+import { type StartWatch, watchKernelStart } from './start-watch.js';
 import { parseOptions } from './validation.js';
 
 /** Options of `GatewayKernel.start()`. */
@@ -204,6 +205,8 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
   #orphans = new Map<string, { replied: boolean; idle: boolean; done(): void }>();
   #gate: Promise<void> | undefined;
   #sequence = new MessageSequence();
+  /** Set from create until the first handshake completes: a death then fails the start at once. */
+  #startWatch: StartWatch | undefined;
 
   private constructor(client: GatewayClient, model: KernelModel, opts: ParsedStart) {
     this.id = model.id;
@@ -247,7 +250,10 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
    * One deadline (`startupTimeoutMs`) and the caller's signal cover every step. Any failure after the kernel
    * exists closes the socket and deletes the kernel before the promise settles. A step that runs out of time
    * rejects with `name: 'TimeoutError'` and `Failed to initialize kernel environment` / `… prelude`; a create that
-   * never succeeds rejects with `KernelStartError` (`Failed to create kernel …`, with `status`).
+   * never succeeds rejects with `KernelStartError` (`Failed to create kernel …`, with `status`). A kernel that dies
+   * before it first answers (its process exits, the server reports it dead or drops it) rejects within seconds with
+   * `KernelStartError` (`… died while starting: …`), carrying the kernel's last stderr lines when the gateway is a
+   * `LocalGateway` lease (see `start-watch.ts`).
    */
   static async start(options: GatewayKernelStartOptions): Promise<GatewayKernel> {
     const opts = parseOptions(startSchema, options, 'GatewayKernel.start options');
@@ -265,8 +271,19 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
       scope.throwIfAborted();
       const model = await createKernel(client, opts, scope, clock);
       kernel = new GatewayKernel(client, model, opts);
-      await scope.race(kernel.#channel.open(scope.signal));
-      await kernel.#handshake(scope.signal);
+      const opened = kernel;
+      const watch = watchKernelStart({ client, kernelId: model.id, kernelName: model.name, clock });
+      kernel.#startWatch = watch;
+      try {
+        const usable = (async () => {
+          await opened.#channel.open(scope.signal);
+          await opened.#handshake(scope.signal);
+        })();
+        await scope.race(Promise.race([usable, watch.failed]));
+      } finally {
+        watch.stop();
+        kernel.#startWatch = undefined;
+      }
       if (opts.cwd !== undefined || opts.env !== undefined) {
         await kernel.#step(kernel.#environmentCode(opts.cwd, opts.env), 'environment', scope);
       }
@@ -734,6 +751,10 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
 
   #kernelRestarted(state: 'restarting' | 'dead'): void {
     if (!this.#alive) return;
+    if (this.#startWatch) {
+      this.#startWatch.statusSeen(state);
+      return;
+    }
     this.#freshFromKill = false;
     if (state === 'dead') {
       this.#die('dead', `Kernel ${this.id} at ${this.client.baseUrl} died and the server could not restart it`);

@@ -12,6 +12,7 @@ export type { OutputCaps } from './execution.js';
 export { DEFAULT_OUTPUT_CAPS, DEFAULT_REPLY_GRACE_MS, MISSING_REPLY_ENAME } from './execution.js';
 export type {
   GatewayClientOptions,
+  KernelDiagnostics,
   KernelModel,
   KernelOwnership,
   KernelSpecModel,

@@ -229,10 +229,33 @@ describe('server command', () => {
     chmodSync(b, 0o755);
     const ra = resolveServerCommand(a);
     const rb = resolveServerCommand(b);
-    expect(ra?.interpreter).toBe(realpathSync(process.execPath));
+    expect(ra?.interpreter).toBe(process.execPath);
     expect(rb?.interpreter).not.toBe(ra?.interpreter);
     expect(ra?.key).not.toBe(rb?.key);
     expect(resolveServerCommand(a)?.key).toBe(ra?.key);
     expect(resolveServerCommand(join(dir, 'missing'))).toBeUndefined();
+  });
+
+  it("keeps a venv's interpreter link as the shebang names it (the resolved base lacks the venv's packages)", () => {
+    const bin = join(dir, 'venv', 'bin');
+    mkdirSync(bin, { recursive: true });
+    symlinkSync(process.execPath, join(bin, 'python3'));
+    const server = join(bin, 'jupyter-server');
+    writeFileSync(server, `#!${join(bin, 'python3')}\n`);
+    chmodSync(server, 0o755);
+    const resolved = resolveServerCommand(server);
+    expect(resolved?.interpreter).toBe(join(bin, 'python3'));
+    expect(resolved?.interpreter).not.toBe(realpathSync(join(bin, 'python3')));
+  });
+
+  it('defaults to the jupyter-server named by KERNELWARDEN_JUPYTER_SERVER', async () => {
+    const saved = process.env.KERNELWARDEN_JUPYTER_SERVER;
+    process.env.KERNELWARDEN_JUPYTER_SERVER = join(dir, 'no-such-jupyter-server');
+    try {
+      await expect(LocalGateway.status({ stateDir: join(dir, 'state') })).rejects.toThrow(/no-such-jupyter-server/);
+    } finally {
+      if (saved === undefined) delete process.env.KERNELWARDEN_JUPYTER_SERVER;
+      else process.env.KERNELWARDEN_JUPYTER_SERVER = saved;
+    }
   });
 });

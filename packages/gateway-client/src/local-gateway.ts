@@ -5,8 +5,9 @@ import { delimiter, join, resolve } from 'node:path';
 import { abortScope, DeadlineExceededError, KernelwardenError, withDeadline } from '@kernelwarden/core';
 import { z } from 'zod';
 import { GatewayUnavailableError } from './errors.js';
-import type { KernelOwnership } from './gateway-client.js';
+import type { KernelDiagnostics, KernelOwnership } from './gateway-client.js';
 import { readServerInfo, type ServerInfo, writeServerInfo } from './local-gateway/info-file.js';
+import { kernelDiagnostics } from './local-gateway/kernel-diagnostics.js';
 import { type GatewayLayout, gatewayLayout } from './local-gateway/layout.js';
 import { addLease, clearExpiredIdle, lingerPending, liveLeases, markIdle } from './local-gateway/leases.js';
 import { spawnLingerWatcher } from './local-gateway/linger-watcher.js';
@@ -55,7 +56,10 @@ export interface LocalGatewayLocation {
    * @defaultValue env `KERNELWARDEN_STATE_DIR`, else `$XDG_STATE_HOME/kernelwarden`, else `~/.local/state/kernelwarden`
    */
   stateDir?: string;
-  /** The jupyter-server executable, a name looked up on PATH or a path. @defaultValue 'jupyter-server' */
+  /**
+   * The jupyter-server executable, a name looked up on PATH or a path.
+   * @defaultValue env `KERNELWARDEN_JUPYTER_SERVER`, else 'jupyter-server'
+   */
   command?: string;
   /** Aborts the operation; it rejects with the signal's reason. */
   signal?: AbortSignal;
@@ -114,6 +118,11 @@ export interface LocalGatewayLease extends AsyncDisposable {
   readonly reused: boolean;
   /** Records which process created which kernel; GatewayClient/GatewayKernel call it when given this lease. */
   readonly ownership: KernelOwnership;
+  /**
+   * Whether a kernel's process runs, and its last stderr lines (from the server's log): `GatewayKernel.start()`
+   * uses them to fail a kernel that dies while starting at once, with its own error.
+   */
+  readonly diagnostics: KernelDiagnostics;
   /** Gives the lease back; idempotent. The last release starts the linger (or stops the server when it is 0). */
   release(opts?: { signal?: AbortSignal }): Promise<void>;
 }
@@ -198,7 +207,7 @@ function baseStateDir(explicit: string | undefined): string {
 }
 
 function locate(opts: { stateDir?: string | undefined; command?: string | undefined }): Located {
-  const name = opts.command ?? 'jupyter-server';
+  const name = opts.command ?? (process.env.KERNELWARDEN_JUPYTER_SERVER || 'jupyter-server');
   const server = resolveServerCommand(name);
   if (!server) {
     throw new LocalGatewayError(
@@ -631,6 +640,7 @@ function makeLease(
     pid: info.server.pid,
     reused,
     ownership,
+    diagnostics: kernelDiagnostics({ runtimeDir: layout.runtime, logFile: layout.log }, info.token),
     release,
     [Symbol.asyncDispose]: () => release(),
   };

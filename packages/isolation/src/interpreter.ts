@@ -1,5 +1,5 @@
-import { closeSync, openSync, readSync, realpathSync } from 'node:fs';
-import { isAbsolute } from 'node:path';
+import { closeSync, existsSync, openSync, readSync } from 'node:fs';
+import { isAbsolute, resolve } from 'node:path';
 import { findExecutable } from './sandbox.js';
 
 /** The argv[0] values jupyter replaces with its own interpreter (`python`, `python3`, `python3.11`, ...). */
@@ -21,11 +21,26 @@ function shebang(file: string): string[] | undefined {
 }
 
 /**
+ * The jupyter-server executable the gateway runs: `KERNELWARDEN_JUPYTER_SERVER` (a path, or a name looked up on the
+ * search path) when set, else `jupyter-server` on the search path.
+ */
+function jupyterServerExecutable(searchPath: string | undefined): string | undefined {
+  const chosen = process.env.KERNELWARDEN_JUPYTER_SERVER || 'jupyter-server';
+  if (!chosen.includes('/')) return findExecutable(chosen, searchPath);
+  const path = resolve(chosen);
+  return existsSync(path) ? path : undefined;
+}
+
+/**
  * The interpreter `jupyter-server` runs on (its shebang, `#!/usr/bin/env python3` followed through the search path),
  * which is what jupyter puts in place of a bare `python` in a kernelspec; undefined when it cannot be told.
+ *
+ * The path is kept as the shebang or the search path names it, never resolved through symbolic links: a venv's or
+ * conda env's `bin/python` is often a link to a base interpreter, and only the link's own path makes Python find
+ * the environment (`pyvenv.cfg` beside it) and its packages. The resolved base has no ipykernel.
  */
 export function jupyterServerInterpreter(searchPath: string | undefined): string | undefined {
-  const server = findExecutable('jupyter-server', searchPath);
+  const server = jupyterServerExecutable(searchPath);
   if (!server) return undefined;
   const line = shebang(server);
   if (!line || line.length === 0) return undefined;
@@ -34,12 +49,8 @@ export function jupyterServerInterpreter(searchPath: string | undefined): string
     const named = line.slice(1).find((a) => !a.startsWith('-'));
     command = named ? (findExecutable(named, searchPath) ?? '') : '';
   }
-  if (!command || !isAbsolute(command)) return undefined;
-  try {
-    return realpathSync.native(command);
-  } catch {
-    return undefined;
-  }
+  if (!command || !isAbsolute(command) || !existsSync(command)) return undefined;
+  return command;
 }
 
 /**

@@ -1,9 +1,18 @@
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  realpathSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { IsolationPolicyError } from './errors.js';
-import { resolveKernelArgv } from './interpreter.js';
+import { jupyterServerInterpreter, resolveKernelArgv } from './interpreter.js';
 import { installIsolatedKernelSpec, removeIsolatedKernelSpec } from './kernelspec.js';
 import { createReadIsolationPolicy } from './policy.js';
 import { findExecutable } from './sandbox.js';
@@ -90,8 +99,42 @@ describe('a bare python in the base spec', () => {
     writeFileSync(join(bin, 'jupyter-server'), '#!/usr/bin/env sh\n', { mode: 0o755 });
     const searchPath = `${bin}:/usr/bin:/bin`;
     const argv = resolveKernelArgv(['python3', '-m', 'ipykernel_launcher'], { searchPath });
-    expect(argv).toEqual([realpathSync(findExecutable('sh', searchPath)!), '-m', 'ipykernel_launcher']);
+    expect(argv).toEqual([findExecutable('sh', searchPath)!, '-m', 'ipykernel_launcher']);
     expect(resolveKernelArgv(['R', '--slave'], { searchPath })).toEqual(['R', '--slave']);
     expect(resolveKernelArgv(['python'], { searchPath: '/nonexistent' })).toEqual(['python']);
+  });
+
+  it("keeps a venv's interpreter link as it is named, never the base interpreter it links to", () => {
+    // A venv: bin/python3 is a symbolic link to a base interpreter; only the link's path finds pyvenv.cfg.
+    const venv = join(base, 'venv');
+    mkdirSync(join(venv, 'bin'), { recursive: true });
+    writeFileSync(join(venv, 'pyvenv.cfg'), 'home = /usr/bin\n');
+    symlinkSync(process.execPath, join(venv, 'bin', 'python3'));
+    writeFileSync(join(venv, 'bin', 'jupyter-server'), `#!${join(venv, 'bin', 'python3')}\n`, { mode: 0o755 });
+    const argv = resolveKernelArgv(['python', '-m', 'ipykernel_launcher'], {
+      searchPath: `${join(venv, 'bin')}:/usr/bin`,
+    });
+    expect(argv[0]).toBe(join(venv, 'bin', 'python3'));
+    expect(argv[0]).not.toBe(realpathSync(argv[0]!));
+  });
+
+  it('takes the jupyter-server named by KERNELWARDEN_JUPYTER_SERVER, off the search path', () => {
+    const venv = join(base, 'env2');
+    mkdirSync(join(venv, 'bin'), { recursive: true });
+    symlinkSync(process.execPath, join(venv, 'bin', 'python'));
+    writeFileSync(join(venv, 'bin', 'jupyter-server'), `#!${join(venv, 'bin', 'python')}\n`, { mode: 0o755 });
+    const saved = process.env.KERNELWARDEN_JUPYTER_SERVER;
+    process.env.KERNELWARDEN_JUPYTER_SERVER = join(venv, 'bin', 'jupyter-server');
+    try {
+      expect(jupyterServerInterpreter('/usr/bin:/bin')).toBe(join(venv, 'bin', 'python'));
+      expect(resolveKernelArgv(['python3', '-f', 'x'], { searchPath: '/usr/bin:/bin' })).toEqual([
+        join(venv, 'bin', 'python'),
+        '-f',
+        'x',
+      ]);
+    } finally {
+      if (saved === undefined) delete process.env.KERNELWARDEN_JUPYTER_SERVER;
+      else process.env.KERNELWARDEN_JUPYTER_SERVER = saved;
+    }
   });
 });

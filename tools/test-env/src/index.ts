@@ -8,7 +8,7 @@ declare module 'vitest' {
 }
 
 export type { TestServer } from './jupyter-server.js';
-export { freePort, startTestServer } from './jupyter-server.js';
+export { freePort, startTestServer, testServerCommand } from './jupyter-server.js';
 export type { Leak } from './leaks.js';
 export { findLeaks, leakTeardown, processesMentioning, waitForNoLeaks } from './leaks.js';
 

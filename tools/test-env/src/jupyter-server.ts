@@ -38,6 +38,14 @@ export interface StartTestServerOptions {
   readyTimeoutMs?: number;
 }
 
+/**
+ * The jupyter-server the tests run: `KERNELWARDEN_JUPYTER_SERVER` (a path, or a name on PATH) when set, else
+ * `jupyter-server` on PATH. CI runs the suite once per stack by setting it (see the root README).
+ */
+export function testServerCommand(): string {
+  return process.env.KERNELWARDEN_JUPYTER_SERVER || 'jupyter-server';
+}
+
 /** Starts `jupyter-server` on 127.0.0.1 and waits until `/api/status` answers with the token. */
 export async function startTestServer(opts: StartTestServerOptions): Promise<TestServer> {
   const { root } = opts;
@@ -50,7 +58,7 @@ export async function startTestServer(opts: StartTestServerOptions): Promise<Tes
   const logFile = join(root, 'server.log');
   const log = openSync(logFile, 'a');
   const child: ChildProcess = spawn(
-    'jupyter-server',
+    testServerCommand(),
     [
       '--allow-root',
       '--no-browser',
@@ -76,11 +84,19 @@ export async function startTestServer(opts: StartTestServerOptions): Promise<Tes
   );
   const baseUrl = `http://127.0.0.1:${port}`;
   let exited = false;
+  let spawnError: Error | undefined;
   child.once('exit', () => {
+    exited = true;
+  });
+  child.once('error', (error) => {
+    spawnError = error;
     exited = true;
   });
   const deadline = Date.now() + (opts.readyTimeoutMs ?? 60_000);
   for (;;) {
+    if (spawnError) {
+      throw new Error(`Cannot run ${testServerCommand()} (KERNELWARDEN_JUPYTER_SERVER): ${spawnError.message}`);
+    }
     if (exited) throw new Error(`jupyter-server exited during start-up; see ${logFile}`);
     try {
       const res = await fetch(`${baseUrl}/api/status`, { headers: { Authorization: `token ${token}` } });

@@ -6,7 +6,11 @@ import { delimiter, isAbsolute, join, resolve } from 'node:path';
 export interface ServerCommand {
   /** Canonical path of the `jupyter-server` executable. */
   command: string;
-  /** Canonical path of the interpreter named by its shebang (the command itself when it has none). */
+  /**
+   * The interpreter named by its shebang (the command itself when it has none), as named there or found on PATH:
+   * not resolved through symbolic links, since a venv's `bin/python` links to a base interpreter that lacks the
+   * venv's packages.
+   */
   interpreter: string;
   /** Short stable key: sha256 of uid, command and interpreter. */
   key: string;
@@ -73,9 +77,9 @@ export function resolveServerCommand(name: string): ServerCommand | undefined {
     if (bang[0].endsWith('/env')) {
       const program = bang.slice(1).find((arg) => !arg.startsWith('-'));
       const located = program ? findExecutable(program) : undefined;
-      if (located) interpreter = canonical(located);
+      if (located) interpreter = located;
     } else {
-      interpreter = canonical(bang[0]);
+      interpreter = bang[0];
     }
   }
   const uid = typeof process.getuid === 'function' ? process.getuid() : 0;

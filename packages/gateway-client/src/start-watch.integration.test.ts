@@ -1,0 +1,97 @@
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { testGateway } from '@kernelwarden/test-env';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { KernelStartError } from './errors.js';
+import { GatewayClient } from './gateway-client.js';
+import { GatewayKernel } from './gateway-kernel.js';
+import { LocalGateway, type LocalGatewayLease } from './local-gateway.js';
+
+// A kernelspec whose process exits at once with its own error on stderr, like a venv kernelspec run by the base
+// interpreter (`No module named ipykernel_launcher`). `python3` is replaced by the server's own interpreter.
+const SPEC_NAME = `kw-dies-${randomBytes(3).toString('hex')}`;
+const MODULE = 'kw_no_such_module_for_start';
+const spec = {
+  argv: ['python3', '-c', `import ${MODULE}`, '{connection_file}'],
+  display_name: 'dies while starting',
+  language: 'python',
+};
+
+function writeSpec(kernelsDir: string): string {
+  const dir = join(kernelsDir, SPEC_NAME);
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(join(dir, 'kernel.json'), JSON.stringify(spec));
+  return dir;
+}
+
+async function listed(client: GatewayClient): Promise<string[]> {
+  return (await client.listKernels()).map((k) => k.name);
+}
+
+describe('a kernel that dies while starting', () => {
+  let base: string;
+  let lease: LocalGatewayLease;
+
+  beforeAll(async () => {
+    base = join(testGateway().root, `start-watch-${randomBytes(4).toString('hex')}`);
+    writeSpec(join(base, 'jupyter', 'kernels'));
+    lease = await LocalGateway.acquire({
+      stateDir: join(base, 'state'),
+      lingerMs: 0,
+      jupyterPath: [join(base, 'jupyter')],
+    });
+  });
+
+  afterAll(async () => {
+    await lease?.release();
+  });
+
+  it('fails the start within seconds with KernelStartError carrying its stderr, on LocalGateway', async () => {
+    const client = new GatewayClient({
+      baseUrl: lease.baseUrl,
+      token: lease.token,
+      ownership: lease.ownership,
+      diagnostics: lease.diagnostics,
+    });
+    const started = Date.now();
+    const error = await GatewayKernel.start({ gateway: client, kernelName: SPEC_NAME, startupTimeoutMs: 60_000 }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    const elapsed = Date.now() - started;
+    expect(KernelStartError.isInstance(error)).toBe(true);
+    const message = (error as Error).message;
+    expect(message).toMatch(/died while starting: its process exited/);
+    expect(message).toContain(`No module named '${MODULE}'`);
+    expect(message).not.toContain(lease.token);
+    // The restarter alone would take 5 tries 3 s apart; the start deadline is 60 s. Generous bound for a busy machine.
+    expect(elapsed).toBeLessThan(10_000);
+    expect(await listed(client)).not.toContain(SPEC_NAME);
+  });
+
+  it('fails the start with what the server says when no diagnostics are at hand (a remote server)', async () => {
+    const gw = testGateway();
+    // The run's server reads kernelspecs from its JUPYTER_DATA_DIR (<root>/gateway/data) on every request.
+    const dir = writeSpec(join(gw.root, 'gateway', 'data', 'kernels'));
+    try {
+      const client = new GatewayClient({ baseUrl: gw.baseUrl, token: gw.token });
+      const started = Date.now();
+      const error = await GatewayKernel.start({
+        gateway: client,
+        kernelName: SPEC_NAME,
+        startupTimeoutMs: 60_000,
+      }).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(KernelStartError.isInstance(error)).toBe(true);
+      expect((error as Error).message).toMatch(/died while starting: the server no longer lists it/);
+      // The server's restarter gives up after 5 tries 3 s apart (~18 s); the watch notices within a poll.
+      expect(Date.now() - started).toBeLessThan(40_000);
+      expect(await listed(client)).not.toContain(SPEC_NAME);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});

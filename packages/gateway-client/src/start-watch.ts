@@ -1,0 +1,130 @@
+import type { Clock, Timer } from '@kernelwarden/core';
+import { KernelStartError } from './errors.js';
+import type { GatewayClient } from './gateway-client.js';
+
+/** Options of `watchKernelStart()`. */
+export interface StartWatchOptions {
+  client: GatewayClient;
+  kernelId: string;
+  kernelName: string;
+  clock: Clock;
+  /** How often the kernel's process is looked for (with `client.diagnostics`). @defaultValue 500 */
+  processPollMs?: number;
+  /** How often `GET /api/kernels/{id}` is asked. @defaultValue 1000 */
+  restPollMs?: number;
+}
+
+/** A watch over a starting kernel: `failed` rejects with `KernelStartError` once the kernel is known dead. */
+export interface StartWatch {
+  /** Never resolves; rejects when the kernel died while starting. */
+  readonly failed: Promise<never>;
+  /** The channel reported a `restarting` or `dead` status before the kernel ever answered. */
+  statusSeen(state: 'restarting' | 'dead'): void;
+  /** Stops every timer; `failed` then never settles. */
+  stop(): void;
+}
+
+/** Consecutive polls that must find no process before the kernel counts as exited (a `/proc` scan can race). */
+const MISSES = 2;
+
+/**
+ * Watches a kernel from its create until it first answers, so that one whose process exits while starting (a
+ * bad kernelspec, a missing module) fails the start within seconds instead of at the start deadline. jupyter-server
+ * (1.x and 2.x) keeps such a kernel listed as `starting` while its restarter retries (five times, 3 s apart), and
+ * does not accept the channels socket meanwhile, so the socket alone says nothing. The watch notices:
+ * - with a gateway on this machine (`client.diagnostics`, e.g. a `LocalGateway` lease): no process of the kernel
+ *   left, twice in a row — its stderr tail goes into the message;
+ * - a `restarting` or `dead` status on the channel (a server that sends one);
+ * - REST: `GET /api/kernels/{id}` answers 404 (the restarter gave up and the server dropped it) or `dead`.
+ */
+export function watchKernelStart(opts: StartWatchOptions): StartWatch {
+  const { client, kernelId, kernelName, clock } = opts;
+  const processPollMs = opts.processPollMs ?? 500;
+  const restPollMs = opts.restPollMs ?? 1000;
+  const diagnostics = client.diagnostics;
+  let reject!: (error: KernelStartError) => void;
+  const failed = new Promise<never>((_, r) => {
+    reject = r;
+  });
+  // A start that succeeds or fails otherwise never reads `failed`: keep its rejection from being unhandled.
+  failed.catch(() => {});
+  let stopped = false;
+  let processTimer: Timer | undefined;
+  let restTimer: Timer | undefined;
+  let misses = 0;
+  let restInFlight = false;
+
+  const stop = () => {
+    stopped = true;
+    processTimer?.cancel();
+    restTimer?.cancel();
+  };
+
+  const fail = (why: string) => {
+    if (stopped) return;
+    stop();
+    const tail = safeTail(client, kernelId);
+    const said = tail.length > 0 ? `; its last lines of stderr:\n${tail.map((l) => `  ${l}`).join('\n')}` : '';
+    reject(
+      new KernelStartError(
+        `Kernel ${kernelId} (${kernelName}) at ${client.baseUrl} died while starting: ${why}${said}`,
+      ),
+    );
+  };
+
+  const pollProcess = () => {
+    processTimer = undefined;
+    if (stopped || !diagnostics) return;
+    let alive: boolean | undefined;
+    try {
+      alive = diagnostics.processAlive(kernelId);
+    } catch {
+      alive = undefined;
+    }
+    misses = alive === false ? misses + 1 : 0;
+    if (misses >= MISSES) {
+      fail('its process exited');
+      return;
+    }
+    processTimer = clock.setTimer(pollProcess, processPollMs);
+  };
+
+  const pollRest = async () => {
+    restTimer = undefined;
+    if (stopped || restInFlight) return;
+    restInFlight = true;
+    try {
+      const model = await client.getKernel(kernelId, { timeoutMs: Math.max(restPollMs, 2000) });
+      if (!model) fail('the server no longer lists it (its restarter gave up restarting it)');
+      else if (model.execution_state === 'dead') fail('the server reports it dead');
+    } catch {
+      // an unanswered poll says nothing about the kernel; the start's own deadline still holds
+    } finally {
+      restInFlight = false;
+    }
+    if (!stopped) restTimer = clock.setTimer(() => void pollRest(), restPollMs);
+  };
+
+  if (diagnostics) processTimer = clock.setTimer(pollProcess, processPollMs);
+  if (restPollMs > 0) restTimer = clock.setTimer(() => void pollRest(), restPollMs);
+
+  return {
+    failed,
+    statusSeen(state) {
+      fail(
+        state === 'dead'
+          ? 'its process exited and the server could not restart it'
+          : 'its process exited (the server is restarting it)',
+      );
+    },
+    stop,
+  };
+}
+
+function safeTail(client: GatewayClient, kernelId: string): string[] {
+  try {
+    return client.diagnostics?.stderrTail(kernelId) ?? [];
+  } catch {
+    return [];
+  }
+}

@@ -192,6 +192,10 @@ describe('parseCommand: the other commands', () => {
       'unknown gateway action "restart": use start, status, stop or logs',
     );
     expect(usage(['gateway', 'logs', '-n', 'many']).message).toMatch(/--lines "many" is not a positive whole number/);
+    expect(parseCommand(['gateway', 'logs', '--kernel', 'all'])).toMatchObject({ action: 'logs', kernel: 'all' });
+    expect(parseCommand(['gateway', 'logs', '--kernel', 'ab-12'])).toMatchObject({ kernel: 'ab-12' });
+    expect(usage(['gateway', 'logs', '--kernel', '../server']).message).toMatch(/is not a kernel id/);
+    expect(usage(['gateway', 'status', '--kernel', 'all']).message).toMatch(/--kernel goes with gateway logs/);
   });
 
   it('suggests the command meant', () => {

@@ -57,7 +57,7 @@ export type Command =
   | { command: 'demo'; stack: StackOptions }
   | { command: 'mcp'; stack: StackOptions; output: McpOutputOptions }
   | { command: 'doctor'; json: boolean }
-  | { command: 'gateway'; action: GatewayAction; json: boolean; lines: number };
+  | { command: 'gateway'; action: GatewayAction; json: boolean; lines: number; kernel?: string | undefined };
 
 /** How `kernelwarden mcp` caps what one tool result carries (absent: the `@kernelwarden/mcp` defaults). */
 export interface McpOutputOptions {
@@ -396,6 +396,7 @@ function parseGateway(args: readonly string[]): Command {
   const { values, positionals } = parseFlags('gateway', args, {
     json: { type: 'boolean' },
     lines: { type: 'string', short: 'n' },
+    kernel: { type: 'string' },
     help: { type: 'boolean', short: 'h' },
   });
   if (values.help) return { command: 'help', topic: 'gateway' };
@@ -418,5 +419,14 @@ function parseGateway(args: readonly string[]): Command {
     }
     lines = n;
   }
-  return { command: 'gateway', action, json: values.json === true, lines };
+  const kernel = values.kernel as string | undefined;
+  if (kernel !== undefined && action !== 'logs') {
+    throw new UsageError('--kernel goes with gateway logs', { command: 'gateway' });
+  }
+  if (kernel !== undefined && kernel !== 'all' && !/^[A-Za-z0-9-]{1,64}$/.test(kernel)) {
+    throw new UsageError(`--kernel "${kernel}" is not a kernel id (see gateway status) or "all"`, {
+      command: 'gateway',
+    });
+  }
+  return { command: 'gateway', action, json: values.json === true, lines, ...(kernel ? { kernel } : {}) };
 }

@@ -136,14 +136,17 @@ describe('kernelwarden shows hostile kernel output escaped', () => {
     expect(screen.replaceAll('\x1b[2K', '')).not.toMatch(RAW_CONTROL);
   });
 
-  it('gateway logs shows what a kernel wrote to the server log escaped', async () => {
+  it("gateway logs shows what a kernel wrote to its own log escaped, and the server's log never holds it", async () => {
     const marker = `kw-log-${process.pid}`;
     const ran = await cli(['run', '-c', `import os\nos.write(2, b"\\x1b]0;${marker}\\x07\\x1b[2J\\n")\nNone`]);
     expect(ran.code, ran.stderr).toBe(0);
-    const logs = await cli(['gateway', 'logs', '--lines', '2000']);
+    const logs = await cli(['gateway', 'logs', '--kernel', 'all', '--lines', '2000']);
     expect(logs.code).toBe(0);
     expect(logs.stdout).toContain(`\\x1b]0;${marker}\\x07\\x1b[2J`);
     expect(logs.stdout).not.toMatch(/[\x00-\x08\x0b-\x0c\x0e-\x1f\x7f-\x9f]/);
+    const server = await cli(['gateway', 'logs', '--lines', '100000']);
+    expect(server.code).toBe(0);
+    expect(server.stdout).not.toContain(marker);
   });
 });
 

@@ -84,8 +84,44 @@ async function connectGateway(
     token: lease.token,
     ownership: lease.ownership,
     diagnostics: lease.diagnostics,
+    fetch: lease.fetch,
+    WebSocket: lease.WebSocket,
   });
   return { client, kernelSpecDir: lease.kernelSpecDir, embedded: true, release: () => lease.release() };
+}
+
+/**
+ * Variables never handed to a kernel: a gateway's credentials, and the marker the embedded gateway gives its own
+ * kernels' processes (this command may itself run inside a kernel).
+ */
+const WITHHELD_VARIABLES = [
+  'KERNELWARDEN_GATEWAY_TOKEN',
+  'JUPYTER_TOKEN',
+  'JPY_API_TOKEN',
+  'JUPYTERHUB_API_TOKEN',
+  'KERNELWARDEN_KERNEL',
+];
+/** Names a kernel's environment code can set in Python and R alike (exported shell functions are not). */
+const VARIABLE_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
+/**
+ * The variables a kernel of this command gets: on the embedded gateway, this process's own environment (as if the
+ * code ran here), without any gateway credential, then `--env`; on a remote gateway only `--env` — nothing of this
+ * machine's environment is sent to another one. The shared embedded server itself passes its kernels nothing of
+ * whoever started it.
+ */
+export function kernelEnvironment(
+  options: Pick<StackOptions, 'env' | 'tokenEnv'>,
+  embedded: boolean,
+  own: Record<string, string | undefined>,
+): Record<string, string> {
+  if (!embedded) return { ...options.env };
+  const env: Record<string, string> = {};
+  const withheld = new Set([...WITHHELD_VARIABLES, options.tokenEnv]);
+  for (const [name, value] of Object.entries(own)) {
+    if (value !== undefined && VARIABLE_NAME.test(name) && !withheld.has(name)) env[name] = value;
+  }
+  return { ...env, ...options.env };
 }
 
 function isolationPolicy(options: StackOptions): ReadIsolationPolicy | undefined {
@@ -140,12 +176,13 @@ export async function createStack(
       }
     };
 
+    const env = kernelEnvironment(options, gateway.embedded, extra.env ?? process.env);
     /** What both slots' kernels start with: the gateway, the (isolated) kernelspec, cwd, env and the slot's signal. */
     const startOptions = async (language: Language, ctx: { cwd?: string; signal?: AbortSignal }) => ({
       gateway: gateway.client,
       kernelName: await kernelName(language),
       cwd: ctx.cwd ?? options.cwd,
-      env: options.env,
+      env,
       signal: ctx.signal,
     });
     const python = (ctx: SlotFactoryContext) =>

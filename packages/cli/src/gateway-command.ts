@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { LocalGateway } from '@kernelwarden/gateway-client';
 import type { GatewayAction } from './args.js';
@@ -25,12 +25,43 @@ export function redactTokens(line: string): string {
 }
 
 /**
+ * The log files `gateway logs` shows: the server's own, one kernel's (`--kernel ID`) or every kernel's, oldest
+ * first (`--kernel all`).
+ */
+function logFiles(stateDir: string, kernel: string | undefined): string[] {
+  if (kernel === undefined) return [join(stateDir, 'server.log')];
+  const dir = join(stateDir, 'kernel-logs');
+  if (kernel !== 'all') return [join(dir, `${kernel}.log`)];
+  try {
+    return readdirSync(dir)
+      .filter((name) => name.endsWith('.log'))
+      .map((name) => join(dir, name))
+      .sort((a, b) => statSync(a).mtimeMs - statSync(b).mtimeMs);
+  } catch {
+    return [];
+  }
+}
+
+/** The last `count` lines of a log, tokens redacted; undefined when it cannot be read. */
+function logTail(file: string, count: number): string[] | undefined {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch {
+    return undefined;
+  }
+  const lines = text.split('\n');
+  if (lines.at(-1) === '') lines.pop();
+  return lines.slice(-count).map(redactTokens);
+}
+
+/**
  * `kernelwarden gateway start|status|stop|logs`: manages the embedded Jupyter server that `run` and `repl` share.
  * Never prints its token.
  */
 export async function gatewayCommand(
   action: GatewayAction,
-  opts: { json: boolean; lines: number },
+  opts: { json: boolean; lines: number; kernel?: string | undefined },
   io: CliIo,
 ): Promise<number> {
   // The log holds kernels' stderr and the state files are on disk: both are shown with control characters escaped.
@@ -84,18 +115,21 @@ export async function gatewayCommand(
       }
       case 'logs': {
         const status = await LocalGateway.status(stateDirOption(io));
-        const file = join(status.stateDir, 'server.log');
-        let text: string;
-        try {
-          text = readFileSync(file, 'utf8');
-        } catch {
-          write(`no log yet (${file})`, { file, lines: [] });
+        const files = logFiles(status.stateDir, opts.kernel);
+        if (files.length === 0) {
+          write(`no kernel log yet (${join(status.stateDir, 'kernel-logs')})`, { files: [] });
           return ExitCode.ok;
         }
-        const lines = text.split('\n');
-        if (lines.at(-1) === '') lines.pop();
-        const tail = lines.slice(-opts.lines).map(redactTokens);
-        write(tail.join('\n'), { file, lines: tail });
+        const shown = files.map((file) => ({ file, lines: logTail(file, opts.lines) }));
+        write(
+          shown
+            .map(({ file, lines }) => {
+              const body = lines ? lines.join('\n') : `no log yet (${file})`;
+              return files.length > 1 ? `== ${file} ==\n${body}` : body;
+            })
+            .join('\n'),
+          shown.length === 1 ? { file: shown[0]?.file, lines: shown[0]?.lines ?? [] } : { files: shown },
+        );
         return ExitCode.ok;
       }
     }

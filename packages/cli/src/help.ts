@@ -77,14 +77,15 @@ ${STACK.split('\n')
       --max-image-bytes N    largest image in one result (default 1048576)
 
 Register it with Claude Code:  claude mcp add kernelwarden -- npx -y @kernelwarden/cli mcp`,
-  gateway: `kernelwarden gateway start|status|stop|logs [--json] [--lines N]
+  gateway: `kernelwarden gateway start|status|stop|logs [--json] [--lines N] [--kernel ID|all]
 
 Manages the embedded Jupyter server that 'run' and 'repl' share (state in $KERNELWARDEN_STATE_DIR, else
 $XDG_STATE_HOME/kernelwarden or ~/.local/state/kernelwarden).
   start    start it (or report the one already running)
   status   is it running, where, and which kernels it holds (the token is never printed)
   stop     stop it and every kernel it runs
-  logs     print the last N lines of its log (default 50)`,
+  logs     print the last N lines of its log (default 50); with --kernel, of that kernel's own
+           stdout/stderr log (kernels never write to the server's log), or of every kernel's with 'all'`,
   doctor: `kernelwarden doctor [--json]
 
 Checks what kernelwarden needs — jupyter-server, the python3 and ir kernelspecs, R, bubblewrap and user

@@ -21,7 +21,7 @@ export async function runStackCommand(command: Command, io: CliIo): Promise<numb
     case 'mcp':
       return (await import('./mcp-command.js')).mcpCommand(command.stack, command.output, io);
     case 'gateway':
-      return gatewayCommand(command.action, { json: command.json, lines: command.lines }, io);
+      return gatewayCommand(command.action, { json: command.json, lines: command.lines, kernel: command.kernel }, io);
     default:
       return ExitCode.internal;
   }

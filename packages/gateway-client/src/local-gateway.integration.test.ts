@@ -91,6 +91,10 @@ beforeAll(async () => {
     platform: 'node',
     target: 'node20',
     noExternal: [/.*/],
+    // `ws` is CommonJS and requires Node's built-ins: give the ESM bundle a require().
+    banner: {
+      js: "import { createRequire as __kwRequire } from 'node:module'; const require = __kwRequire(import.meta.url);",
+    },
     dts: false,
     sourcemap: false,
     splitting: false,

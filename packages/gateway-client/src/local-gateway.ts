@@ -1,13 +1,15 @@
 import { randomBytes } from 'node:crypto';
-import { lstatSync, mkdirSync } from 'node:fs';
-import { homedir } from 'node:os';
+import { chmodSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { homedir, tmpdir } from 'node:os';
 import { delimiter, join, resolve } from 'node:path';
 import { abortScope, DeadlineExceededError, KernelwardenError, withDeadline } from '@kernelwarden/core';
 import { z } from 'zod';
 import { GatewayUnavailableError } from './errors.js';
-import type { KernelDiagnostics, KernelOwnership } from './gateway-client.js';
+import type { KernelDiagnostics, KernelOwnership, WebSocketClass } from './gateway-client.js';
+import { guardedTransport } from './local-gateway/guarded-transport.js';
 import { readServerInfo, type ServerInfo, writeServerInfo } from './local-gateway/info-file.js';
 import { kernelDiagnostics } from './local-gateway/kernel-diagnostics.js';
+import { kernelLaunchConfig, MAX_IPC_BASE_LENGTH } from './local-gateway/kernel-launch.js';
 import { type GatewayLayout, gatewayLayout } from './local-gateway/layout.js';
 import { addLease, clearExpiredIdle, lingerPending, liveLeases, markIdle } from './local-gateway/leases.js';
 import { spawnLingerWatcher } from './local-gateway/linger-watcher.js';
@@ -16,6 +18,7 @@ import { clearOwners, forgetOwner, listOwners, reapOrphanKernels, recordOwner } 
 import { isProcessAlive, type ProcessIdentity } from './local-gateway/process-identity.js';
 import { resolveServerCommand, type ServerCommand } from './local-gateway/server-command.js';
 import { LOCAL_GATEWAY_SERVER_CONFIG } from './local-gateway/server-config.js';
+import { serverEnvironment } from './local-gateway/server-env.js';
 import {
   answersStatus,
   fileSize,
@@ -28,7 +31,14 @@ import {
   unauthenticatedStatus,
   waitUntilReady,
 } from './local-gateway/server-process.js';
-import { ensurePrivateDir, readTextFile, removeFile, writePrivateFileAtomic } from './local-gateway/state-dir.js';
+import { mayStopRecordedServer, unverifiedServerReason } from './local-gateway/server-verification.js';
+import {
+  ensurePrivateDir,
+  readTextFile,
+  removeFile,
+  unsafeDirectoryReason,
+  writePrivateFileAtomic,
+} from './local-gateway/state-dir.js';
 import { parseOptions } from './validation.js';
 
 const DEFAULT_LINGER_MS = 30_000;
@@ -45,6 +55,8 @@ export type LocalGatewayEvent =
   | { type: 'server-starting'; port: number; logFile: string }
   | { type: 'server-ready'; baseUrl: string; pid: number }
   | { type: 'server-stopped'; pid: number; reason: 'unhealthy' | 'last-release' }
+  | { type: 'server-untrusted'; reason: string }
+  | { type: 'port-taken'; port: number }
   | { type: 'kernel-reaped'; kernelId: string; ownerPid: number }
   | { type: 'reap-failed'; kernelId: string; message: string };
 
@@ -79,6 +91,13 @@ export interface LocalGatewayOptions extends LocalGatewayLocation {
   requestTimeoutMs?: number;
   /** Extra directories put first on the server's `JUPYTER_PATH` (only used when this call starts the server). */
   jupyterPath?: string[];
+  /**
+   * Variables the server — and so every kernel it starts, for any process — is given beyond the few it inherits
+   * from the starting process (`SERVER_ENV_ALLOWED`: PATH, HOME, USER, locale, time zone…). Only used when this
+   * call starts the server. Never put a secret here: a kernel's own variables belong in GatewayKernel's `env`.
+   * @defaultValue {}
+   */
+  serverEnv?: Record<string, string>;
   /**
    * Extra jupyter-server arguments (only used when this call starts the server). Arguments that would set the
    * token, the address or the port are refused: the token must never reach a command line.
@@ -123,6 +142,14 @@ export interface LocalGatewayLease extends AsyncDisposable {
    * uses them to fail a kernel that dies while starting at once, with its own error.
    */
   readonly diagnostics: KernelDiagnostics;
+  /**
+   * The fetch GatewayClient/GatewayKernel use through this lease: before each request it checks that the server
+   * this lease is for still holds its port (from `/proc`), so nothing — least of all the token — is ever sent to a
+   * process that took the port after the server went away.
+   */
+  readonly fetch: typeof fetch;
+  /** The WebSocket class for kernel channels through this lease, with the same check before each connect. */
+  readonly WebSocket: WebSocketClass;
   /** Gives the lease back; idempotent. The last release starts the linger (or stops the server when it is 0). */
   release(opts?: { signal?: AbortSignal }): Promise<void>;
 }
@@ -180,6 +207,7 @@ const acquireSchema = z.strictObject({
   startupTimeoutMs: nonNegativeMs.optional(),
   requestTimeoutMs: nonNegativeMs.optional(),
   jupyterPath: z.array(z.string().min(1)).optional(),
+  serverEnv: z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be a variable name'), z.string()).optional(),
   serverArgs: z
     .array(
       z.string().refine((arg) => !FORBIDDEN_SERVER_ARG.test(arg), 'must not set the token, password, address or port'),
@@ -236,8 +264,91 @@ function prepareDirs(layout: GatewayLayout): void {
       { code: 'LOCAL_GATEWAY_STATE_DIR' },
     );
   }
-  for (const dir of [layout.dir, layout.leases, layout.owners, layout.runtime, layout.kernelSpecDir, layout.config]) {
+  for (const dir of [
+    layout.dir,
+    layout.leases,
+    layout.owners,
+    layout.runtime,
+    layout.kernelSpecDir,
+    layout.config,
+    layout.kernelLogs,
+  ]) {
     ensurePrivateDir(dir);
+  }
+  const unsafe = unsafeDirectoryReason(layout.dir);
+  if (unsafe) {
+    throw new LocalGatewayError(
+      `The local gateway's state directory ${layout.dir} is not private to this user (${unsafe}); fix its ownership and permissions or choose another stateDir`,
+      { code: 'LOCAL_GATEWAY_STATE_DIR' },
+    );
+  }
+}
+
+/**
+ * A private directory for the kernels' ipc sockets whose path is short enough for socket names: the state
+ * directory's own `ipc` when it is, else a fresh one under the system temporary directory (random name, 0700).
+ */
+function makeIpcDir(layout: GatewayLayout): string {
+  if (layout.ipc.length <= MAX_IPC_BASE_LENGTH) {
+    rmSync(layout.ipc, { recursive: true, force: true });
+    ensurePrivateDir(layout.ipc);
+    return layout.ipc;
+  }
+  const dir = mkdtempSync(join(tmpdir(), 'kw-ipc-'));
+  chmodSync(dir, 0o700);
+  if (dir.length > MAX_IPC_BASE_LENGTH) {
+    rmSync(dir, { recursive: true, force: true });
+    throw new LocalGatewayError(
+      `Neither the state directory ${layout.dir} nor the temporary directory ${tmpdir()} gives a path short enough for the kernels' sockets (at most ${MAX_IPC_BASE_LENGTH} characters); set TMPDIR or stateDir to a shorter path`,
+      { code: 'LOCAL_GATEWAY_STATE_DIR' },
+    );
+  }
+  return dir;
+}
+
+/** Removes a server run's ipc directory (the state directory's own is emptied). */
+function removeIpcDir(layout: GatewayLayout, ipcDir: string | undefined): void {
+  if (!ipcDir) return;
+  if (ipcDir !== layout.ipc && !/\/kw-ipc-[^/]+$/.test(ipcDir)) return;
+  rmSync(ipcDir, { recursive: true, force: true });
+}
+
+/** A kernel log not written for this long is removed (a running kernel keeps writing to its open file). */
+const KERNEL_LOG_KEEP_MS = 3_600_000;
+
+function pruneKernelLogs(layout: GatewayLayout): void {
+  let names: string[];
+  try {
+    names = readdirSync(layout.kernelLogs);
+  } catch {
+    return;
+  }
+  const now = Date.now();
+  for (const name of names) {
+    const path = join(layout.kernelLogs, name);
+    try {
+      if (now - lstatSync(path).mtimeMs > KERNEL_LOG_KEEP_MS) rmSync(path, { force: true });
+    } catch {
+      // gone meanwhile
+    }
+  }
+}
+
+/** jupyter-server writes its token into runtime files (`jpserver-<pid>.json`, `…-open.html`): keep them 0600. */
+function tightenRuntimeFiles(layout: GatewayLayout): void {
+  let names: string[];
+  try {
+    names = readdirSync(layout.runtime);
+  } catch {
+    return;
+  }
+  for (const name of names) {
+    if (!name.startsWith('jpserver-')) continue;
+    try {
+      chmodSync(join(layout.runtime, name), 0o600);
+    } catch {
+      // removed meanwhile
+    }
   }
 }
 
@@ -252,7 +363,8 @@ function emitter(onEvent: ((event: LocalGatewayEvent) => void) | undefined): (ev
 }
 
 /** Removes the state of a stopped server (leases and ownership records refer to it alone). */
-function clearServerState(layout: GatewayLayout): void {
+function clearServerState(layout: GatewayLayout, info?: ServerInfo): void {
+  removeIpcDir(layout, info?.ipcDir);
   removeFile(layout.info);
   removeFile(layout.idle);
   removeFile(layout.tokenFile);
@@ -260,32 +372,50 @@ function clearServerState(layout: GatewayLayout): void {
   liveLeases(layout.leases); // prunes dead holders' files
 }
 
-/** Stops the recorded server and its watcher; the caller holds the lock. */
+/**
+ * Stops the recorded server and its watcher; the caller holds the lock. A recorded pid that is not this gateway's
+ * server (a forged or stale `server.json`) is never signalled: only the kernels found by their connection files and
+ * markers are.
+ */
 async function shutDownServer(layout: GatewayLayout, info: ServerInfo, graceMs: number): Promise<void> {
-  if (info.watcher && isProcessAlive(info.watcher)) {
+  if (info.watcher && isProcessAlive(info.watcher) && isWatcherOf(layout, info.watcher.pid)) {
     try {
       process.kill(info.watcher.pid, 'SIGTERM');
     } catch {
       // already gone
     }
   }
-  await stopServerProcess(info.server, { runtimeDir: layout.runtime, graceMs });
-  clearServerState(layout);
+  const server = mayStopRecordedServer(layout, info) ? info.server : { pid: -1 };
+  await stopServerProcess(server, { runtimeDir: layout.runtime, graceMs, instance: info.instance });
+  clearServerState(layout, info);
 }
 
-function serverEnv(layout: GatewayLayout, jupyterPath: readonly string[]): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = { ...process.env };
-  delete env.JUPYTER_TOKEN;
+function isWatcherOf(layout: GatewayLayout, pid: number): boolean {
+  return (readTextFile(`/proc/${pid}/cmdline`) ?? (process.platform === 'linux' ? '' : layout.watcherScript)).includes(
+    layout.watcherScript,
+  );
+}
+
+/**
+ * The server's environment, which every kernel it launches inherits whoever asks for it: a few harmless variables
+ * of the starting process (`SERVER_ENV_ALLOWED`), the caller's explicit `serverEnv`, and jupyter's paths. Nothing
+ * else of the starter's — no credentials, no gateway token — reaches a kernel.
+ */
+function serverEnv(
+  layout: GatewayLayout,
+  jupyterPath: readonly string[],
+  extra: Readonly<Record<string, string>>,
+): Record<string, string> {
   const userPath = process.env.JUPYTER_PATH ? process.env.JUPYTER_PATH.split(delimiter).filter(Boolean) : [];
-  return {
-    ...env,
-    // The token reaches the server through a file (0600) it reads once at start-up, so it is neither on the
-    // command line (`ps`) nor in the environment its kernels inherit.
+  return serverEnvironment(process.env, {
+    ...extra,
+    // The token reaches the server through a file (0600) it reads once at start-up and that is removed once it is
+    // ready, so it is neither on the command line (`ps`) nor in the environment its kernels inherit.
     JUPYTER_TOKEN_FILE: layout.tokenFile,
     JUPYTER_RUNTIME_DIR: layout.runtime,
     JUPYTER_CONFIG_DIR: layout.config,
     JUPYTER_PATH: [...jupyterPath.map((p) => resolve(p)), layout.data, ...userPath].join(delimiter),
-  };
+  });
 }
 
 function serverArgs(
@@ -331,19 +461,36 @@ async function startServer(
     const port = await freeLoopbackPort();
     const baseUrl = `http://127.0.0.1:${port}`;
     const token = randomBytes(32).toString('hex');
+    const instance = randomBytes(8).toString('hex');
+    const ipcDir = makeIpcDir(layout);
     writePrivateFileAtomic(layout.tokenFile, token);
-    writePrivateFileAtomic(join(layout.config, 'jupyter_server_config.py'), LOCAL_GATEWAY_SERVER_CONFIG);
+    writePrivateFileAtomic(
+      join(layout.config, 'jupyter_server_config.py'),
+      LOCAL_GATEWAY_SERVER_CONFIG + kernelLaunchConfig({ instance, ipcDir, kernelLogDir: layout.kernelLogs }),
+    );
     rotateLog(layout.log);
     const logStart = fileSize(layout.log);
     emit({ type: 'server-starting', port, logFile: layout.log });
     const child: SpawnedProcess = spawnDetached(
       server.command,
       serverArgs(layout, port, { rootDir: opts.rootDir ?? '/', extra: opts.serverArgs ?? [] }),
-      { env: serverEnv(layout, opts.jupyterPath ?? []), logFile: layout.log, cwd: layout.dir },
+      { env: serverEnv(layout, opts.jupyterPath ?? [], opts.serverEnv ?? {}), logFile: layout.log, cwd: layout.dir },
     );
     try {
-      const readiness = await waitUntilReady({ baseUrl, token, server: child, signal });
+      const readiness = await waitUntilReady({ baseUrl, port, token, server: child, signal });
       removeFile(layout.tokenFile);
+      if ('foreign' in readiness) {
+        emit({ type: 'port-taken', port });
+        if (attempt < PORT_ATTEMPTS) {
+          await stopServerProcess(child.identity, { runtimeDir: layout.runtime, graceMs: 2_000, instance });
+          removeIpcDir(layout, ipcDir);
+          continue;
+        }
+        throw new GatewayUnavailableError(
+          `The local gateway could not start: another process took its port ${port} (${PORT_ATTEMPTS} times); nothing was sent to it`,
+          { url: baseUrl },
+        );
+      }
       if ('refused' in readiness) {
         throw new LocalGatewayError(
           `The local gateway's jupyter-server at ${baseUrl} refused its own token (HTTP ${readiness.refused}): a system-wide jupyter_server_config overrides ServerApp.token; see ${layout.log}`,
@@ -352,7 +499,10 @@ async function startServer(
       }
       if (!readiness.ready) {
         const tail = logTail(layout.log, token, logStart);
-        if (attempt < PORT_ATTEMPTS && /already in use|Address already/i.test(tail)) continue;
+        if (attempt < PORT_ATTEMPTS && /already in use|Address already/i.test(tail)) {
+          removeIpcDir(layout, ipcDir);
+          continue;
+        }
         throw new GatewayUnavailableError(
           `The local gateway's jupyter-server exited during start-up (${readiness.ended}); see ${layout.log}:\n${tail}`,
           { url: baseUrl },
@@ -375,7 +525,10 @@ async function startServer(
         interpreter: server.interpreter,
         startedAt: new Date().toISOString(),
         lingerMs,
+        instance,
+        ipcDir,
       };
+      tightenRuntimeFiles(layout);
       writeServerInfo(layout.info, info);
       const watcher = spawnLingerWatcher({
         layout,
@@ -390,7 +543,8 @@ async function startServer(
       return info;
     } catch (error) {
       removeFile(layout.tokenFile);
-      await stopServerProcess(child.identity, { runtimeDir: layout.runtime, graceMs: 2_000 });
+      await stopServerProcess(child.identity, { runtimeDir: layout.runtime, graceMs: 2_000, instance });
+      removeIpcDir(layout, ipcDir);
       throw error;
     }
   }
@@ -405,7 +559,9 @@ async function ensureServer(
   const { layout } = located;
   const requestTimeoutMs = opts.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
   const recorded = readServerInfo(layout.info);
-  if (recorded && isProcessAlive(recorded.server)) {
+  const untrusted = recorded ? unverifiedServerReason(layout, recorded) : undefined;
+  if (recorded && untrusted && isProcessAlive(recorded.server)) emit({ type: 'server-untrusted', reason: untrusted });
+  if (recorded && !untrusted) {
     if (await answersStatus(recorded.baseUrl, recorded.token, signal, requestTimeoutMs)) {
       if (!recorded.watcher || !isProcessAlive(recorded.watcher)) {
         const lingerMs = opts.lingerMs ?? recorded.lingerMs;
@@ -424,7 +580,10 @@ async function ensureServer(
     emit({ type: 'server-stopped', pid: recorded.server.pid, reason: 'unhealthy' });
   }
   if (recorded) await shutDownServer(layout, recorded, opts.stopTimeoutMs ?? DEFAULT_STOP_GRACE_MS);
-  else clearServerState(layout);
+  else {
+    await stopServerProcess({ pid: -1 }, { runtimeDir: layout.runtime, graceMs: 0 });
+    clearServerState(layout);
+  }
   return { info: await startServer(located, opts, signal, emit), reused: false };
 }
 
@@ -490,6 +649,7 @@ export class LocalGateway {
         ({ info, reused } = await ensureServer(located, opts, scope.signal, emit));
         leaseFile = addLease(layout.leases, lingerMs);
         clearExpiredIdle(layout.idle);
+        pruneKernelLogs(layout);
       } finally {
         lock.release();
       }
@@ -542,7 +702,9 @@ export class LocalGateway {
     const base = { stateDir: layout.dir, command: server.command, interpreter: server.interpreter };
     const info = readServerInfo(layout.info);
     const holders = liveLeases(layout.leases).map((l) => ({ pid: l.pid, acquiredAt: l.acquiredAt }));
-    if (!info || !isProcessAlive(info.server)) return { running: false, ...base, holders, kernels: [] };
+    if (!info || unverifiedServerReason(layout, info) !== undefined) {
+      return { running: false, ...base, holders, kernels: [] };
+    }
     let kernels: LocalGatewayStatus['kernels'] = [];
     let running = false;
     try {
@@ -640,7 +802,8 @@ function makeLease(
     pid: info.server.pid,
     reused,
     ownership,
-    diagnostics: kernelDiagnostics({ runtimeDir: layout.runtime, logFile: layout.log }, info.token),
+    diagnostics: kernelDiagnostics({ runtimeDir: layout.runtime, kernelLogDir: layout.kernelLogs }, info.token),
+    ...guardedTransport(info.baseUrl, info.port, info.server.pid),
     release,
     [Symbol.asyncDispose]: () => release(),
   };

@@ -11,6 +11,7 @@ export type { TestServer } from './jupyter-server.js';
 export { freePort, startTestServer, testServerCommand } from './jupyter-server.js';
 export type { Leak } from './leaks.js';
 export { findLeaks, leakTeardown, processesMentioning, waitForNoLeaks } from './leaks.js';
+export { createOtherUser, type OtherUser } from './other-user.js';
 
 /** The test run's real jupyter-server (started by the integration project's global setup). */
 export function testGateway(): { baseUrl: string; token: string; root: string; runtimeDir: string; logFile: string } {

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import type { ProcessIdentity } from './process-identity.js';
-import { readJsonFile, writePrivateFileAtomic } from './state-dir.js';
+import { readJsonFile, unsafeFileReason, writePrivateFileAtomic } from './state-dir.js';
 
 const identity = z.object({ pid: z.number().int().positive(), startTime: z.string().optional() });
 
@@ -15,6 +15,11 @@ const serverInfoSchema = z.object({
   interpreter: z.string(),
   startedAt: z.string(),
   lingerMs: z.number().nonnegative(),
+  instance: z
+    .string()
+    .regex(/^[0-9a-f]{8,64}$/)
+    .optional(),
+  ipcDir: z.string().startsWith('/').optional(),
 });
 
 /** What `server.json` records about the running server (the only state file holding the token; mode 0600). */
@@ -30,10 +35,18 @@ export interface ServerInfo {
   startedAt: string;
   /** The linger used when the last holder vanished without releasing. */
   lingerMs: number;
+  /** Random id of this server run: its kernels' processes carry it (`KERNELWARDEN_KERNEL=<instance>:<id>`). */
+  instance?: string | undefined;
+  /** The private directory of the kernels' ZMQ ipc sockets. */
+  ipcDir?: string | undefined;
 }
 
-/** The info file's content, or undefined when it is missing or malformed (treated as "no server"). */
+/**
+ * The info file's content, or undefined when it is missing, malformed, or not a private file of this user's
+ * (treated as "no server": a planted or loosened `server.json` is never trusted, and never signals a process).
+ */
 export function readServerInfo(path: string): ServerInfo | undefined {
+  if (unsafeFileReason(path) !== undefined) return undefined;
   const parsed = serverInfoSchema.safeParse(readJsonFile(path));
   return parsed.success ? parsed.data : undefined;
 }

@@ -1,12 +1,11 @@
 import { closeSync, openSync, readdirSync, readFileSync, readSync, statSync } from 'node:fs';
+import { join } from 'node:path';
 import type { KernelDiagnostics } from '../gateway-client.js';
 
-/** How much of the end of the server log is read for a kernel's stderr. */
+/** How much of the end of a kernel's log is read. */
 const LOG_WINDOW = 65_536;
 /** Lines of stderr handed back. */
 const TAIL_LINES = 10;
-/** A jupyter-server log record (`[I 2026-12-01 11:42:23.574 ServerApp] …`), as opposed to a kernel's own output. */
-const SERVER_RECORD = /^\[[A-Z] \d{4}-\d\d-\d\d /;
 const KERNEL_ID = /^[A-Za-z0-9-]+$/;
 
 function readEnd(path: string): string {
@@ -28,11 +27,13 @@ function readEnd(path: string): string {
 /**
  * Diagnostics of the kernels of a LocalGateway server: their processes are found by their connection file in the
  * server's runtime directory (every process of a kernel, a sandbox wrapper included, names it on its command
- * line), and their stderr is in the server's log (kernels inherit the server's stderr): the lines after the
- * server's `Kernel started: <id>` that are not its own log records. With kernels starting side by side, another
- * kernel's lines may be among them.
+ * line), and their stdout/stderr is in a log of each kernel's own (`<kernelLogDir>/<kernel id>.log`, where the
+ * server's launch settings send it).
  */
-export function kernelDiagnostics(paths: { runtimeDir: string; logFile: string }, token: string): KernelDiagnostics {
+export function kernelDiagnostics(
+  paths: { runtimeDir: string; kernelLogDir: string },
+  token: string,
+): KernelDiagnostics {
   return {
     processAlive(kernelId) {
       if (!KERNEL_ID.test(kernelId)) return undefined;
@@ -56,14 +57,10 @@ export function kernelDiagnostics(paths: { runtimeDir: string; logFile: string }
     },
     stderrTail(kernelId) {
       if (!KERNEL_ID.test(kernelId)) return [];
-      const text = readEnd(paths.logFile);
-      const start = text.lastIndexOf(`Kernel started: ${kernelId}`);
-      if (start < 0) return [];
-      const after = text.slice(text.indexOf('\n', start) + 1);
-      return after
+      return readEnd(join(paths.kernelLogDir, `${kernelId}.log`))
         .split('\n')
         .map((line) => line.trimEnd())
-        .filter((line) => line !== '' && !SERVER_RECORD.test(line))
+        .filter((line) => line !== '')
         .map((line) => (token ? line.split(token).join('<token>') : line))
         .slice(-TAIL_LINES);
     },

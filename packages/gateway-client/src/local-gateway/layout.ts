@@ -24,8 +24,12 @@ export interface GatewayLayout {
   kernelSpecDir: string;
   /** `JUPYTER_CONFIG_DIR` of the server, ours alone, so a user config cannot weaken it. */
   config: string;
-  /** The server's stdout and stderr. */
+  /** The server's stdout and stderr (its own records only: kernels write to `kernelLogs`). */
   log: string;
+  /** One stdout/stderr log per kernel, `<kernel id>.log` (0600). */
+  kernelLogs: string;
+  /** The kernels' ZMQ ipc sockets, one directory per kernel, when this path is short enough for a socket name. */
+  ipc: string;
   /** The linger watcher's script and log. */
   watcherScript: string;
   watcherLog: string;
@@ -47,6 +51,8 @@ export function gatewayLayout(dir: string): GatewayLayout {
     kernelSpecDir: join(data, 'kernels'),
     config: join(dir, 'jupyter-config'),
     log: join(dir, 'server.log'),
+    kernelLogs: join(dir, 'kernel-logs'),
+    ipc: join(dir, 'ipc'),
     watcherScript: join(dir, 'linger-watcher.cjs'),
     watcherLog: join(dir, 'linger-watcher.log'),
   };

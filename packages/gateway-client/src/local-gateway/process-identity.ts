@@ -92,3 +92,25 @@ export function signalGroup(pgid: number, signal: NodeJS.Signals): boolean {
     }
   }
 }
+
+/** The real uid of process `pid` (from `/proc/<pid>/status`), or undefined when it cannot be read. */
+export function processUid(pid: number): number | undefined {
+  try {
+    const match = /^Uid:\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return match?.[1] === undefined ? undefined : Number(match[1]);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Whether process `pid` was started with `NAME=value` in its environment (`/proc/<pid>/environ`, readable for the
+ * user's own processes only); undefined when it cannot be read.
+ */
+export function processEnvironHas(pid: number, entry: string): boolean | undefined {
+  try {
+    return readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0').includes(entry);
+  } catch {
+    return undefined;
+  }
+}

@@ -2,6 +2,8 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { closeSync, openSync, readdirSync, readFileSync, readSync, renameSync, statSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { sleep, withDeadline } from '@kernelwarden/core';
+import { KERNEL_MARKER_ENV } from './kernel-launch.js';
+import { listenerOwnership } from './listener.js';
 import { identityOf, isProcessAlive, type ProcessIdentity, signalGroup } from './process-identity.js';
 
 /** Finds a free loopback port (listen on port 0, close, hand the number over). */
@@ -95,23 +97,40 @@ export function logTail(path: string, secret: string, from = 0, maxLines = 12): 
 }
 
 /** Outcome of waiting for a server to answer. */
-export type Readiness = { ready: true } | { ready: false; ended: string } | { ready: false; refused: number };
+export type Readiness =
+  | { ready: true }
+  | { ready: false; ended: string }
+  | { ready: false; refused: number }
+  | { ready: false; foreign: true };
 
 /**
- * Polls `GET /api/status` with the token until it answers 200, or until the process exits. Rejects with the
- * signal's reason when `signal` aborts.
+ * Waits until the server process itself listens on `127.0.0.1:port` (read from `/proc`: no request, no token goes
+ * to the port before that), then polls `GET /api/status` with the token until it answers 200, or until the process
+ * exits. A port on which another process listens ends the wait with `foreign` (someone bound it first). Rejects
+ * with the signal's reason when `signal` aborts.
  */
 export async function waitUntilReady(opts: {
   baseUrl: string;
+  port: number;
   token: string;
   server: SpawnedProcess;
   signal: AbortSignal;
   pollMs?: number;
 }): Promise<Readiness> {
   const { server, signal } = opts;
+  let listening = false;
   for (;;) {
     signal.throwIfAborted();
     if (server.hasExited()) return { ready: false, ended: await server.exited };
+    if (!listening) {
+      const owner = listenerOwnership(opts.port, server.identity.pid);
+      if (owner === 'foreign') return { ready: false, foreign: true };
+      listening = owner === 'ours' || owner === 'unknown';
+      if (!listening) {
+        await Promise.race([sleep(opts.pollMs ?? 50, { signal }), server.exited]);
+        continue;
+      }
+    }
     const status = await statusCode(opts.baseUrl, opts.token, signal, 2_000);
     if (status === 200) return { ready: true };
     if (status === 401 || status === 403) return { ready: false, refused: status };
@@ -172,9 +191,14 @@ async function waitForExit(id: ProcessIdentity, ms: number): Promise<boolean> {
   return true;
 }
 
-/** Pids of processes whose command line mentions a connection file in `runtimeDir` (a server's kernels). */
-export function kernelProcesses(runtimeDir: string): number[] {
+/**
+ * Pids of a server's kernel processes: those whose command line mentions a connection file in `runtimeDir`, and,
+ * given the server run's `instance`, every process carrying its kernel marker in its environment (the kernels'
+ * descendants, those in sessions of their own included).
+ */
+export function kernelProcesses(runtimeDir: string, instance?: string): number[] {
   const marker = `${runtimeDir}/kernel-`;
+  const envMarker = instance ? Buffer.from(`\0${KERNEL_MARKER_ENV}=${instance}:`) : undefined;
   const pids: number[] = [];
   let entries: string[];
   try {
@@ -183,11 +207,17 @@ export function kernelProcesses(runtimeDir: string): number[] {
     return pids;
   }
   for (const entry of entries) {
-    if (!/^\d+$/.test(entry)) continue;
+    if (!/^\d+$/.test(entry) || Number(entry) === process.pid) continue;
     try {
-      if (readFileSync(`/proc/${entry}/cmdline`, 'utf8').includes(marker)) pids.push(Number(entry));
+      if (readFileSync(`/proc/${entry}/cmdline`, 'utf8').includes(marker)) {
+        pids.push(Number(entry));
+        continue;
+      }
+      if (envMarker && Buffer.concat([Buffer.from([0]), readFileSync(`/proc/${entry}/environ`)]).includes(envMarker)) {
+        pids.push(Number(entry));
+      }
     } catch {
-      // exited meanwhile
+      // exited meanwhile, or not ours to read
     }
   }
   return pids;
@@ -200,7 +230,7 @@ export function kernelProcesses(runtimeDir: string): number[] {
  */
 export async function stopServerProcess(
   server: ProcessIdentity,
-  opts: { runtimeDir: string; graceMs: number },
+  opts: { runtimeDir: string; graceMs: number; instance?: string | undefined },
 ): Promise<void> {
   if (isProcessAlive(server)) {
     signalGroup(server.pid, 'SIGTERM');
@@ -209,7 +239,17 @@ export async function stopServerProcess(
       await waitForExit(server, 2_000);
     }
   }
-  const leftovers = kernelProcesses(opts.runtimeDir).map(identityOf);
-  for (const kernel of leftovers) signalGroup(kernel.pid, 'SIGKILL');
-  for (const kernel of leftovers) await waitForExit(kernel, 2_000);
+  for (let round = 0; round < 5; round++) {
+    const leftovers = kernelProcesses(opts.runtimeDir, opts.instance).map(identityOf);
+    if (leftovers.length === 0) break;
+    for (const kernel of leftovers) {
+      signalGroup(kernel.pid, 'SIGKILL');
+      try {
+        process.kill(kernel.pid, 'SIGKILL');
+      } catch {
+        // gone already
+      }
+    }
+    for (const kernel of leftovers) await waitForExit(kernel, 2_000);
+  }
 }

@@ -3,9 +3,11 @@ import {
   chmodSync,
   closeSync,
   fsyncSync,
+  lstatSync,
   mkdirSync,
   openSync,
   readFileSync,
+  realpathSync,
   renameSync,
   unlinkSync,
   writeSync,
@@ -78,4 +80,42 @@ export function removeFile(path: string): void {
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
   }
+}
+
+/** Why a directory is not safe to keep secrets in; undefined when it is. */
+export function unsafeDirectoryReason(dir: string, uid = process.getuid?.() ?? -1): string | undefined {
+  let real: string;
+  try {
+    real = realpathSync(dir);
+  } catch {
+    return `${dir} cannot be resolved`;
+  }
+  const own = lstatSync(real);
+  if (!own.isDirectory()) return `${real} is not a directory`;
+  if (uid >= 0 && own.uid !== uid) return `${real} belongs to uid ${own.uid}, not to this user (uid ${uid})`;
+  if ((own.mode & 0o077) !== 0) return `${real} is accessible to other users (mode ${(own.mode & 0o777).toString(8)})`;
+  // Every ancestor must be owned by this user or root, and not writable by others unless sticky (like /tmp):
+  // otherwise another user could move the directory away and put one of their own in its place.
+  for (let current = dirname(real); ; current = dirname(current)) {
+    const st = lstatSync(current);
+    if (uid >= 0 && st.uid !== uid && st.uid !== 0) return `${current} belongs to uid ${st.uid}`;
+    if ((st.mode & 0o022) !== 0 && (st.mode & 0o1000) === 0) {
+      return `${current} is writable by other users (mode ${(st.mode & 0o7777).toString(8)})`;
+    }
+    if (current === dirname(current)) return undefined;
+  }
+}
+
+/** Why a file is not safe to trust (a secret's holder written by us); undefined when it is. */
+export function unsafeFileReason(path: string, uid = process.getuid?.() ?? -1): string | undefined {
+  let st: ReturnType<typeof lstatSync>;
+  try {
+    st = lstatSync(path);
+  } catch {
+    return `${path} cannot be read`;
+  }
+  if (!st.isFile()) return `${path} is not a regular file`;
+  if (uid >= 0 && st.uid !== uid) return `${path} belongs to uid ${st.uid}, not to this user (uid ${uid})`;
+  if ((st.mode & 0o077) !== 0) return `${path} is accessible to other users (mode ${(st.mode & 0o777).toString(8)})`;
+  return undefined;
 }

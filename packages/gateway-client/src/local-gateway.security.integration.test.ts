@@ -1,0 +1,474 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import {
+  chmodSync,
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import { createOtherUser, type OtherUser, testGateway } from '@kernelwarden/test-env';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { GatewayUnavailableError } from './errors.js';
+import { GatewayClient } from './gateway-client.js';
+import { GatewayKernel } from './gateway-kernel.js';
+import { parseLoopbackListeners, socketInodes } from './local-gateway/listener.js';
+import { identityOf, isProcessAlive } from './local-gateway/process-identity.js';
+import { LocalGateway, type LocalGatewayLease } from './local-gateway.js';
+
+/** A directory under the run's root, so the leak teardown sees what the tests start. */
+function freshDir(name: string): string {
+  const dir = join(testGateway().root, `lg-sec-${name}-${randomBytes(3).toString('hex')}`);
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  return dir;
+}
+
+async function waitFor(what: string, check: () => boolean, timeoutMs = 20_000): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** Reads a child's stdout until a line matching `pattern` arrives. */
+function lineMatching(child: ChildProcess, pattern: RegExp, timeoutMs = 20_000): Promise<string> {
+  return new Promise((resolve, reject) => {
+    let out = '';
+    const timer = setTimeout(() => reject(new Error(`no line matching ${pattern} in: ${out}`)), timeoutMs);
+    child.stdout?.on('data', (d: Buffer) => {
+      out += d.toString();
+      const line = out.split('\n').find((l) => pattern.test(l));
+      if (line !== undefined) {
+        clearTimeout(timer);
+        resolve(line);
+      }
+    });
+  });
+}
+
+function gatewayDir(stateDir: string): string {
+  const name = readdirSync(stateDir).find((n) => n.startsWith('gateway-'));
+  if (!name) throw new Error(`no gateway directory in ${stateDir}`);
+  return join(stateDir, name);
+}
+
+async function text(kernel: GatewayKernel, code: string): Promise<string> {
+  const result = await kernel.execute(code, { timeoutMs: 30_000 });
+  expect(result.status, JSON.stringify(result.outputs)).toBe('ok');
+  return result.outputs.map((o) => (o.type === 'stream' ? o.text : '')).join('');
+}
+
+/**
+ * Takes every port a jupyter-server whose command line mentions `marker` is about to listen on (it is visible in
+ * `ps`), answers any request with 200 and writes what it received to `log`.
+ */
+const PORT_THIEF = String.raw`
+import os, socket, sys, threading, time
+marker, log_path = sys.argv[1].encode(), sys.argv[2]
+only = int(sys.argv[3]) if len(sys.argv) > 3 else 0
+taken = set()
+
+def serve(srv):
+    while True:
+        try:
+            conn, _ = srv.accept()
+        except OSError:
+            return
+        conn.settimeout(2)
+        try:
+            data = conn.recv(65536)
+        except OSError:
+            data = b""
+        with open(log_path, "ab") as f:
+            f.write(data + b"\n---\n")
+        try:
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}")
+        except OSError:
+            pass
+        conn.close()
+
+def take(port, tries=1):
+    if port in taken:
+        return
+    for attempt in range(tries):
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+            s.listen(16)
+            break
+        except OSError:
+            s.close()
+            time.sleep(0.05)
+    else:
+        return
+    taken.add(port)
+    print("took", port, flush=True)
+    threading.Thread(target=serve, args=(s,), daemon=True).start()
+
+if only:
+    take(only, tries=200)
+print("ready", flush=True)
+end = time.time() + 90
+while time.time() < end:
+    if not only:
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit():
+                continue
+            try:
+                args = open("/proc/%s/cmdline" % pid, "rb").read().split(b"\0")
+            except OSError:
+                continue
+            if not any(marker in a for a in args):
+                continue
+            for a in args:
+                if a.startswith(b"--port="):
+                    try:
+                        take(int(a[7:]))
+                    except ValueError:
+                        pass
+    time.sleep(0.002)
+`;
+
+/** Subscribes to a kernel's iopub for `seconds` and reports how many messages it read and whether one held SECRET. */
+const IOPUB_LISTENER = String.raw`
+import json, sys, time, zmq
+url, seconds, secret = sys.argv[1], float(sys.argv[2]), sys.argv[3].encode()
+ctx = zmq.Context()
+sub = ctx.socket(zmq.SUB)
+sub.setsockopt(zmq.SUBSCRIBE, b"")
+sub.setsockopt(zmq.LINGER, 0)
+sub.connect(url)
+print("ready", flush=True)
+end, count, saw = time.time() + seconds, 0, False
+while time.time() < end:
+    if sub.poll(100):
+        frames = sub.recv_multipart()
+        count += 1
+        saw = saw or any(secret in f for f in frames)
+print(json.dumps({"messages": count, "secret": saw}), flush=True)
+`;
+
+describe('LocalGateway against another local user', () => {
+  let other: OtherUser;
+
+  beforeAll(() => {
+    other = createOtherUser();
+  });
+  afterAll(async () => {
+    await other[Symbol.asyncDispose]();
+  });
+
+  it('never sends a request to a process of another user that took its port first, and refuses to start', async () => {
+    const stateDir = freshDir('thief');
+    const rootDir = freshDir('thief-root');
+    const log = other.file('thief.log', '', 0o666);
+    const thief = other.spawn(['/usr/bin/python3', other.file('thief.py', PORT_THIEF), rootDir, log]);
+    try {
+      await lineMatching(thief, /^ready/);
+      const error = await LocalGateway.acquire({ stateDir, rootDir, startupTimeoutMs: 60_000 }).then(
+        async (lease) => {
+          await lease.release();
+          return undefined;
+        },
+        (e: unknown) => e,
+      );
+      expect(readFileSync(log, 'utf8')).toBe('');
+      expect(GatewayUnavailableError.isInstance(error), String(error)).toBe(true);
+      expect((error as Error).message).toMatch(/another process took its port/);
+    } finally {
+      thief.kill('SIGKILL');
+      await LocalGateway.stop({ stateDir });
+    }
+  });
+
+  it('sends nothing to a process that takes the port of a server that died, and starts a new one', async () => {
+    const stateDir = freshDir('died');
+    const lease = await LocalGateway.acquire({ stateDir, lingerMs: 0 });
+    const log = other.file('died.log', '', 0o666);
+    let thief: ChildProcess | undefined;
+    try {
+      process.kill(-lease.pid, 'SIGKILL');
+      await waitFor('the server to exit', () => !isProcessAlive(identityOf(lease.pid)));
+      const port = Number(new URL(lease.baseUrl).port);
+      thief = other.spawn(['/usr/bin/python3', other.file('died.py', PORT_THIEF), 'unused-marker', log, String(port)]);
+      await lineMatching(thief, /^took/);
+      const listing = await new GatewayClient(lease).listKernels().then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(GatewayUnavailableError.isInstance(listing), String(listing)).toBe(true);
+      await expect(GatewayKernel.start({ gateway: lease, startupTimeoutMs: 10_000 })).rejects.toThrow();
+      const fresh = await LocalGateway.acquire({ stateDir, lingerMs: 0 });
+      try {
+        expect(fresh.reused).toBe(false);
+        expect(fresh.baseUrl).not.toBe(lease.baseUrl);
+        expect(await new GatewayClient(fresh).listKernels()).toEqual([]);
+      } finally {
+        await fresh.release();
+      }
+      expect(readFileSync(log, 'utf8')).toBe('');
+    } finally {
+      thief?.kill('SIGKILL');
+      await lease.release().catch(() => undefined);
+      await LocalGateway.stop({ stateDir });
+    }
+  });
+
+  it("keeps every kernel's channels out of another user's reach: no TCP listener, iopub unreadable", async () => {
+    const stateDir = freshDir('iopub');
+    const lease = await LocalGateway.acquire({ stateDir, lingerMs: 0 });
+    const kernel = await GatewayKernel.start({ gateway: lease });
+    let listener: ChildProcess | undefined;
+    try {
+      const connection = JSON.parse(
+        readFileSync(join(gatewayDir(stateDir), 'runtime', `kernel-${kernel.id}.json`), 'utf8'),
+      ) as { transport: string; ip: string; iopub_port: number };
+      const url =
+        connection.transport === 'ipc'
+          ? `ipc://${connection.ip}-${connection.iopub_port}`
+          : `tcp://${connection.ip}:${connection.iopub_port}`;
+      listener = other.spawn(['/usr/bin/python3', other.file('iopub.py', IOPUB_LISTENER), url, '4', 'kw-iopub-SECRET']);
+      const report = lineMatching(listener, /^\{/, 30_000);
+      await lineMatching(listener, /^ready/);
+      await new Promise((r) => setTimeout(r, 500));
+      for (let i = 0; i < 5; i++) await text(kernel, "print('kw-iopub-' + 'SECRET')");
+      const seen = JSON.parse(await report) as { messages: number; secret: boolean };
+      expect(seen).toEqual({ messages: 0, secret: false });
+
+      // None of the kernel's channels is a TCP port. (ipykernel may hold one TCP listener of its own: the PULL
+      // socket through which forked subprocesses hand it output, which takes only messages carrying a random id.)
+      expect(connection.transport).toBe('ipc');
+      const pid = Number(await text(kernel, 'import os; print(os.getpid())'));
+      const held = socketInodes(pid);
+      const kernelTcpPorts = parseLoopbackListeners(readFileSync('/proc/net/tcp', 'utf8'))
+        .filter((l) => held.has(l.inode))
+        .map((l) => l.port);
+      const channelPorts = Object.entries(connection)
+        .filter(([key]) => key.endsWith('_port'))
+        .map(([, value]) => value);
+      expect(kernelTcpPorts.filter((p) => channelPorts.includes(p))).toEqual([]);
+      expect(kernelTcpPorts.length).toBeLessThanOrEqual(1);
+    } finally {
+      listener?.kill('SIGKILL');
+      await kernel.shutdown();
+      await lease.release();
+    }
+  });
+});
+
+describe('LocalGateway kernels: environment, logs and descendants', () => {
+  let stateDir: string;
+  let lease: LocalGatewayLease;
+  const started: GatewayKernel[] = [];
+
+  beforeAll(async () => {
+    stateDir = freshDir('kernels');
+    // The process that starts the server has secrets in its environment; kernels must never see them.
+    const saved = { ...process.env };
+    process.env.AWS_SECRET_ACCESS_KEY = 'kw-starter-aws-secret';
+    process.env.KERNELWARDEN_GATEWAY_TOKEN = 'kw-starter-gateway-token';
+    process.env.JUPYTER_TOKEN = 'kw-starter-jupyter-token';
+    try {
+      lease = await LocalGateway.acquire({ stateDir, lingerMs: 0 });
+    } finally {
+      for (const name of ['AWS_SECRET_ACCESS_KEY', 'KERNELWARDEN_GATEWAY_TOKEN', 'JUPYTER_TOKEN']) {
+        if (saved[name] === undefined) delete process.env[name];
+        else process.env[name] = saved[name];
+      }
+    }
+  });
+  afterEach(async () => {
+    for (const kernel of started.splice(0)) await kernel.shutdown();
+  });
+  afterAll(async () => {
+    await lease.release();
+    await LocalGateway.stop({ stateDir });
+  });
+
+  async function start(kernelName = 'python3', env?: Record<string, string>): Promise<GatewayKernel> {
+    const kernel = await GatewayKernel.start({ gateway: lease, kernelName, ...(env ? { env } : {}) });
+    started.push(kernel);
+    return kernel;
+  }
+
+  it("gives a kernel the variables its own process asks for, never the gateway starter's secrets or a token", async () => {
+    const python = await start('python3', { KW_MINE: 'mine' });
+    const pyEnv = JSON.parse(await text(python, 'import os, json; print(json.dumps(dict(os.environ)))')) as Record<
+      string,
+      string
+    >;
+    expect(pyEnv.KW_MINE).toBe('mine');
+    const leaked = JSON.stringify(pyEnv);
+    expect(leaked).not.toContain('kw-starter-');
+    expect(leaked).not.toContain(lease.token);
+    expect(Object.keys(pyEnv)).not.toContain('KERNELWARDEN_GATEWAY_TOKEN');
+    expect(Object.keys(pyEnv)).not.toContain('JUPYTER_TOKEN');
+    // The process's own initial environment (what a subprocess of it would inherit) is just as clean.
+    const initial = await text(python, "print(open('/proc/self/environ').read())");
+    expect(initial).not.toContain('kw-starter-');
+    expect(initial).not.toContain(lease.token);
+
+    const r = await start('ir', { KW_MINE: 'mine-r' });
+    const rEnv = await text(r, 'e <- Sys.getenv(); cat(paste(names(e), e, sep = "=", collapse = "\\n"))');
+    expect(rEnv).toContain('KW_MINE=mine-r');
+    expect(rEnv).not.toContain('kw-starter-');
+    expect(rEnv).not.toContain(lease.token);
+  });
+
+  it("writes a kernel's stdout and stderr to a log of its own: it cannot reach or forge the server's log", async () => {
+    const kernel = await start();
+    const forged = `[I 2026-01-01 00:00:00.000 ServerApp] kw-forged-${randomBytes(3).toString('hex')}`;
+    const said = await kernel.execute(`import os; os.write(2, b${JSON.stringify(`${forged}\n`)}); print(os.getpid())`);
+    const pid = Number(said.stdout.trim());
+    const serverLog = join(gatewayDir(stateDir), 'server.log');
+    const kernelLog = join(gatewayDir(stateDir), 'kernel-logs', `${kernel.id}.log`);
+    // Whatever the kernel holds open (ipykernel keeps a copy of its original stdout and stderr), the server's log
+    // is not among it.
+    const files = readdirSync(`/proc/${pid}/fd`).map((fd) => {
+      try {
+        return readlinkSync(`/proc/${pid}/fd/${fd}`);
+      } catch {
+        return '';
+      }
+    });
+    expect(files).not.toContain(serverLog);
+    expect(files).toContain(kernelLog);
+    await waitFor('the forged line in the kernel log', () => readFileSync(kernelLog, 'utf8').includes(forged));
+    expect(readFileSync(serverLog, 'utf8')).not.toContain('kw-forged-');
+    expect(statSync(kernelLog).mode & 0o777).toBe(0o600);
+  });
+
+  it('leaves no process a kernel started, in a session of its own or not, once the kernel is shut down', async () => {
+    const kernel = await start();
+    const pids = (
+      await text(
+        kernel,
+        [
+          'import subprocess',
+          "a = subprocess.Popen(['sleep', '300'], start_new_session=True)",
+          "b = subprocess.Popen(['sh', '-c', 'setsid sleep 301 & echo $!'], stdout=subprocess.PIPE, text=True)",
+          'print(a.pid); print(b.stdout.readline().strip())',
+        ].join('\n'),
+      )
+    )
+      .trim()
+      .split('\n')
+      .map(Number);
+    const ids = pids.map(identityOf);
+    expect(ids.every(isProcessAlive)).toBe(true);
+    await kernel.shutdown();
+    await waitFor('the descendants to be gone', () => !ids.some(isProcessAlive));
+  });
+
+  it('kills what a kernel started when the kernel dies and the server restarts it', async () => {
+    const kernel = await start();
+    const [kernelPid, childPid] = (
+      await text(
+        kernel,
+        "import os, subprocess; c = subprocess.Popen(['sleep', '300'], start_new_session=True); print(os.getpid()); print(c.pid)",
+      )
+    )
+      .trim()
+      .split('\n')
+      .map(Number) as [number, number];
+    const child = identityOf(childPid);
+    process.kill(kernelPid, 'SIGKILL');
+    await waitFor('the orphan to be gone', () => !isProcessAlive(child));
+    const after = await kernel.execute('1 + 1', { timeoutMs: 30_000 });
+    expect(after.status).not.toBe('error');
+  });
+});
+
+describe('LocalGateway state on disk', () => {
+  it('refuses a state directory below a directory other users can write to', async () => {
+    const open = freshDir('open-parent');
+    chmodSync(open, 0o777);
+    const error = await LocalGateway.acquire({ stateDir: join(open, 'state') }).then(
+      async (lease) => {
+        await lease.release();
+        return undefined;
+      },
+      (e: unknown) => e,
+    );
+    expect((error as { code?: string }).code, String(error)).toBe('LOCAL_GATEWAY_STATE_DIR');
+    expect((error as Error).message).toMatch(/writable by other users/);
+  });
+
+  it('trusts no forged server.json: sends it nothing, signals no recorded pid, starts its own server', async () => {
+    const stateDir = freshDir('forged');
+    const first = await LocalGateway.acquire({ stateDir, lingerMs: 0 });
+    await first.release();
+    const dir = gatewayDir(stateDir);
+    expect(existsSync(join(dir, 'server.json'))).toBe(false);
+
+    const requests: string[] = [];
+    const fake = createServer((req, res) => {
+      requests.push(`${req.method} ${req.url} ${req.headers.authorization ?? ''}`);
+      res.writeHead(200, { 'Content-Type': 'application/json' }).end('[]');
+    });
+    await new Promise<void>((r) => fake.listen(0, '127.0.0.1', r));
+    const port = (fake.address() as AddressInfo).port;
+    const victim = spawn('sleep', ['300'], { detached: true, stdio: 'ignore' });
+    const victimId = identityOf(victim.pid ?? -1);
+    try {
+      const forged = {
+        version: 1,
+        baseUrl: `http://127.0.0.1:${port}`,
+        port,
+        token: 'forged-token',
+        server: victimId,
+        command: '/usr/bin/jupyter-server',
+        interpreter: '/usr/bin/python3',
+        startedAt: new Date().toISOString(),
+        lingerMs: 0,
+      };
+      writeFileSync(join(dir, 'server.json'), JSON.stringify(forged), { mode: 0o600 });
+      const lease = await LocalGateway.acquire({ stateDir, lingerMs: 0 });
+      expect(lease.baseUrl).not.toBe(forged.baseUrl);
+      await lease.release();
+      writeFileSync(join(dir, 'server.json'), JSON.stringify(forged), { mode: 0o600 });
+      await LocalGateway.stop({ stateDir, stopTimeoutMs: 0 });
+      expect(requests).toEqual([]);
+      expect(isProcessAlive(victimId)).toBe(true);
+    } finally {
+      victim.kill('SIGKILL');
+      await new Promise<void>((r) => fake.close(() => r()));
+      await LocalGateway.stop({ stateDir });
+    }
+  });
+
+  it('keeps the token in files only this user can read', async () => {
+    const stateDir = freshDir('token-files');
+    const lease = await LocalGateway.acquire({ stateDir, lingerMs: 0 });
+    try {
+      const holders: string[] = [];
+      const walk = (dir: string) => {
+        for (const name of readdirSync(dir)) {
+          const path = join(dir, name);
+          const st = lstatSync(path);
+          if (st.isDirectory()) walk(path);
+          else if (st.isFile() && readFileSync(path, 'utf8').includes(lease.token)) holders.push(path);
+        }
+      };
+      walk(stateDir);
+      expect(holders.length).toBeGreaterThan(0);
+      for (const path of holders) {
+        expect(statSync(path).mode & 0o077, path).toBe(0);
+        for (let dir = join(path, '..'); dir.startsWith(gatewayDir(stateDir)); dir = join(dir, '..')) {
+          expect(statSync(dir).mode & 0o077, dir).toBe(0);
+        }
+      }
+    } finally {
+      await lease.release();
+    }
+  });
+});

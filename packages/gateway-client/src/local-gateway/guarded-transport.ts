@@ -1,0 +1,43 @@
+import { WebSocket as WsWebSocket } from 'ws';
+import { GatewayUnavailableError } from '../errors.js';
+import type { WebSocketClass } from '../gateway-client.js';
+import { listenerOwnership } from './listener.js';
+
+/**
+ * Throws `GatewayUnavailableError` unless the server process `pid` itself still listens on `127.0.0.1:port`. Called
+ * before every request and socket a lease makes: if the server has gone and someone else took its port, they get
+ * nothing — no token, no code.
+ */
+export function assertServerListening(baseUrl: string, port: number, pid: number): void {
+  const owner = listenerOwnership(port, pid);
+  if (owner === 'ours' || owner === 'unknown') return;
+  throw new GatewayUnavailableError(
+    owner === 'foreign'
+      ? `The local gateway at ${baseUrl} is gone and another process listens on its port; nothing was sent to it`
+      : `The local gateway at ${baseUrl} is not listening (its server stopped)`,
+    { url: baseUrl },
+  );
+}
+
+/** The fetch and WebSocket class of a lease: the usual ones, each checking the listener first. */
+export function guardedTransport(
+  baseUrl: string,
+  port: number,
+  pid: number,
+): { fetch: typeof fetch; WebSocket: WebSocketClass } {
+  const guardedFetch: typeof fetch = (input, init) => {
+    try {
+      assertServerListening(baseUrl, port, pid);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return globalThis.fetch(input, init);
+  };
+  class GuardedWebSocket extends WsWebSocket {
+    constructor(url: string, protocols?: string | string[], options?: { headers?: Record<string, string> }) {
+      assertServerListening(baseUrl, port, pid);
+      super(url, protocols, options);
+    }
+  }
+  return { fetch: guardedFetch, WebSocket: GuardedWebSocket as unknown as WebSocketClass };
+}

@@ -1,0 +1,66 @@
+import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
+
+/** A TCP socket in the LISTEN state on 127.0.0.1, as `/proc/net/tcp` shows it. */
+export interface LoopbackListener {
+  port: number;
+  uid: number;
+  inode: string;
+}
+
+const LISTEN = '0A';
+const LOOPBACK_HEX = '0100007F';
+
+/** Parses `/proc/net/tcp` text into its 127.0.0.1 listeners. */
+export function parseLoopbackListeners(text: string): LoopbackListener[] {
+  const listeners: LoopbackListener[] = [];
+  for (const line of text.split('\n').slice(1)) {
+    const fields = line.trim().split(/\s+/);
+    if (fields.length < 10) continue;
+    const [address, portHex] = (fields[1] ?? '').split(':');
+    if (address !== LOOPBACK_HEX || fields[3] !== LISTEN || !portHex) continue;
+    listeners.push({ port: Number.parseInt(portHex, 16), uid: Number(fields[7]), inode: fields[9] ?? '' });
+  }
+  return listeners;
+}
+
+/** The socket inodes process `pid` holds open (`socket:[N]` descriptors); empty when it cannot be read. */
+export function socketInodes(pid: number): Set<string> {
+  const inodes = new Set<string>();
+  let fds: string[];
+  try {
+    fds = readdirSync(`/proc/${pid}/fd`);
+  } catch {
+    return inodes;
+  }
+  for (const fd of fds) {
+    try {
+      const match = /^socket:\[(\d+)\]$/.exec(readlinkSync(`/proc/${pid}/fd/${fd}`));
+      if (match?.[1]) inodes.add(match[1]);
+    } catch {
+      // closed meanwhile
+    }
+  }
+  return inodes;
+}
+
+/** What `listenerOwnership()` found on a port. */
+export type ListenerOwnership = 'ours' | 'none' | 'foreign' | 'unknown';
+
+/**
+ * Who listens on `127.0.0.1:port`: `'ours'` when the listening socket is held by process `pid` and belongs to this
+ * user, `'foreign'` when something else listens there, `'none'` when nothing does (yet), `'unknown'` where there is
+ * no `/proc/net/tcp` (not Linux). Read from `/proc`, without connecting: nothing, least of all a token, is sent to a
+ * listener before it is known to be the server we started.
+ */
+export function listenerOwnership(port: number, pid: number, uid = process.getuid?.() ?? -1): ListenerOwnership {
+  let text: string;
+  try {
+    text = readFileSync('/proc/net/tcp', 'utf8');
+  } catch {
+    return 'unknown';
+  }
+  const listeners = parseLoopbackListeners(text).filter((l) => l.port === port);
+  if (listeners.length === 0) return 'none';
+  const held = socketInodes(pid);
+  return listeners.every((l) => l.uid === uid && held.has(l.inode)) ? 'ours' : 'foreign';
+}

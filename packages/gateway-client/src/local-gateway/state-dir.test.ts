@@ -1,0 +1,54 @@
+import { chmodSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { unsafeDirectoryReason, unsafeFileReason } from './state-dir.js';
+
+const made: string[] = [];
+function dir(): string {
+  const d = mkdtempSync(join(tmpdir(), 'kw-state-dir-test-'));
+  made.push(d);
+  return d;
+}
+afterEach(() => {
+  for (const d of made.splice(0)) rmSync(d, { recursive: true, force: true });
+});
+
+describe('unsafeDirectoryReason', () => {
+  it('accepts a 0700 directory of ours below a sticky world-writable one (the system temp)', () => {
+    const d = join(dir(), 'state');
+    mkdirSync(d, { mode: 0o700 });
+    expect(unsafeDirectoryReason(d)).toBeUndefined();
+  });
+
+  it('refuses one other users can enter, and one below a directory others can write to', () => {
+    const base = dir();
+    const open = join(base, 'open');
+    mkdirSync(open, { mode: 0o700 });
+    chmodSync(open, 0o755);
+    expect(unsafeDirectoryReason(open)).toMatch(/accessible to other users \(mode 755\)/);
+    chmodSync(base, 0o777);
+    const inner = join(base, 'inner');
+    mkdirSync(inner, { mode: 0o700 });
+    expect(unsafeDirectoryReason(inner)).toMatch(/writable by other users \(mode 777\)/);
+  });
+
+  it('refuses one owned by another uid', () => {
+    const d = dir();
+    expect(unsafeDirectoryReason(d, (process.getuid?.() ?? 0) + 1)).toMatch(/belongs to uid/);
+  });
+});
+
+describe('unsafeFileReason', () => {
+  it('accepts a 0600 file and refuses a readable one, a symlink and a missing one', () => {
+    const d = dir();
+    const file = join(d, 'f');
+    writeFileSync(file, 'x', { mode: 0o600 });
+    expect(unsafeFileReason(file)).toBeUndefined();
+    chmodSync(file, 0o644);
+    expect(unsafeFileReason(file)).toMatch(/accessible to other users/);
+    symlinkSync(file, join(d, 'link'));
+    expect(unsafeFileReason(join(d, 'link'))).toMatch(/not a regular file/);
+    expect(unsafeFileReason(join(d, 'missing'))).toMatch(/cannot be read/);
+  });
+});

@@ -81,7 +81,8 @@ const CONNECTION_MARK = '@kernelwarden-connection-file@';
 
 /**
  * POSIX sh run by jupyter as the kernel command: `$1` is the connection file; the rest is the wrapped command, in
- * which the marker becomes `--tmpfs <runtime dir> --bind <file> <file>` (known only at launch). No braces: jupyter
+ * which the marker becomes `--tmpfs <runtime dir> --bind <file> <file>` (known only at launch), plus a bind of the
+ * kernel's own ipc socket directory when the gateway names one (`KERNELWARDEN_KERNEL_IPC_DIR`). No braces: jupyter
  * formats every argv element with `{name}` placeholders.
  */
 const LAUNCH_SCRIPT = [
@@ -89,7 +90,13 @@ const LAUNCH_SCRIPT = [
   'rt=$(dirname -- "$cf")',
   'for a do',
   '  shift',
-  `  if [ "$a" = '${CONNECTION_MARK}' ]; then set -- "$@" --tmpfs "$rt" --bind "$cf" "$cf"; else set -- "$@" "$a"; fi`,
+  `  if [ "$a" = '${CONNECTION_MARK}' ]; then`,
+  '    set -- "$@" --tmpfs "$rt" --bind "$cf" "$cf"',
+  // LocalGateway's kernels talk ZMQ over Unix sockets in a directory of their own: bind just that one back.
+  '    if [ -n "$KERNELWARDEN_KERNEL_IPC_DIR" ] && [ -d "$KERNELWARDEN_KERNEL_IPC_DIR" ]; then',
+  '      set -- "$@" --bind "$KERNELWARDEN_KERNEL_IPC_DIR" "$KERNELWARDEN_KERNEL_IPC_DIR"',
+  '    fi',
+  '  else set -- "$@" "$a"; fi',
   'done',
   'exec "$@"',
 ].join('\n');

@@ -1,6 +1,12 @@
 /** The environment variable every process of a LocalGateway kernel carries: `<server instance>:<kernel id>`. */
 export const KERNEL_MARKER_ENV = 'KERNELWARDEN_KERNEL';
 
+/**
+ * The environment variable naming a LocalGateway kernel's own ipc directory: a sandbox launcher binds that directory
+ * (and nothing else of the ipc base) into the sandbox, so an isolated kernel's sockets are reachable by the server.
+ */
+export const KERNEL_IPC_DIR_ENV = 'KERNELWARDEN_KERNEL_IPC_DIR';
+
 /** Longest ipc base directory: `<base>/<36-char kernel id>/k-<port>` must fit a Unix socket path (107 bytes). */
 export const MAX_IPC_BASE_LENGTH = 64;
 
@@ -46,6 +52,7 @@ _KW_INSTANCE = ${pythonString(settings.instance)}
 _KW_IPC_DIR = ${pythonString(settings.ipcDir)}
 _KW_LOG_DIR = ${pythonString(settings.kernelLogDir)}
 _KW_MARKER = ${pythonString(KERNEL_MARKER_ENV)}
+_KW_IPC_ENV = ${pythonString(KERNEL_IPC_DIR_ENV)}
 
 c.KernelManager.transport = "ipc"
 
@@ -101,6 +108,9 @@ if not getattr(_kw_local.LocalProvisioner, "_kernelwarden_patched", False):
             return await _kw_launch_kernel(self, cmd, **kwargs)
         env = dict(kwargs.get("env") or _kw_os.environ)
         env[_KW_MARKER] = _KW_INSTANCE + ":" + self.kernel_id
+        km = self.parent
+        if km is not None and km.transport == "ipc":
+            env[_KW_IPC_ENV] = _kw_os.path.dirname(km.ip)
         kwargs["env"] = env
         if kwargs.get("stdout") is not None or kwargs.get("stderr") is not None:
             return await _kw_launch_kernel(self, cmd, **kwargs)

@@ -110,6 +110,8 @@ class World {
   /** Kernels handed to the session by its factory (main and background). */
   readonly delivered: { kernel: RecordingKernel; purpose: string }[] = [];
   readonly leases: Lease<RecordingKernel>[] = [];
+  /** Kernels bootstrapped before they are published (an environment switch's replacement), while that runs. */
+  readonly preparing = new Set<RecordingKernel>();
   readonly events: KernelStatusEvent[] = [];
   readonly issued: Promise<unknown>[] = [];
   readonly failures: string[] = [];
@@ -162,11 +164,17 @@ class World {
           return plainExecutor.run(req);
         },
       },
-      bootstrap: async (_lease, ctx) => {
-        const mode = this.bootstrapMode;
-        if (mode === 'fail') throw new Error('bootstrap failure');
-        if (mode === 'hold' && (await waitOrAbort(this.bootstrapGate, ctx.signal)) === 'aborted') {
-          throw ctx.signal.reason;
+      bootstrap: async (lease, ctx) => {
+        const provisional = lease.generation === -1;
+        if (provisional) this.preparing.add(lease.kernel);
+        try {
+          const mode = this.bootstrapMode;
+          if (mode === 'fail') throw new Error('bootstrap failure');
+          if (mode === 'hold' && (await waitOrAbort(this.bootstrapGate, ctx.signal)) === 'aborted') {
+            throw ctx.signal.reason;
+          }
+        } finally {
+          if (provisional) this.preparing.delete(lease.kernel);
         }
       },
     });
@@ -339,12 +347,12 @@ class World {
     const mains = this.delivered.filter((d) => d.purpose === 'main').map((d) => d.kernel);
     for (const kernel of mains) {
       if (kernel.shutdownCalls > 1) this.failures.push(`${step}: ${kernel.id} shut down ${kernel.shutdownCalls} times`);
-      if (kernel !== current?.kernel && kernel.shutdownCalls !== 1) {
+      if (kernel !== current?.kernel && kernel.shutdownCalls !== 1 && !this.preparing.has(kernel)) {
         this.failures.push(`${step}: ${kernel.id} is neither current nor shut down`);
       }
     }
     if (current && current.kernel.shutdownCalls !== 0) this.failures.push(`${step}: the current kernel was shut down`);
-    const live = mains.filter((k) => k.live && k.shutdownCalls === 0);
+    const live = mains.filter((k) => k.live && k.shutdownCalls === 0 && !this.preparing.has(k));
     if (live.length > 1) this.failures.push(`${step}: ${live.length} live kernels in the python slot`);
     // Generations never go down.
     const generation = sup.status('python').generation;

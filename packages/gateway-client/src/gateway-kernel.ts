@@ -326,7 +326,7 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
           async (signal) => (await doomed.shutdown({ timeoutMs: 0, signal })).confirmed,
         );
         // A caller who gave up gets its reason at once; a start that failed on its own waits for the first DELETE.
-        if (!(opts.signal?.aborted && error === opts.signal.reason)) await cleanup.first;
+        if (!opts.signal?.aborted) await cleanup.first;
       }
       throw error;
     } finally {

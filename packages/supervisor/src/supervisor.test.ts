@@ -516,3 +516,33 @@ describe('KernelSupervisor.acquire with prepare', () => {
     expect(sup.lease('python')).toBeUndefined();
   });
 });
+
+describe('KernelSupervisor: a stop that lands while a prepared build is being published', () => {
+  it('never publishes a kernel from a build the stop revoked, whatever microtask the stop lands in', async () => {
+    for (let depth = 0; depth < 12; depth++) {
+      const sup = new KernelSupervisor<RecordingKernel>();
+      const old = new RecordingKernel('old');
+      await sup.ensure('python', 'a', () => old);
+      const gate = new Gate();
+      const next = new RecordingKernel('next');
+      const pending = sup.acquire('python', 'b', () => next, { prepare: () => gate.wait() }).catch(() => undefined);
+      await flush();
+      gate.open();
+      let stop = () => void sup.stop('python');
+      for (let i = 0; i < depth; i++) {
+        const inner = stop;
+        stop = () => queueMicrotask(inner);
+      }
+      stop();
+      await pending;
+      await flush();
+      await sup.settled();
+      expect({ depth, lease: sup.lease('python'), state: sup.status('python').state }).toEqual({
+        depth,
+        lease: undefined,
+        state: 'stopped',
+      });
+      expect([old.shutdownCalls, next.shutdownCalls]).toEqual([1, 1]);
+    }
+  });
+});

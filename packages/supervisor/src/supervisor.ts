@@ -532,6 +532,8 @@ export class KernelSupervisor<K extends SupervisedKernel = SupervisedKernel> {
             throw build.revoked ? new BuildCancelledError(s.name, build.revoked) : fail(error);
           });
           if (!isAlive(kernel)) throw fail(new KernelFactoryError(s.name, key, 'the kernel died while prepared'));
+          // Revoked after the prepare settled but before this continuation ran (a stop in between).
+          if (build.revoked) throw new BuildCancelledError(s.name, build.revoked);
         }
       } catch (error) {
         s.builds.delete(build);

@@ -555,7 +555,10 @@ export class KernelSession<K extends SupervisedKernel = SupervisedKernel, H = un
     if (this.#turn === turn) this.#turn = undefined;
   }
 
-  /** Cancels the running turn for a stop or close: its stop signal first, so an executor can tell it from a caller's abort. */
+  /**
+   * Cancels the running turn for a stop or close: its stop signal first, so an executor can tell a stop from a
+   * caller's abort.
+   */
   #abortTurn(reason: Error): void {
     this.#turn?.stop.abort(reason);
     this.#turn?.controller.abort(reason);

@@ -528,7 +528,9 @@ describe('KernelSupervisor: a stop that lands while a prepared build is being pu
       const pending = sup.acquire('python', 'b', () => next, { prepare: () => gate.wait() }).catch(() => undefined);
       await flush();
       gate.open();
-      let stop = () => void sup.stop('python');
+      let stop = (): void => {
+        void sup.stop('python');
+      };
       for (let i = 0; i < depth; i++) {
         const inner = stop;
         stop = () => queueMicrotask(inner);

@@ -659,3 +659,147 @@ describe('GatewayKernel options', () => {
     expect(lastSocket().url).toContain('session_id=');
   });
 });
+
+describe('GatewayKernel start cleanup', () => {
+  /** DELETEs that hang until their request is aborted, except those `answer` says to answer. */
+  function hangingDeletes(kernelId: string, answer: (n: number) => boolean = () => false) {
+    const state = { deletes: 0, owned: [] as string[] };
+    const hook = gatewayFetch(kernelId, (method, _url, init) => {
+      if (method !== 'DELETE') return undefined;
+      state.deletes++;
+      if (answer(state.deletes)) return new Response(null, { status: 204 });
+      return new Promise<Response>((_, reject) => {
+        init?.signal?.addEventListener('abort', () => reject(init.signal?.reason), { once: true });
+      });
+    });
+    const ownership = {
+      created: (id: string) => state.owned.push(id),
+      deleted: (id: string) => state.owned.splice(state.owned.indexOf(id), 1),
+    };
+    return { state, hook, ownership };
+  }
+
+  function stalledPrelude(): Promise<void> {
+    return new Promise<void>((resolve) => {
+      KernelSocket.script = { execute: () => resolve() };
+    });
+  }
+
+  it('rejects an aborted start at once with the reason, and retries a hanging DELETE in the background until confirmed', async () => {
+    const clock = new ManualClock();
+    const { state, hook, ownership } = hangingDeletes('kernel-stuck', (n) => n >= 3);
+    using _hook = hook;
+    const stalled = stalledPrelude();
+    const controller = new AbortController();
+    const starting = GatewayKernel.start({
+      gateway: {
+        baseUrl: BASE,
+        token: 'secret-token',
+        WebSocket: KernelSocket as unknown as WebSocketClass,
+        ownership,
+      },
+      prelude: 'x = 1',
+      signal: controller.signal,
+      clock,
+      livenessPollMs: 0,
+      cleanupTimeoutMs: 1_000,
+      cleanupRetry: { initialDelayMs: 500, maxDelayMs: 500 },
+    });
+    let outcome: unknown = 'pending';
+    starting.then(
+      () => (outcome = 'resolved'),
+      (error: unknown) => (outcome = error),
+    );
+    await stalled;
+    const reason = new Error('cancel startup');
+    controller.abort(reason);
+    await settleIo();
+    // At once: no clock time passed, the first DELETE still hangs.
+    expect(outcome).toBe(reason);
+    expect(lastSocket().readyState).toBe(FakeWebSocket.CLOSED);
+    expect(state.deletes).toBe(1);
+    expect(state.owned).toEqual(['kernel-stuck']);
+
+    await clock.advance(1_000); // the first DELETE is given up
+    expect(state.deletes).toBe(1);
+    await clock.advance(500); // the backoff ends: the second one
+    expect(state.deletes).toBe(2);
+    await clock.advance(1_500); // given up, backoff, the third is answered
+    expect(state.deletes).toBe(3);
+    expect(state.owned).toEqual([]);
+    await clock.advance(120_000);
+    expect(state.deletes).toBe(3);
+    expect(clock.pendingTimers()).toBe(0);
+  });
+
+  it('gives up after cleanupRetry.attempts DELETEs, leaving the kernel recorded for the orphan sweep', async () => {
+    const clock = new ManualClock();
+    const { state, hook, ownership } = hangingDeletes('kernel-unreachable');
+    using _hook = hook;
+    const stalled = stalledPrelude();
+    const controller = new AbortController();
+    const starting = GatewayKernel.start({
+      gateway: {
+        baseUrl: BASE,
+        token: 'secret-token',
+        WebSocket: KernelSocket as unknown as WebSocketClass,
+        ownership,
+      },
+      prelude: 'x = 1',
+      signal: controller.signal,
+      clock,
+      livenessPollMs: 0,
+      cleanupTimeoutMs: 1_000,
+      cleanupRetry: { attempts: 4, initialDelayMs: 100, maxDelayMs: 400 },
+    });
+    const settled = starting.catch((error: unknown) => error);
+    await stalled;
+    controller.abort(new Error('cancel startup'));
+    expect(await settled).toMatchObject({ message: 'cancel startup' });
+    // Backoff 100, 200, 400 between four attempts of 1 s each.
+    await clock.advance(1_000 + 100);
+    expect(state.deletes).toBe(2);
+    await clock.advance(1_000 + 200);
+    expect(state.deletes).toBe(3);
+    await clock.advance(1_000 + 400);
+    expect(state.deletes).toBe(4);
+    await clock.advance(600_000);
+    expect(state.deletes).toBe(4);
+    expect(clock.pendingTimers()).toBe(0);
+    expect(state.owned).toEqual(['kernel-unreachable']);
+  });
+
+  it('deletes a kernel whose create was still in flight when the start was aborted, retrying until confirmed', async () => {
+    const clock = new ManualClock();
+    let create!: () => void;
+    const creating = new Promise<void>((resolve) => (create = resolve));
+    let posted!: () => void;
+    const postSeen = new Promise<void>((resolve) => (posted = resolve));
+    let deletes = 0;
+    using _hook = gatewayFetch('kernel-late', (method, url, init) => {
+      if (method === 'POST' && url.endsWith('/api/kernels')) {
+        posted();
+        return creating.then(() => json({ id: 'kernel-late', name: 'python3' }, 201));
+      }
+      if (method !== 'DELETE') return undefined;
+      deletes++;
+      if (deletes >= 2) return new Response(null, { status: 404 });
+      return new Promise<Response>((_, reject) => {
+        init?.signal?.addEventListener('abort', () => reject(init.signal?.reason), { once: true });
+      });
+    });
+    const controller = new AbortController();
+    const settled = start({ signal: controller.signal, clock, cleanupTimeoutMs: 1_000 }).catch((e: unknown) => e);
+    await postSeen;
+    controller.abort(new Error('gave up'));
+    expect(await settled).toMatchObject({ message: 'gave up' });
+    create();
+    await settleIo();
+    expect(deletes).toBe(1);
+    await clock.advance(1_000);
+    await clock.runAll();
+    expect(deletes).toBe(2);
+    expect(clock.pendingTimers()).toBe(0);
+    expect(FakeWebSocket.instances).toHaveLength(0);
+  });
+});

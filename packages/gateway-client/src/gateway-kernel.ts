@@ -24,6 +24,12 @@ import {
 } from './kernel-events.js';
 import { createMessage, type JupyterMessage } from './message.js';
 import { MessageSequence } from './message-sequence.js';
+import {
+  type CleanupRetryPolicy,
+  DEFAULT_CLEANUP_RETRY,
+  DEFAULT_CLEANUP_TIMEOUT_MS,
+  deleteUntilConfirmed,
+} from './start-cleanup.js';
 import { type StartWatch, watchKernelStart } from './start-watch.js';
 import { parseOptions } from './validation.js';
 
@@ -39,7 +45,10 @@ export interface GatewayKernelStartOptions {
   env?: Record<string, string>;
   /** Code run (silently) once the kernel is ready; a failing prelude fails the start. */
   prelude?: string;
-  /** Aborts the start: it rejects with the signal's reason, and the kernel (if created) is deleted. */
+  /**
+   * Aborts the start: it rejects at once with the signal's reason, and the kernel (if created) is deleted in the
+   * background, retried as `cleanupRetry` says until the gateway confirms it.
+   */
   signal?: AbortSignal;
   /** One deadline for create, connect, handshake, environment and prelude; `0` disables it. @defaultValue 60000 */
   startupTimeoutMs?: number;
@@ -99,8 +108,19 @@ export interface GatewayKernelStartOptions {
   stopOnError?: boolean;
   /** Attempts at `POST /api/kernels` while it answers 5xx. @defaultValue 3 */
   createAttempts?: number;
-  /** Bound on the DELETE that cleans up after a failed start. @defaultValue 2000 */
+  /**
+   * Bound on each DELETE that cleans up after a failed start; `0` disables it. A start that failed on its own (not
+   * aborted) waits for the first DELETE, so the kernel is normally gone when it rejects. @defaultValue 2000
+   */
   cleanupTimeoutMs?: number;
+  /**
+   * Retries of the cleanup DELETE while the gateway does not confirm it (an error, a hang past `cleanupTimeoutMs`):
+   * `attempts` DELETEs in all, waiting `initialDelayMs` before the second and doubling up to `maxDelayMs`, on
+   * `clock`, in the background. If every attempt fails, or the process exits first, the kernel stays recorded with
+   * the gateway's ownership (`LocalGateway` leases) and its orphan sweep deletes it on the next acquire.
+   * @defaultValue `{ attempts: 6, initialDelayMs: 250, maxDelayMs: 4000 }`
+   */
+  cleanupRetry?: Partial<CleanupRetryPolicy>;
   /** The clock for every timer of this kernel. @defaultValue systemClock */
   clock?: Clock;
 }
@@ -136,6 +156,10 @@ const startSchema = z.object({
   replyGraceMs: positive.optional(),
   stopOnError: z.boolean().optional(),
   cleanupTimeoutMs: positive.optional(),
+  cleanupRetry: z
+    .object({ attempts: z.number().int().min(1), initialDelayMs: positive, maxDelayMs: positive })
+    .partial()
+    .optional(),
   clock: z
     .custom<Clock>((v) => typeof v === 'object' && v !== null && typeof (v as Clock).setTimer === 'function')
     .optional(),
@@ -248,7 +272,9 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
    * prelude, and resolves with the ready kernel.
    *
    * One deadline (`startupTimeoutMs`) and the caller's signal cover every step. Any failure after the kernel
-   * exists closes the socket and deletes the kernel before the promise settles. A step that runs out of time
+   * exists closes the socket and sends the kernel's DELETE before the promise settles; a start that failed on its own
+   * also waits for that first DELETE (up to `cleanupTimeoutMs`), an aborted one rejects at once with the signal's
+   * reason. An unconfirmed DELETE is retried in the background (`cleanupRetry`). A step that runs out of time
    * rejects with `name: 'TimeoutError'` and `Failed to initialize kernel environment` / `… prelude`; a create that
    * never succeeds rejects with `KernelStartError` (`Failed to create kernel …`, with `status`). A kernel that dies
    * before it first answers (its process exits, the server reports it dead or drops it) rejects within seconds with
@@ -291,7 +317,17 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
       if (kernel.#status === 'starting' || kernel.#status === 'busy') kernel.#setStatus('idle');
       return kernel;
     } catch (error) {
-      if (kernel) await kernel.shutdown({ timeoutMs: opts.cleanupTimeoutMs ?? 2000 });
+      if (kernel) {
+        const doomed = kernel;
+        // shutdown() closes the socket and settles everything pending at once, then DELETEs the kernel.
+        const cleanup = startCleanup(
+          opts,
+          clock,
+          async (signal) => (await doomed.shutdown({ timeoutMs: 0, signal })).confirmed,
+        );
+        // A caller who gave up gets its reason at once; a start that failed on its own waits for the first DELETE.
+        if (!opts.signal?.aborted) await cleanup.first;
+      }
       throw error;
     } finally {
       scope.dispose();
@@ -996,6 +1032,15 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
   }
 }
 
+/** Deletes a kernel left by a failed start, retried in the background as the start options say. */
+function startCleanup(opts: ParsedStart, clock: Clock, attemptDelete: (signal: AbortSignal) => Promise<boolean>) {
+  return deleteUntilConfirmed(attemptDelete, {
+    clock,
+    timeoutMs: opts.cleanupTimeoutMs ?? DEFAULT_CLEANUP_TIMEOUT_MS,
+    retry: { ...DEFAULT_CLEANUP_RETRY, ...opts.cleanupRetry },
+  });
+}
+
 function gatewayFrom(options: GatewayClientOptions): GatewayClient {
   try {
     return new GatewayClient(options);
@@ -1017,14 +1062,18 @@ async function createKernel(
   for (let attempt = 1; ; attempt++) {
     scope.throwIfAborted();
     // The create itself is not aborted: if the caller gives up while it is in flight, a kernel that gets created
-    // anyway is deleted as soon as its id is known, instead of leaking.
+    // anyway is deleted as soon as its id is known (retried until confirmed), instead of leaking.
     const creating = client.createKernel({ name });
     try {
       return await scope.race(creating);
     } catch (error) {
       if (scope.signal.aborted) {
         creating.then(
-          (model) => client.deleteKernel(model.id).catch(() => {}),
+          (model) =>
+            startCleanup(opts, clock, async (signal) => {
+              await client.deleteKernel(model.id, { timeoutMs: 0, signal });
+              return true;
+            }),
           () => {},
         );
         throw scope.signal.reason;

@@ -28,5 +28,6 @@ export { LOCAL_GATEWAY_SERVER_CONFIG } from './local-gateway/server-config.js';
 export * from './local-gateway.js';
 export type { ChannelName, JupyterMessage, MessageHeader } from './message.js';
 export { createMessage } from './message.js';
+export type { CleanupRetryPolicy } from './start-cleanup.js';
 export { decodeLegacy, encodeLegacy } from './wire-legacy.js';
 export { decodeV1, encodeV1, V1_SUBPROTOCOL } from './wire-v1.js';

@@ -1,6 +1,6 @@
 import { InvalidOptionsError, type ReadIsolationPolicy } from '@kernelwarden/core';
 import { KernelSession, KernelSupervisor, type LanguageSlotContext, plainExecutor } from '@kernelwarden/supervisor';
-import { okResult, RecordingKernel } from '@kernelwarden/testkit';
+import { Gate, okResult, RecordingKernel } from '@kernelwarden/testkit';
 import { describe, expect, it } from 'vitest';
 import { createRSlot, R_SLOT, type RSpawnContext } from './r-slot.js';
 
@@ -193,5 +193,67 @@ describe('the R slot in a KernelSession', () => {
       await session.close();
     }
     expect(rKernel.shutdownCalls).toBe(1);
+  });
+});
+
+describe('an R cell cancelled by stop()', () => {
+  it('comes back cancelled while R is being spawned, and leaves the R slot’s state untouched', async () => {
+    const spawning = new Gate();
+    const slot = createRSlot<RecordingKernel>({
+      spawn: async (ctx) => {
+        spawning.open();
+        await new Gate().wait(ctx.signal);
+        return new RecordingKernel('r');
+      },
+    });
+    const session = new KernelSession<RecordingKernel>({ python: () => new RecordingKernel('python'), r: slot });
+    try {
+      const cell = session.execute('cat(1)', { language: 'r', cellId: 'r-cancelled' });
+      await spawning.wait();
+      await session.stop();
+      expect(await cell).toMatchObject({ status: 'aborted', cancelled: true, cellId: 'r-cancelled' });
+      expect((await cell).error).toBeUndefined();
+      expect(slot.status()).toEqual({ env: undefined, started: false, alive: false, generation: 0 });
+    } finally {
+      await session.close();
+    }
+  });
+
+  it('comes back cancelled while the R bootstrap runs, without recording a soft failure', async () => {
+    const booting = new Gate();
+    const kernel = new RecordingKernel('r');
+    const slot = createRSlot<RecordingKernel>({
+      spawn: () => kernel,
+      bootstrap: async () => {
+        booting.open();
+        // An R bootstrap the stop's interrupt breaks off.
+        await kernel.executeRelease.wait();
+        throw new Error('interrupted');
+      },
+    });
+    kernel.releaseOnInterrupt = true;
+    const session = new KernelSession<RecordingKernel>({ python: () => new RecordingKernel('python'), r: slot });
+    try {
+      const cell = session.execute('cat(1)', { language: 'r', cellId: 'r-booting' });
+      await booting.wait();
+      await session.stop();
+      expect(await cell).toMatchObject({ status: 'aborted', cancelled: true, cellId: 'r-booting' });
+      expect(slot.status().lastError).toBeUndefined();
+      expect(kernel.shutdownCalls).toBe(1);
+    } finally {
+      await session.close();
+    }
+  });
+});
+
+describe('createRSlot with an aborted signal', () => {
+  it('rejects ensure() with the signal’s reason and records no soft failure', async () => {
+    const h = harness();
+    const controller = new AbortController();
+    const reason = new Error('gave up');
+    controller.abort(reason);
+    await expect(h.slot.ensure(h.ctx(undefined, { signal: controller.signal }))).rejects.toBe(reason);
+    expect(h.slot.status().lastError).toBeUndefined();
+    expect(h.created).toHaveLength(0);
   });
 });

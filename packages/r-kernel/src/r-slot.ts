@@ -56,9 +56,10 @@ export interface RSlot<K extends SupervisedKernel = SupervisedKernel> extends La
  * Creates the R slot for `new KernelSession({ python, r: createRSlot({ spawn }) })`.
  *
  * Nothing starts before the first R cell. The kernel is reused while the session's R environment is unchanged and
- * replaced (build first, then the old one is shut down) when it changes. `ensure()` never throws: a spawn that fails
- * resolves `R kernel unavailable: <reason>` and leaves the current R kernel, its environment and every other slot as
- * they were. An R execution that throws shuts down exactly the lease it ran on (reason `desynchronized`) and
+ * replaced (build first, then the old one is shut down) when it changes. `ensure()` does not throw on failure: a
+ * spawn that fails resolves `R kernel unavailable: <reason>` and leaves the current R kernel, its environment and
+ * every other slot as they were. An `ensure()` whose `ctx.signal` aborts (the session stopped while R was starting)
+ * rejects with the signal's reason and records nothing, so the session reports a cancelled cell. An R execution that throws shuts down exactly the lease it ran on (reason `desynchronized`) and
  * rethrows, so the next R cell starts from a fresh kernel instead of a desynchronized one.
  */
 export function createRSlot<K extends SupervisedKernel = SupervisedKernel>(options: RSlotOptions<K>): RSlot<K> {
@@ -110,6 +111,8 @@ export function createRSlot<K extends SupervisedKernel = SupervisedKernel>(optio
             await bootstrap(lease);
           } catch (error) {
             await ctx.supervisor.shutdownIfCurrent(lease, 'bootstrap_failed');
+            // Broken off by a stop's interrupt or the caller: a cancellation, not a soft failure to remember.
+            if (ctx.signal?.aborted) throw ctx.signal.reason;
             lastError = `R kernel unavailable: bootstrap failed: ${reasonOf(error)}`;
             return lastError;
           }
@@ -117,6 +120,7 @@ export function createRSlot<K extends SupervisedKernel = SupervisedKernel>(optio
         lastError = undefined;
         return null;
       } catch (error) {
+        if (ctx.signal?.aborted) throw ctx.signal.reason;
         lastError = `R kernel unavailable: ${reasonOf(error)}`;
         return lastError;
       }
@@ -141,9 +145,13 @@ export function createRSlot<K extends SupervisedKernel = SupervisedKernel>(optio
           ...(opts.onOutput ? { onOutput: opts.onOutput } : {}),
           ...(opts.onInput ? { onInput: opts.onInput } : {}),
           ...(opts.signal ? { signal: opts.signal } : {}),
+          ...(ctx.stopSignal ? { stopSignal: ctx.stopSignal } : {}),
           ...(bootstrapFor(ctx) ? { bootstrap: bootstrapFor(ctx)! } : {}),
         });
       } catch (error) {
+        // A cancelled cell (a stop, or the watchdog's ladder after the caller gave up) is not a broken kernel: the
+        // stop shuts it down, the ladder already reset or abandoned it.
+        if (opts.signal?.aborted && error === opts.signal.reason) throw error;
         // The kernel may be mid-message: never reuse it. Exact-lease: a lease the watchdog already restarted or
         // replaced is stale, and this is then a no-op.
         await ctx.supervisor.shutdownIfCurrent(lease, 'desynchronized');

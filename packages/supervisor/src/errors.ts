@@ -49,8 +49,9 @@ export class KernelRestartError extends KernelwardenError {
 }
 
 /**
- * The session's `bootstrap` failed on a new generation. The lease it ran on is shut down
- * (`endedReason: 'bootstrap_failed'`); the next execution builds a fresh kernel.
+ * The session's `bootstrap` failed on a new kernel, which was shut down. For a kernel started where none was running,
+ * the slot ends with `endedReason: 'bootstrap_failed'` and the next execution builds a fresh kernel; for an
+ * environment switch's replacement the old kernel, its environment and generation stay in place.
  */
 export class BootstrapError extends KernelwardenError {
   static override readonly brand: string = 'BootstrapError';
@@ -73,8 +74,8 @@ export class ClosedError extends KernelwardenError {
 }
 
 /**
- * A lifecycle request (`start()`, `setEnv()`) was queued behind a `stop()` that was issued after it: the stop wins
- * and the request is dropped. Issue it again to act after the stop.
+ * A lifecycle request (`start()`, `setEnv()`, `restart()`) was issued before a `stop()` that cancelled it: the last
+ * intent wins and the request is dropped without acting. Issue it again to act after the stop.
  */
 export class SessionStoppedError extends KernelwardenError {
   static override readonly brand: string = 'SessionStoppedError';

@@ -22,6 +22,12 @@ export interface CellRunRequest {
   onInput?: ExecuteOptions['onInput'];
   /** Aborts the cell: the kernel is interrupted and the result settles with `cancelled: true`. */
   signal?: AbortSignal;
+  /**
+   * Aborts, just before `signal`, when the cell is cancelled because the session stops or closes rather than because
+   * the caller gave up. The session has then interrupted the kernel once already and shuts it down next, killing what
+   * does not stop: an executor should settle at once and not interrupt, kill, restart or bootstrap of its own.
+   */
+  stopSignal?: AbortSignal;
   /** Re-runs the session's bootstrap on a lease, e.g. after the watchdog restarted the kernel. */
   bootstrap?: (lease: Lease<any>) => Promise<void>;
 }

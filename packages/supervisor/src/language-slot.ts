@@ -23,22 +23,29 @@ export interface LanguageSlotContext {
   host?: unknown;
   /** Aborts when the session stops or closes, or the caller gives up. */
   signal?: AbortSignal;
+  /** Aborts (just before `signal`) only when the session stops or closes: pass it to the executor as `stopSignal`. */
+  stopSignal?: AbortSignal;
 }
 
 /**
  * A second language in a session (R through `createRSlot()` from `@kernelwarden/r-kernel`): lazy, reused while its
  * environment is unchanged, and soft-failing.
  *
- * `ensure` never throws: it resolves `null` when a kernel is ready, or a message
+ * `ensure` never fails by throwing: it resolves `null` when a kernel is ready, or a message
  * (`'R kernel unavailable: <reason>'`) that the session turns into an `error` result with `ename` from
- * `unavailableName`, without touching any other slot.
+ * `unavailableName`, without touching any other slot. Only an abort of `ctx.signal` rejects (with its reason); the
+ * session turns that into a cancelled cell.
  */
 export interface LanguageSlot {
   /** The language this slot runs; `KernelSession.execute(code, { language })` routes by it. */
   readonly language: string;
   /** The `ename` of the error result made from a soft failure. @defaultValue `'RKernelUnavailable'` for `'r'`. */
   readonly unavailableName?: string;
-  /** Makes sure a kernel is ready: `null`, or a soft-failure message. Never throws. */
+  /**
+   * Makes sure a kernel is ready: `null`, or a soft-failure message. Never throws, except with `ctx.signal`'s reason
+   * when it aborts (the session stopped or the caller gave up): that is a cancellation, not a failure, and must
+   * leave the slot's state as it was.
+   */
   ensure(ctx: LanguageSlotContext): Promise<null | string>;
   /** The slot's current lease, if any. */
   lease(): Lease<any> | undefined;

@@ -674,3 +674,196 @@ describe('KernelSession background cells', () => {
     await session.close();
   });
 });
+
+describe('KernelSession: the last intent wins', () => {
+  function counting() {
+    const made: RecordingKernel[] = [];
+    const session = new KernelSession<RecordingKernel>({
+      python: () => {
+        const k = new RecordingKernel(`k${made.length}`);
+        made.push(k);
+        return k;
+      },
+    });
+    return { made, session, seen: statuses(session) };
+  }
+
+  it('drops a start issued between two stops: when the last stop resolves the session is stopped', async () => {
+    const { made, session, seen } = counting();
+    await session.start();
+    const first = session.stop();
+    const between = session.start();
+    const last = session.stop();
+    const dropped = between.then(
+      () => 'started',
+      (error: { code?: string }) => error.code,
+    );
+    await last;
+    expect(session.status()).toMatchObject({ state: 'stopped', cancelled: true });
+    await first;
+    expect(await dropped).toBe('SESSION_STOPPED');
+    await flush();
+    expect(session.status().state).toBe('stopped');
+    expect(made).toHaveLength(1);
+    expect(seen).toEqual(['started', 'stopped']);
+    await session.close();
+  });
+
+  it('cancels a cell issued between two stops: it never runs, and no kernel is built for it', async () => {
+    const { made, session } = counting();
+    await session.start();
+    const first = session.stop();
+    const cell = session.execute('x = 1', { cellId: 'between' });
+    const last = session.stop();
+    await last;
+    await first;
+    expect(await cell).toMatchObject({ cellId: 'between', status: 'aborted', cancelled: true });
+    await flush();
+    expect(made).toHaveLength(1);
+    expect(made[0]?.executeCalls).toBe(0);
+    expect(session.status().state).toBe('stopped');
+    await session.close();
+  });
+
+  it('still runs a start issued after the last stop, once that stop is done: stopped then started', async () => {
+    const { made, session, seen } = counting();
+    await session.start();
+    const first = session.stop();
+    const dropped = session.start().catch((error: { code?: string }) => error.code);
+    const last = session.stop();
+    const after = session.start();
+    await Promise.all([first, last]);
+    expect(await dropped).toBe('SESSION_STOPPED');
+    expect(await after).toMatchObject({ state: 'running', generation: 1 });
+    expect(made).toHaveLength(2);
+    expect(seen).toEqual(['started', 'stopped', 'started']);
+    await session.close();
+  });
+});
+
+describe('KernelSession.setEnv is atomic through its bootstrap', () => {
+  function switching(bootstrap: (lease: Lease<RecordingKernel>, signal: AbortSignal) => void | Promise<void>) {
+    const made: RecordingKernel[] = [];
+    const session = new KernelSession<RecordingKernel>({
+      env: 'base',
+      python: (ctx) => {
+        const k = new RecordingKernel(String(ctx.env));
+        made.push(k);
+        return k;
+      },
+      bootstrap: (lease, ctx) => bootstrap(lease, ctx.signal),
+    });
+    return { made, session, seen: statuses(session) };
+  }
+
+  it('keeps the old kernel, environment, generation and session working when the new bootstrap fails', async () => {
+    const { made, session, seen } = switching((lease) => {
+      if (lease.key === 'broken') throw new Error('import sidecar failed');
+    });
+    await session.start();
+    const old = session.supervisor.lease('python')!;
+
+    await expect(session.setEnv('broken')).rejects.toMatchObject({ code: 'BOOTSTRAP_FAILED' });
+
+    expect(session.supervisor.lease('python')).toBe(old);
+    expect(old.kernel.shutdownCalls).toBe(0);
+    expect(made[1]?.name).toBe('broken');
+    expect(made[1]?.shutdownCalls).toBe(1);
+    expect(session.status()).toMatchObject({
+      state: 'running',
+      env: 'base',
+      desiredEnv: 'broken',
+      generation: 0,
+      key: 'base',
+    });
+    expect(seen).toEqual(['started']);
+    const after = await session.execute('1', { cellId: 'after' });
+    expect(after).toMatchObject({ status: 'ok', cellId: 'after' });
+    expect(old.kernel.executeCalls).toBe(1);
+    await session.close();
+  });
+
+  it('swaps the new kernel in only once it is bootstrapped; interrupt and status answer meanwhile', async () => {
+    const gate = new Gate();
+    const entered = new Gate();
+    const booted: { name: string; generation: number; current: boolean }[] = [];
+    let supervisor: KernelSession<RecordingKernel>['supervisor'] | undefined;
+    const { made, session, seen } = switching(async (lease) => {
+      booted.push({
+        name: lease.kernel.name,
+        generation: lease.generation,
+        current: supervisor?.lease('python')?.kernel === lease.kernel,
+      });
+      if (lease.key === 'struct') {
+        entered.open();
+        await gate.wait();
+      }
+    });
+    supervisor = session.supervisor;
+    await session.start();
+    const old = session.supervisor.lease('python')!;
+    const switched = session.setEnv('struct');
+    await entered.wait();
+
+    expect(session.supervisor.lease('python')).toBe(old);
+    expect(session.status()).toMatchObject({ state: 'running', env: 'base', building: true, generation: 0 });
+    expect(await session.supervisor.interrupt('python')).toBe(1);
+    expect(old.kernel.shutdownCalls).toBe(0);
+
+    gate.open();
+    expect(await switched).toMatchObject({ env: 'struct', generation: 1, state: 'running' });
+    expect(session.supervisor.lease('python')?.kernel).toBe(made[1]);
+    expect(old.kernel.shutdownCalls).toBe(1);
+    expect(booted).toEqual([
+      { name: 'base', generation: 0, current: true },
+      { name: 'struct', generation: -1, current: false },
+    ]);
+    expect(seen).toEqual(['started', 'env_changed']);
+    await session.close();
+  });
+
+  it('a stop during the switch bootstrap shuts both kernels down once and drops the switch', async () => {
+    const entered = new Gate();
+    const { made, session, seen } = switching(async (lease, signal) => {
+      if (lease.key !== 'struct') return;
+      entered.open();
+      await new Gate().wait(signal);
+    });
+    await session.start();
+    const switched = session.setEnv('struct').catch((error: { code?: string }) => error.code);
+    await entered.wait();
+    await session.stop();
+    expect(await switched).toBe('SESSION_STOPPED');
+    await session.supervisor.settled();
+    expect(made.map((k) => [k.name, k.shutdownCalls])).toEqual([
+      ['base', 1],
+      ['struct', 1],
+    ]);
+    expect(session.status()).toMatchObject({ state: 'stopped', env: 'base', desiredEnv: 'struct', generation: 0 });
+    expect(seen).toEqual(['started', 'stopped']);
+    await session.close();
+  });
+});
+
+describe('KernelSession: a kernel handle published again', () => {
+  it('is shut down again on the next stop', async () => {
+    const kernel = new RecordingKernel('reused');
+    const session = new KernelSession<RecordingKernel>({
+      python: async () => {
+        // A factory that hands out the same handle again, revived (a cached connection, say).
+        if (!kernel.isAlive()) await kernel.restart();
+        return kernel;
+      },
+    });
+    await session.start();
+    await session.stop();
+    expect(kernel.shutdownCalls).toBe(1);
+    await session.start();
+    expect(session.status()).toMatchObject({ state: 'running', generation: 1 });
+    await session.stop();
+    expect(kernel.shutdownCalls).toBe(2);
+    expect(kernel.isAlive()).toBe(false);
+    await session.close();
+    expect(kernel.shutdownCalls).toBe(2);
+  });
+});

@@ -41,12 +41,19 @@ export interface SlotFactoryContext<H = unknown> {
 /** Builds one kernel for a session. Start it in `ctx.cwd` under `ctx.readIsolation`, honour `ctx.signal`. */
 export type SlotFactory<K extends SupervisedKernel, H = unknown> = (ctx: SlotFactoryContext<H>) => K | Promise<K>;
 
-/** What a session's `bootstrap` is told besides the lease. */
+/**
+ * What a session's `bootstrap` is told besides the lease.
+ *
+ * The lease is the published one (its real generation) for a kernel started where none was running, and after a
+ * restart. A kernel that is not published yet gets a provisional lease with `generation: -1` — a warm spare, and the
+ * replacement of an environment switch, which is bootstrapped before it is swapped in — so exact-lease operations
+ * on it do nothing: use `lease.kernel` itself.
+ */
 export interface BootstrapContext<H = unknown> {
-  /** Aborts when the session stops or closes while bootstrapping. */
+  /** Aborts when the kernel is no longer wanted: the session stops or closes, or the switch was given up. */
   signal: AbortSignal;
   host: H;
-  /** `'main'` for a new generation of the slot; `'pool'` for a warm spare being prepared before hand-over. */
+  /** `'main'` for a kernel of the slot (a new generation, or a switch's replacement); `'pool'` for a warm spare. */
   purpose: 'main' | 'pool';
 }
 
@@ -65,8 +72,10 @@ export interface KernelSessionOptions<K extends SupervisedKernel, H = unknown> {
   /** Handed to every kernel the session creates — main, background, pooled and R. */
   readIsolation?: ReadIsolationPolicy;
   /**
-   * Runs on every new Python generation, after it is published and outside every lock (`interrupt` and `status`
-   * answer while it runs). A bootstrap that throws shuts that lease down and fails the call that needed it.
+   * Runs on every new Python kernel, outside every lock (`interrupt` and `status` answer while it runs): after it is
+   * published when no kernel was running (so `interrupt('python')` reaches it), and before it is swapped in for an
+   * environment switch (so the old kernel keeps serving until the new one is ready). A bootstrap that throws shuts
+   * that kernel down and fails the call that needed it; a failed switch leaves the old kernel in place.
    */
   bootstrap?: (lease: Lease<K>, ctx: BootstrapContext<H>) => void | Promise<void>;
   /** Runs each cell; the watchdog (`createWatchdog()`) plugs in here. @defaultValue plainExecutor */
@@ -137,6 +146,16 @@ export interface SessionStatus extends SlotStatus {
 
 type Ticket = { release: () => void } | 'cancelled';
 
+/**
+ * The abort signals of the turn that holds the barrier: `signal` aborts on the caller's abort and on a stop or
+ * close; `stop` only on a stop or close, and just before `signal`.
+ */
+interface Turn {
+  controller: AbortController;
+  stop: AbortController;
+  signal: AbortSignal;
+}
+
 const STOP_REASON = 'manual_stop';
 
 /**
@@ -166,7 +185,7 @@ export class KernelSession<K extends SupervisedKernel = SupervisedKernel, H = un
   #stopEpoch = 0;
   #stopping: Promise<void> | undefined;
   #cancelled = false;
-  #turn: AbortController | undefined;
+  #turn: Turn | undefined;
   #closing: Promise<void> | undefined;
   #closed = false;
 
@@ -242,7 +261,7 @@ export class KernelSession<K extends SupervisedKernel = SupervisedKernel, H = un
     const turn = this.#beginTurn(opts.signal);
     this.#cancelled = false;
     try {
-      if (language === 'r') return await this.#executeR(code, opts, turn.signal);
+      if (language === 'r') return await this.#executeR(code, opts, turn);
       const hold = this.#supervisor.hold(PYTHON_SLOT);
       try {
         const lease = await this.#ensurePython(turn.signal, 'started');
@@ -252,7 +271,10 @@ export class KernelSession<K extends SupervisedKernel = SupervisedKernel, H = un
           code,
           lease,
           signal: turn.signal,
-          bootstrap: (next) => this.#bootstrap(next as Lease<K>, turn.signal),
+          stopSignal: turn.stop.signal,
+          // After an executor reset the kernel (the watchdog's restart), it must be bootstrapped whether or not the
+          // caller gave up on the cell: only a stop or close cancels that.
+          bootstrap: (next) => this.#bootstrap(next as Lease<K>, turn.stop.signal),
           ...pick(opts),
         });
       } finally {
@@ -290,20 +312,23 @@ export class KernelSession<K extends SupervisedKernel = SupervisedKernel, H = un
   }
 
   /**
-   * Stops the session: interrupts every slot and cancels the running turn, waits for it to leave the barrier, shuts
-   * the kernels down and emits `kernel_status: stopped`. Work queued before the stop is cancelled; the session stays
-   * cancelled until the next `start()` or `execute()`. Calls during a stop join it. Aborting `signal` only stops
-   * waiting: the stop itself always runs to its end.
+   * Stops the session: interrupts every slot once and cancels the running turn, waits for it to leave the barrier,
+   * shuts the kernels down and emits `kernel_status: stopped`. Everything issued before the stop that has not
+   * finished — cells, `start()`, `setEnv()`, `restart()`, also those issued during an earlier stop still in progress —
+   * is cancelled and never runs; so when the stop resolves the session is stopped, and it stays cancelled until the
+   * next `start()` or `execute()`. A stop issued during another joins it. Aborting `signal` only stops waiting: the
+   * stop itself always runs to its end.
    */
   stop(opts: { signal?: AbortSignal } = {}): Promise<void> {
     if (opts.signal) return raceSignal(this.stop(), opts.signal);
     if (this.#closed || this.#closing) return this.#closing ?? Promise.resolve();
-    if (this.#stopping) return this.#stopping;
+    // Every stop is a new intent, also one that joins a stop in progress: work issued before it is cancelled.
     this.#stopEpoch += 1;
     this.#cancelled = true;
+    if (this.#stopping) return this.#stopping;
     // Interrupt first (recorded before the turn's own abort), then cancel the turn so it leaves the barrier.
     const interrupted = this.#supervisor.interrupt();
-    this.#turn?.abort(stopReason('The session was stopped'));
+    this.#abortTurn(stopReason('The session was stopped'));
     const stopping = this.#runStop(interrupted).finally(() => {
       this.#stopping = undefined;
     });
@@ -312,10 +337,11 @@ export class KernelSession<K extends SupervisedKernel = SupervisedKernel, H = un
   }
 
   /**
-   * Switches the Python environment. With a live kernel in another environment it builds the replacement first
-   * and only then swaps it in (generation + 1), shuts the old one down and bootstraps the new one; a build that
-   * fails keeps the old kernel, generation and active environment, but remembers `name` as desired (the next kernel
-   * built after a stop uses it). Without a live kernel it only records the choice. Emits `env_changed`.
+   * Switches the Python environment. With a live kernel in another environment it builds and bootstraps the
+   * replacement first, and only then swaps it in (generation + 1) and shuts the old one down; until then the old
+   * kernel keeps its lease, environment and generation. A build or bootstrap that fails rejects and leaves all of
+   * them as they were, but remembers `name` as desired (the next kernel built after a stop uses it). Without a live
+   * kernel it only records the choice. Emits `env_changed`.
    */
   async setEnv(name: string, opts: { signal?: AbortSignal } = {}): Promise<SessionStatus> {
     if (typeof name !== 'string' || name.length === 0) throw invalid('name', 'expected a non-empty string');
@@ -439,7 +465,7 @@ export class KernelSession<K extends SupervisedKernel = SupervisedKernel, H = un
     this.#stopEpoch += 1;
     this.#cancelled = true;
     void this.#supervisor.interrupt();
-    this.#turn?.abort(stopReason('The session was closed'));
+    this.#abortTurn(stopReason('The session was closed'));
     this.#closing = this.#runClose();
     return this.#closing;
   }
@@ -484,17 +510,20 @@ export class KernelSession<K extends SupervisedKernel = SupervisedKernel, H = un
   }
 
   /**
-   * Waits for the turn, honouring a stop intent: work issued during a stop waits for it; work admitted before a
-   * stop that was issued later is cancelled when it reaches the barrier (stop wins).
+   * Waits for the turn, honouring the stop intents: work issued during a stop waits for it; work issued before a
+   * later stop is cancelled when it reaches the barrier (the last intent wins). The epoch is taken when the work is
+   * issued — this runs synchronously up to its first `await` — so a stop that joins one in progress still cancels
+   * what was issued between the two.
    */
   async #admit(signal: AbortSignal | undefined): Promise<Ticket> {
+    const epoch = this.#stopEpoch;
     if (this.#closed || this.#closing) throw new ClosedError('session');
     while (this.#stopping) {
       await this.#stopping.catch(() => undefined);
       if (this.#closed || this.#closing) throw new ClosedError('session');
       signal?.throwIfAborted();
     }
-    const epoch = this.#stopEpoch;
+    if (this.#stopEpoch !== epoch) return 'cancelled';
     const release = await this.#barrier.enter(signal);
     if (this.#closed || this.#closing) {
       release();
@@ -507,11 +536,12 @@ export class KernelSession<K extends SupervisedKernel = SupervisedKernel, H = un
     return { release };
   }
 
-  #beginTurn(callerSignal: AbortSignal | undefined): AbortController {
-    const turn = new AbortController();
-    if (callerSignal?.aborted) turn.abort(callerSignal.reason);
+  #beginTurn(callerSignal: AbortSignal | undefined): Turn {
+    const controller = new AbortController();
+    const turn: Turn = { controller, stop: new AbortController(), signal: controller.signal };
+    if (callerSignal?.aborted) controller.abort(callerSignal.reason);
     else if (callerSignal) {
-      const onAbort = () => turn.abort(callerSignal.reason);
+      const onAbort = () => controller.abort(callerSignal.reason);
       callerSignal.addEventListener('abort', onAbort, { once: true });
       turnCleanups.set(turn, () => callerSignal.removeEventListener('abort', onAbort));
     }
@@ -519,13 +549,22 @@ export class KernelSession<K extends SupervisedKernel = SupervisedKernel, H = un
     return turn;
   }
 
-  #endTurn(turn: AbortController): void {
+  #endTurn(turn: Turn): void {
     turnCleanups.get(turn)?.();
     turnCleanups.delete(turn);
     if (this.#turn === turn) this.#turn = undefined;
   }
 
-  #lifecycleError(error: unknown, turn: AbortController, caller: AbortSignal | undefined, what: string): unknown {
+  /**
+   * Cancels the running turn for a stop or close: its stop signal first, so an executor can tell a stop from a
+   * caller's abort.
+   */
+  #abortTurn(reason: Error): void {
+    this.#turn?.stop.abort(reason);
+    this.#turn?.controller.abort(reason);
+  }
+
+  #lifecycleError(error: unknown, turn: Turn, caller: AbortSignal | undefined, what: string): unknown {
     if (!turn.signal.aborted || error !== turn.signal.reason) return error;
     if (caller?.aborted) return caller.reason;
     return this.#closing ? new ClosedError('session') : new SessionStoppedError(what);
@@ -533,24 +572,53 @@ export class KernelSession<K extends SupervisedKernel = SupervisedKernel, H = un
 
   /**
    * Makes sure the Python slot holds a live kernel: the live one whatever its environment, else one for `env`
-   * (default: the desired environment). A new generation is bootstrapped here, outside every lock.
+   * (default: the desired environment). A new kernel is bootstrapped here, outside every lock: before it is
+   * published when it replaces a live kernel (a switch: the old one serves until the new one is ready), after it
+   * is published otherwise (so `interrupt('python')` reaches a blocked bootstrap).
    */
   async #ensurePython(signal: AbortSignal, emit: KernelStatus | null, switchTo?: string): Promise<Lease<K>> {
     const current = this.#supervisor.lease(PYTHON_SLOT);
-    const env = switchTo ?? (current && isAlive(current.kernel) ? envFromKey(current.key) : this.#desiredEnv);
+    const live = current !== undefined && isAlive(current.kernel);
+    const env = switchTo ?? (live ? envFromKey(current.key) : this.#desiredEnv);
+    const key = envKey(env);
+    let prepared = false;
+    const prepare =
+      live && current.key !== key && this.#bootstrapFn
+        ? async (kernel: K, ctx: { signal: AbortSignal }) => {
+            await this.#bootstrapProvisional(kernel, key, ctx.signal);
+            prepared = true;
+          }
+        : undefined;
     const result: AcquireResult<K> = await this.#supervisor.acquire(
       PYTHON_SLOT,
-      envKey(env),
+      key,
       (ctx) => this.#factory(this.#context('main', env, ctx.signal)),
-      { signal },
+      prepare ? { signal, prepare } : { signal },
     );
     if (result.outcome === 'reused') return result.lease;
     const envChanged = this.#activeEnv !== env;
     this.#activeEnv = env;
     if (envChanged) this.#configurePool();
-    if (result.outcome === 'built') await this.#bootstrap(result.lease, signal);
+    if (result.outcome === 'built' && !prepared) await this.#bootstrap(result.lease, signal);
     if (emit) this.#emit(emit, PYTHON_SLOT);
     return result.lease;
+  }
+
+  /** Bootstraps a kernel that is not published yet (a switch's replacement), on a provisional lease. */
+  async #bootstrapProvisional(kernel: K, key: string, signal: AbortSignal): Promise<void> {
+    const provisional: Lease<K> = {
+      slot: PYTHON_SLOT,
+      key,
+      generation: -1,
+      id: `provisional-${globalThis.crypto.randomUUID()}`,
+      kernel,
+    };
+    try {
+      await this.#bootstrapFn!(provisional, { signal, host: this.host, purpose: 'main' });
+    } catch (error) {
+      if (signal.aborted && error === signal.reason) throw error;
+      throw new BootstrapError(PYTHON_SLOT, error);
+    }
   }
 
   async #bootstrap(lease: Lease<K>, signal: AbortSignal): Promise<void> {
@@ -585,17 +653,21 @@ export class KernelSession<K extends SupervisedKernel = SupervisedKernel, H = un
     });
   }
 
-  async #executeR(code: string, opts: SessionExecuteOptions, signal: AbortSignal): Promise<ExecuteResult> {
+  async #executeR(code: string, opts: SessionExecuteOptions, turn: Turn): Promise<ExecuteResult> {
     const r = this.#r!;
-    const ctx = this.#rContext(signal);
+    const { signal } = turn;
+    const ctx = this.#rContext(turn);
     const hold = this.#supervisor.hold(r.language);
     try {
       let failure: string | null;
       try {
         failure = await r.ensure(ctx);
       } catch (error) {
+        if (signal.aborted) throw signal.reason;
         failure = `R kernel unavailable: ${error instanceof Error ? error.message : String(error)}`;
       }
+      // A stop (or the caller) cancelled the cell while R was starting: that is a cancelled cell, not a failure.
+      if (signal.aborted) throw signal.reason;
       if (typeof failure === 'string') return unavailableResult(r, failure, opts.cellId);
       return await r.execute(code, { signal, ...pick(opts) }, ctx);
     } finally {
@@ -603,13 +675,14 @@ export class KernelSession<K extends SupervisedKernel = SupervisedKernel, H = un
     }
   }
 
-  #rContext(signal: AbortSignal): LanguageSlotContext {
+  #rContext(turn: Turn): LanguageSlotContext {
     const ctx: LanguageSlotContext = {
       supervisor: this.#supervisor,
       env: this.#rEnv,
       executor: this.#executor,
       host: this.host,
-      signal,
+      signal: turn.signal,
+      stopSignal: turn.stop.signal,
     };
     if (this.#cwd !== undefined) ctx.cwd = this.#cwd;
     if (this.#readIsolation !== undefined) ctx.readIsolation = this.#readIsolation;
@@ -637,7 +710,7 @@ export class KernelSession<K extends SupervisedKernel = SupervisedKernel, H = un
   }
 }
 
-const turnCleanups = new WeakMap<AbortController, () => void>();
+const turnCleanups = new WeakMap<Turn, () => void>();
 
 /** The supervisor key of a Python environment: its name, or `''` for the factory's default. */
 function envKey(env: string | undefined): string {

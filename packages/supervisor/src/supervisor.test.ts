@@ -435,3 +435,116 @@ describe('unconfirmed shutdowns', () => {
     expect(clock.pendingTimers()).toBe(0);
   });
 });
+
+describe('KernelSupervisor: a kernel handle published again', () => {
+  it('shuts the handle down once per time a factory hands it over', async () => {
+    const sup = new KernelSupervisor<RecordingKernel>();
+    const kernel = new RecordingKernel('reused');
+    await sup.ensure('python', 'a', () => kernel);
+    await sup.stop('python');
+    expect(kernel.shutdownCalls).toBe(1);
+    await kernel.restart();
+    await sup.ensure('python', 'a', () => kernel);
+    expect(sup.status('python')).toMatchObject({ state: 'running', generation: 1 });
+    await sup.stop('python');
+    expect(kernel.shutdownCalls).toBe(2);
+    await sup.shutdownAll();
+    await sup.settled();
+    expect(kernel.shutdownCalls).toBe(2);
+  });
+
+  it('does not shut down the kernel it just published when a factory hands the current one over for another key', async () => {
+    const sup = new KernelSupervisor<RecordingKernel>();
+    const kernel = new RecordingKernel('same');
+    await sup.ensure('python', 'a', () => kernel);
+    const lease = await sup.ensure('python', 'b', () => kernel);
+    expect(lease).toMatchObject({ key: 'b', generation: 1 });
+    expect(kernel.shutdownCalls).toBe(0);
+    expect(sup.status('python')).toMatchObject({ state: 'running', alive: true });
+    await sup.shutdownAll();
+    expect(kernel.shutdownCalls).toBe(1);
+  });
+});
+
+describe('KernelSupervisor.acquire with prepare', () => {
+  it('prepares the new kernel before it is published; a failing prepare shuts it down and changes nothing', async () => {
+    const sup = new KernelSupervisor<RecordingKernel>();
+    const old = new RecordingKernel('old');
+    const first = await sup.ensure('python', 'a', () => old);
+    const failed = new RecordingKernel('failed');
+    const failure = new Error('bootstrap failed');
+    const events: string[] = [];
+    sup.on('build_failed', (e) => events.push(`build_failed:${e.key}`));
+    await expect(
+      sup.acquire('python', 'b', () => failed, {
+        prepare: () => {
+          throw failure;
+        },
+      }),
+    ).rejects.toBe(failure);
+    expect(sup.lease('python')).toBe(first);
+    expect(failed.shutdownCalls).toBe(1);
+    expect(old.shutdownCalls).toBe(0);
+    expect(events).toEqual(['build_failed:b']);
+
+    const gate = new Gate();
+    const next = new RecordingKernel('next');
+    const pending = sup.acquire('python', 'b', () => next, { prepare: () => gate.wait() });
+    await flush();
+    expect(sup.lease('python')).toBe(first);
+    expect(sup.status('python')).toMatchObject({ building: true, generation: 0 });
+    gate.open();
+    expect(await pending).toMatchObject({ outcome: 'built', lease: { key: 'b', generation: 1, kernel: next } });
+    expect(old.shutdownCalls).toBe(1);
+  });
+
+  it('shuts a kernel being prepared down at once when the slot is stopped', async () => {
+    const sup = new KernelSupervisor<RecordingKernel>();
+    const kernel = new RecordingKernel('preparing');
+    const entered = new Gate();
+    const pending = sup.acquire('python', 'a', () => kernel, {
+      prepare: async () => {
+        entered.open();
+        await new Gate().wait(); // ignores its signal
+      },
+    });
+    const outcome = pending.catch((error: { code?: string }) => error.code);
+    await entered.wait();
+    await sup.stop('python');
+    expect(await outcome).toBe('BUILD_CANCELLED');
+    expect(kernel.shutdownCalls).toBe(1);
+    expect(sup.lease('python')).toBeUndefined();
+  });
+});
+
+describe('KernelSupervisor: a stop that lands while a prepared build is being published', () => {
+  it('never publishes a kernel from a build the stop revoked, whatever microtask the stop lands in', async () => {
+    for (let depth = 0; depth < 12; depth++) {
+      const sup = new KernelSupervisor<RecordingKernel>();
+      const old = new RecordingKernel('old');
+      await sup.ensure('python', 'a', () => old);
+      const gate = new Gate();
+      const next = new RecordingKernel('next');
+      const pending = sup.acquire('python', 'b', () => next, { prepare: () => gate.wait() }).catch(() => undefined);
+      await flush();
+      gate.open();
+      let stop = (): void => {
+        void sup.stop('python');
+      };
+      for (let i = 0; i < depth; i++) {
+        const inner = stop;
+        stop = () => queueMicrotask(inner);
+      }
+      stop();
+      await pending;
+      await flush();
+      await sup.settled();
+      expect({ depth, lease: sup.lease('python'), state: sup.status('python').state }).toEqual({
+        depth,
+        lease: undefined,
+        state: 'stopped',
+      });
+      expect([old.shutdownCalls, next.shutdownCalls]).toEqual([1, 1]);
+    }
+  });
+});

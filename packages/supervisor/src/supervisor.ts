@@ -45,9 +45,18 @@ export interface KernelSupervisorOptions {
 }
 
 /** Options of `acquire` / `ensure`. */
-export interface EnsureOptions {
+export interface EnsureOptions<K extends SupervisedKernel = SupervisedKernel> {
   /** Gives up waiting for the build; the build is cancelled when no other caller waits for it. */
   signal?: AbortSignal;
+  /**
+   * Runs on a newly built kernel before it is published, while the current kernel stays in place (a session's
+   * environment switch bootstraps here). A prepare that throws shuts the new kernel down, leaves the slot, its lease
+   * and its generation as they were, and rejects with its error. When the build is cancelled (stop, supersession,
+   * the caller gave up) its `signal` aborts and the kernel is shut down at once, without waiting for the prepare.
+   * Not run on a reused or pooled kernel (the pool prepares its own); a call that joins a build in flight gets the
+   * kernel as the call that started the build prepares it.
+   */
+  prepare?: (kernel: K, ctx: { slot: string; key: string; signal: AbortSignal }) => void | Promise<void>;
 }
 
 /** The answer of `acquire`: the lease and how it was obtained. */
@@ -124,7 +133,10 @@ export class KernelSupervisor<K extends SupervisedKernel = SupervisedKernel> {
   readonly #slots = new Map<string, SlotRecord<K>>();
   readonly #pools = new Map<string, WarmPool<K>>();
   readonly #pending = new Set<Promise<unknown>>();
-  readonly #shutDown = new WeakSet<object>();
+  /** How many times a factory handed each kernel over: a handle published again is a new one to shut down. */
+  readonly #handOvers = new WeakMap<object, number>();
+  /** The hand-over of each kernel that was shut down (or is being shut down). */
+  readonly #shutDown = new WeakMap<object, number>();
   readonly #events = new TypedEmitter<SupervisorEvent<K>>();
   readonly #clock: Clock;
   readonly #idleTtlMs: number | undefined;
@@ -157,7 +169,7 @@ export class KernelSupervisor<K extends SupervisedKernel = SupervisedKernel> {
    * one is shut down. A factory that throws or returns a dead kernel changes nothing and rejects with
    * `KernelFactoryError`. Concurrent calls for the same slot and key share one build.
    */
-  async ensure(slot: string, key: string, factory: KernelFactory<K>, opts: EnsureOptions = {}): Promise<Lease<K>> {
+  async ensure(slot: string, key: string, factory: KernelFactory<K>, opts: EnsureOptions<K> = {}): Promise<Lease<K>> {
     return (await this.acquire(slot, key, factory, opts)).lease;
   }
 
@@ -166,7 +178,7 @@ export class KernelSupervisor<K extends SupervisedKernel = SupervisedKernel> {
     slot: string,
     key: string,
     factory: KernelFactory<K>,
-    opts: EnsureOptions = {},
+    opts: EnsureOptions<K> = {},
   ): Promise<AcquireResult<K>> {
     checkSlotName(slot);
     if (typeof key !== 'string') throw new InvalidOptionsError([{ path: 'key', message: 'expected a string' }]);
@@ -197,10 +209,10 @@ export class KernelSupervisor<K extends SupervisedKernel = SupervisedKernel> {
       if (pooled) {
         this.#revokeBuilds(s, `superseded by a pooled "${key}" kernel`);
         const result = this.#publish(s, key, pooled, 'pooled');
-        if (result.previous) await this.#shutdownKernel(result.previous.kernel);
+        if (result.previous && result.previous.kernel !== pooled) await this.#shutdownKernel(result.previous.kernel);
         return result;
       }
-      return this.#waitFor(this.#startBuild(s, key, factory), opts.signal);
+      return this.#waitFor(this.#startBuild(s, key, factory, opts.prepare), opts.signal);
     }
   }
 
@@ -431,7 +443,7 @@ export class KernelSupervisor<K extends SupervisedKernel = SupervisedKernel> {
     const pool = new WarmPool<K>({
       slot,
       key,
-      factory,
+      factory: async (ctx) => this.#handOver(await factory(ctx)),
       size: opts.size,
       ...(opts.prepare ? { prepare: opts.prepare } : {}),
       shutdown: (k) => this.#shutdownKernel(k),
@@ -489,41 +501,65 @@ export class KernelSupervisor<K extends SupervisedKernel = SupervisedKernel> {
     return s ? [s] : [];
   }
 
-  #startBuild(s: SlotRecord<K>, key: string, factory: KernelFactory<K>): Build<K> {
+  #startBuild(
+    s: SlotRecord<K>,
+    key: string,
+    factory: KernelFactory<K>,
+    prepare: EnsureOptions<K>['prepare'],
+  ): Build<K> {
     this.#revokeBuilds(s, `superseded by an ensure with key "${key}"`);
     const controller = new AbortController();
     const build = { slot: s.name, key, controller, waiters: 0 } as Build<K>;
     s.builds.add(build);
+    const fail = (failure: unknown): unknown => {
+      this.#events.emit({ type: 'build_failed', slot: s.name, key, error: failure });
+      return failure;
+    };
     const run = async (): Promise<AcquireResult<K>> => {
       let kernel: K;
       try {
-        kernel = await factory({ slot: s.name, key, purpose: 'main', signal: controller.signal });
+        kernel = this.#handOver(await factory({ slot: s.name, key, purpose: 'main', signal: controller.signal }));
       } catch (error) {
         s.builds.delete(build);
         if (build.revoked) throw new BuildCancelledError(s.name, build.revoked);
-        const failure = new KernelFactoryError(s.name, key, messageOf(error), error);
-        this.#events.emit({ type: 'build_failed', slot: s.name, key, error: failure });
-        throw failure;
+        throw fail(new KernelFactoryError(s.name, key, messageOf(error), error));
+      }
+      try {
+        if (build.revoked) throw new BuildCancelledError(s.name, build.revoked);
+        if (!isAlive(kernel)) throw fail(new KernelFactoryError(s.name, key, 'the factory returned a dead kernel'));
+        if (prepare) {
+          await this.#prepare(build, kernel, prepare).catch((error: unknown) => {
+            throw build.revoked ? new BuildCancelledError(s.name, build.revoked) : fail(error);
+          });
+          if (!isAlive(kernel)) throw fail(new KernelFactoryError(s.name, key, 'the kernel died while prepared'));
+          // Revoked after the prepare settled but before this continuation ran (a stop in between).
+          if (build.revoked) throw new BuildCancelledError(s.name, build.revoked);
+        }
+      } catch (error) {
+        s.builds.delete(build);
+        await this.#shutdownKernel(kernel);
+        throw error;
       }
       s.builds.delete(build);
-      if (build.revoked) {
-        await this.#shutdownKernel(kernel);
-        throw new BuildCancelledError(s.name, build.revoked);
-      }
-      if (!isAlive(kernel)) {
-        await this.#shutdownKernel(kernel);
-        const failure = new KernelFactoryError(s.name, key, 'the factory returned a dead kernel');
-        this.#events.emit({ type: 'build_failed', slot: s.name, key, error: failure });
-        throw failure;
-      }
       const result = this.#publish(s, key, kernel, 'built');
-      if (result.previous) await this.#shutdownKernel(result.previous.kernel);
+      if (result.previous && result.previous.kernel !== kernel) await this.#shutdownKernel(result.previous.kernel);
       return result;
     };
     build.promise = run();
     build.promise.catch(() => {});
     this.#track(build.promise);
     return build;
+  }
+
+  /**
+   * Runs a build's `prepare` until it settles or the build is revoked; on revocation the kernel is shut down at once
+   * (which also ends a prepare that waits on the kernel) instead of waiting for a prepare that ignores its signal.
+   */
+  async #prepare(build: Build<K>, kernel: K, prepare: NonNullable<EnsureOptions<K>['prepare']>): Promise<void> {
+    const signal = build.controller.signal;
+    const preparing = (async () => prepare(kernel, { slot: build.slot, key: build.key, signal }))();
+    preparing.catch(() => {});
+    await raceSignal(preparing, signal);
   }
 
   async #waitFor(build: Build<K>, signal: AbortSignal | undefined): Promise<AcquireResult<K>> {
@@ -590,10 +626,21 @@ export class KernelSupervisor<K extends SupervisedKernel = SupervisedKernel> {
     }, ttl);
   }
 
-  /** Shuts a kernel down exactly once, whatever asks for it; never throws. */
+  /** Records that a factory handed `kernel` over: from now on it is a kernel to shut down, even if it was before. */
+  #handOver(kernel: K): K {
+    if (typeof kernel === 'object' && kernel !== null)
+      this.#handOvers.set(kernel, (this.#handOvers.get(kernel) ?? 0) + 1);
+    return kernel;
+  }
+
+  /**
+   * Shuts a kernel down exactly once per hand-over, whatever asks for it; never throws. A handle that a factory
+   * hands over again after it was shut down (a cached connection, revived) is shut down again when its turn comes.
+   */
   #shutdownKernel(kernel: K): Promise<void> {
-    if (this.#shutDown.has(kernel)) return Promise.resolve();
-    this.#shutDown.add(kernel);
+    const handOver = this.#handOvers.get(kernel) ?? 0;
+    if (this.#shutDown.get(kernel) === handOver) return Promise.resolve();
+    this.#shutDown.set(kernel, handOver);
     let call: Promise<unknown>;
     try {
       call = Promise.resolve(
@@ -604,7 +651,7 @@ export class KernelSupervisor<K extends SupervisedKernel = SupervisedKernel> {
     }
     const done = call.then(
       (outcome) => {
-        if (isUnconfirmed(outcome)) this.#track(this.#retryShutdown(kernel, 0));
+        if (isUnconfirmed(outcome)) this.#track(this.#retryShutdown(kernel, handOver, 0));
       },
       () => undefined,
     );
@@ -616,10 +663,12 @@ export class KernelSupervisor<K extends SupervisedKernel = SupervisedKernel> {
    * A shutdown that came back `{ confirmed: false }` (a DELETE refused while the server auto-restarts the kernel, a
    * gateway that timed out) is tried again in the background, so the kernel is not left running on the server.
    */
-  async #retryShutdown(kernel: K, attempt: number): Promise<void> {
+  async #retryShutdown(kernel: K, handOver: number, attempt: number): Promise<void> {
     const delay = SHUTDOWN_RETRY_DELAYS_MS[attempt];
     if (delay === undefined) return;
     await new Promise<void>((resolve) => this.#clock.setTimer(resolve, delay));
+    // Handed over again meanwhile: it is in use, and its next shutdown is another one's business.
+    if (this.#handOvers.get(kernel) !== handOver) return;
     let outcome: unknown;
     try {
       outcome = await kernel.shutdown(
@@ -628,7 +677,7 @@ export class KernelSupervisor<K extends SupervisedKernel = SupervisedKernel> {
     } catch {
       return;
     }
-    if (isUnconfirmed(outcome)) await this.#retryShutdown(kernel, attempt + 1);
+    if (isUnconfirmed(outcome)) await this.#retryShutdown(kernel, handOver, attempt + 1);
   }
 
   #track(promise: Promise<unknown>): void {

@@ -4,6 +4,10 @@ import { ManualClock, RecordingKernel } from '@kernelwarden/testkit';
 import { describe, expect, it } from 'vitest';
 import { CellTimeoutError, createWatchdog } from './index.js';
 
+async function flush(rounds = 10): Promise<void> {
+  for (let i = 0; i < rounds; i++) await new Promise((resolve) => setImmediate(resolve));
+}
+
 describe('createWatchdog as a KernelSession executor', () => {
   it('resets a hung cell’s kernel in place: restarted event, bootstrap again, the next cell runs', async () => {
     const clock = new ManualClock();
@@ -57,24 +61,103 @@ describe('createWatchdog as a KernelSession executor', () => {
     }
   });
 
-  it('lets stop() through a cell that ignores the interrupt: the ladder runs, the turn ends cancelled, the kernel is shut down', async () => {
+  it('lets stop() interrupt a cell that ignores it once, then shut down: no kill, restart, bootstrap or grace', async () => {
     const clock = new ManualClock();
     const kernel = new RecordingKernel('python', { hold: true });
     const watchdog = createWatchdog({ cellTimeoutMs: 60_000, interruptGraceMs: 1_000, killGraceMs: 1_000, clock });
+    const rungs: string[] = [];
+    watchdog.on('*', (event) => rungs.push(`${event.type}:${event.reason}`));
+    const bootstrapped: number[] = [];
+    const session = new KernelSession({
+      python: () => kernel,
+      executor: watchdog,
+      bootstrap: (lease) => {
+        bootstrapped.push(lease.generation);
+      },
+    });
+    const statuses: string[] = [];
+    session.on('kernel_status', (event) => statuses.push(event.status));
+    try {
+      const running = session.execute('spin()', { cellId: 'spin' });
+      await kernel.executeEntered.wait();
+      let stopDone = false;
+      const stopped = session.stop().then(() => {
+        stopDone = true;
+      });
+      await flush();
+      const doneBeforeAnyGrace = stopDone;
+      await clock.advance(10_000);
+      await stopped;
+      // The stop did not wait for the graces: it was done before the clock moved.
+      expect(doneBeforeAnyGrace).toBe(true);
+      const result = await running;
+      expect(result).toMatchObject({ cancelled: true, cellId: 'spin' });
+      expect(rungs).toEqual([]);
+      expect([kernel.interruptCalls, kernel.killCalls, kernel.restartCalls, kernel.shutdownCalls]).toEqual([
+        1, 0, 0, 1,
+      ]);
+      expect(bootstrapped).toEqual([0]);
+      expect(statuses).toEqual(['started', 'stopped']);
+      expect(session.status()).toMatchObject({ state: 'stopped', generation: 0 });
+      expect(clock.pendingTimers()).toBe(0);
+    } finally {
+      await session.close();
+    }
+  });
+
+  it('breaks off a timeout ladder when the session stops: the kernel is shut down, never killed or restarted', async () => {
+    const clock = new ManualClock();
+    const kernel = new RecordingKernel('python', { hold: true });
+    const watchdog = createWatchdog({ cellTimeoutMs: 5_000, interruptGraceMs: 1_000, killGraceMs: 1_000, clock });
     const rungs: string[] = [];
     watchdog.on('*', (event) => rungs.push(`${event.type}:${event.reason}`));
     const session = new KernelSession({ python: () => kernel, executor: watchdog });
     try {
       const running = session.execute('spin()', { cellId: 'spin' });
       await kernel.executeEntered.wait();
+      await clock.advance(5_000); // the budget ran out: the ladder interrupted and waits its grace
+      expect(kernel.interruptCalls).toBe(1);
       const stopped = session.stop();
-      await clock.advance(1_000);
-      const result = await running;
+      await clock.advance(10_000);
       await stopped;
-      expect(result.cancelled).toBe(true);
-      expect(rungs).toEqual(['interrupt:cancelled', 'kill:cancelled', 'restart:cancelled', 'bootstrap:cancelled']);
-      expect(kernel.shutdownCalls).toBe(1);
-      expect(session.status().state).toBe('stopped');
+      expect(await running).toMatchObject({ cancelled: true, cellId: 'spin' });
+      expect(rungs).toEqual(['interrupt:timeout']);
+      expect([kernel.interruptCalls, kernel.killCalls, kernel.restartCalls, kernel.shutdownCalls]).toEqual([
+        2, 0, 0, 1,
+      ]);
+      expect(clock.pendingTimers()).toBe(0);
+    } finally {
+      await session.close();
+    }
+  });
+
+  it('re-bootstraps a kernel reset after the caller gave up with a signal that is not aborted', async () => {
+    const clock = new ManualClock();
+    const kernel = new RecordingKernel('python', { hold: true });
+    const watchdog = createWatchdog({ cellTimeoutMs: 60_000, interruptGraceMs: 1_000, killGraceMs: 1_000, clock });
+    const boots: { generation: number; aborted: boolean }[] = [];
+    const session = new KernelSession({
+      python: () => kernel,
+      executor: watchdog,
+      bootstrap: (lease, ctx) => {
+        boots.push({ generation: lease.generation, aborted: ctx.signal.aborted });
+        ctx.signal.throwIfAborted();
+      },
+    });
+    try {
+      const controller = new AbortController();
+      const running = session.execute('spin()', { cellId: 'spin', signal: controller.signal });
+      await kernel.executeEntered.wait();
+      controller.abort(new Error('user gave up'));
+      await clock.advance(2_000);
+      expect(await running).toMatchObject({ cancelled: true, cellId: 'spin' });
+      expect(boots).toEqual([
+        { generation: 0, aborted: false },
+        { generation: 1, aborted: false },
+      ]);
+      expect(session.status()).toMatchObject({ state: 'running', generation: 1 });
+      kernel.hold = false;
+      expect((await session.execute('1', { cellId: 'after' })).status).toBe('ok');
     } finally {
       await session.close();
     }

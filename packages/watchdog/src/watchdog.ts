@@ -34,6 +34,10 @@ export interface Watchdog extends CellExecutor {
    * interrupt stopped it (then `timedOut` or `cancelled` is true and the kernel's variables survive). Rejects with a
    * `CellTimeoutError` (or a variant) when the kernel had to be killed after a timeout, with the signal's reason when
    * it had to be killed after the caller aborted, and with the kernel's own error when `execute` rejected.
+   *
+   * When `req.stopSignal` aborts (the session stops or closes and shuts the kernel down itself), the watch ends at
+   * once — before or in the middle of the ladder — without a rung of its own: it resolves with the cell's result
+   * (`cancelled: true`) if the cell already answered, else rejects with `req.signal`'s reason.
    */
   run(req: CellRunRequest): Promise<ExecuteResult>;
   /** Calls `listener` after every rung of type `type` (`'*'`: every rung) of every cell; returns the remover. */
@@ -58,6 +62,9 @@ export function createWatchdog(policy?: WatchdogPolicy): Watchdog {
 
 type Settled = { ok: true; value: ExecuteResult } | { ok: false; error: unknown };
 
+/** What a wait that a session stop broke off resolves with. */
+const STOPPED = Symbol('stopped');
+
 /** One cell under watch: its execution, its budget and, if needed, its escalation. */
 class CellWatch {
   readonly #req: CellRunRequest;
@@ -65,16 +72,27 @@ class CellWatch {
   readonly #events: WatchdogEvents;
   readonly #cellId: string;
   #settled: Settled | undefined;
+  /** Resolves when the session stops: every wait of the ladder races it. */
+  readonly #stopped: Promise<typeof STOPPED>;
+  #stop!: () => void;
 
   constructor(req: CellRunRequest, policy: ResolvedWatchdogPolicy, events: WatchdogEvents) {
     this.#req = req;
     this.#policy = policy;
     this.#events = events;
     this.#cellId = req.cellId ?? randomUUID();
+    this.#stopped = new Promise((resolve) => {
+      this.#stop = () => resolve(STOPPED);
+    });
+  }
+
+  get #stopping(): boolean {
+    return this.#req.stopSignal?.aborted === true;
   }
 
   async run(): Promise<ExecuteResult> {
-    const { supervisor, slot, signal, code } = this.#req;
+    const { supervisor, slot, signal, stopSignal, code } = this.#req;
+    stopSignal?.throwIfAborted();
     signal?.throwIfAborted();
     const lease = this.#req.lease ?? supervisor.lease(slot);
     if (!lease) throw new NoKernelError(slot);
@@ -88,8 +106,11 @@ class CellWatch {
       trip = resolve;
     });
     const budget = new CellBudget(this.#policy.clock, this.#policy.cellTimeoutMs, () => trip('timeout'));
-    const onAbort = () => trip('cancelled');
+    // A stop aborts stopSignal just before signal: it is the session's to handle, not a caller's cancellation.
+    const onAbort = () => (this.#stopping ? this.#stop() : trip('cancelled'));
+    const onStop = () => this.#stop();
     signal?.addEventListener('abort', onAbort, { once: true });
+    stopSignal?.addEventListener('abort', onStop, { once: true });
 
     const userOnInput = this.#req.onInput;
     const options: ExecuteOptions = {
@@ -119,19 +140,40 @@ class CellWatch {
 
     budget.start();
     try {
-      const first = await Promise.race([execution, tripped]);
+      const first = await Promise.race([execution, tripped, this.#stopped]);
+      if (first === STOPPED) return this.#release(undefined);
       if (typeof first !== 'string') return this.#finish(first, undefined);
       return await this.#escalate(lease, first, execution);
     } finally {
       budget.dispose();
       signal?.removeEventListener('abort', onAbort);
+      stopSignal?.removeEventListener('abort', onStop);
       hold.release();
     }
+  }
+
+  /**
+   * Ends the watch for a session stop: the session interrupted the kernel and shuts it down itself, so no rung is
+   * taken. The cell's own answer stands if it came; else the cell is cancelled.
+   */
+  #release(reason: EscalationReason | undefined): ExecuteResult {
+    if (this.#settled?.ok) {
+      const result = this.#settled.value;
+      return { ...result, cancelled: true, ...(reason === 'timeout' ? { timedOut: true } : {}) };
+    }
+    throw this.#req.signal?.aborted ? this.#req.signal.reason : this.#req.stopSignal?.reason;
+  }
+
+  /** Waits for `promise`, or until the session stops. */
+  #unlessStopped<T>(promise: Promise<T>): Promise<T | typeof STOPPED> {
+    return Promise.race([promise, this.#stopped]);
   }
 
   async #escalate(lease: Lease<any>, reason: EscalationReason, execution: Promise<Settled>): Promise<ExecuteResult> {
     const { supervisor } = this.#req;
     if (this.#settled) return this.#finish(this.#settled, reason);
+    // A session stop breaks the ladder off between and during its rungs: the kernel is about to be shut down, so
+    // killing, restarting or bootstrapping it would only delay the stop.
 
     // Interrupt. The grace starts when the interrupt is sent, so a slow interrupt request eats into it rather than
     // extending it. An undelivered interrupt (a failed request) still gets its grace: the cell may finish on its own,
@@ -139,17 +181,18 @@ class CellWatch {
     // skips it, since no step can act on it any more.
     const interruptGrace = this.#grace(this.#policy.interruptGraceMs);
     try {
-      const delivered = await Promise.race([
-        attempt(() => supervisor.interruptIfCurrent(lease)),
-        interruptGrace.elapsed.then(() => false),
-      ]);
+      const delivered = await this.#unlessStopped(
+        Promise.race([attempt(() => supervisor.interruptIfCurrent(lease)), interruptGrace.elapsed.then(() => false)]),
+      );
+      if (delivered === STOPPED) return this.#release(reason);
       this.#emit('interrupt', reason, lease, delivered);
       if (!this.#settled && (delivered || supervisor.isCurrent(lease))) {
-        await Promise.race([execution, interruptGrace.elapsed]);
+        await this.#unlessStopped(Promise.race([execution, interruptGrace.elapsed]));
       }
     } finally {
       interruptGrace.cancel();
     }
+    if (this.#stopping) return this.#release(reason);
     if (this.#settled) return this.#finish(this.#settled, reason);
 
     // Kill. The kill grace bounds how long the cell may take to settle once the kill is sent; the kill request
@@ -161,13 +204,14 @@ class CellWatch {
       const killing = attempt(() => supervisor.killIfCurrent(lease)).then((acted) => {
         killed = acted;
       });
-      if (!this.#settled) await Promise.race([execution, killGrace.elapsed]);
-      if (this.#settled) await Promise.race([killing, killTimeout.elapsed]);
+      if (!this.#settled) await this.#unlessStopped(Promise.race([execution, killGrace.elapsed]));
+      if (this.#settled && !this.#stopping) await this.#unlessStopped(Promise.race([killing, killTimeout.elapsed]));
     } finally {
       killGrace.cancel();
       killTimeout.cancel();
     }
     this.#emit('kill', reason, lease, killed === true);
+    if (this.#stopping) return this.#release(reason);
     if (!this.#settled || killed === undefined) {
       // Still stuck (or the kill itself hangs): give the lease up; the next ensure builds a fresh kernel.
       const abandoned = await attempt(() => supervisor.shutdownIfCurrent(lease, 'watchdog_abandoned'));
@@ -179,7 +223,9 @@ class CellWatch {
 
     let restarted: Lease<any> | undefined;
     try {
-      restarted = await supervisor.restartIfCurrent(lease);
+      const outcome = await this.#unlessStopped(supervisor.restartIfCurrent(lease));
+      if (outcome === STOPPED) return this.#release(reason);
+      restarted = outcome;
     } catch (error) {
       this.#emit('restart', reason, lease, false, { error });
       await attempt(() => supervisor.shutdownIfCurrent(lease, 'watchdog_restart_failed'));
@@ -195,10 +241,12 @@ class CellWatch {
     if (!restarted) throw this.#failure(reason, lease, CellTimeoutLeaseReplacedError);
 
     const { bootstrap } = this.#req;
+    if (this.#stopping) return this.#release(reason);
     if (bootstrap) {
       try {
-        await bootstrap(restarted);
+        if ((await this.#unlessStopped(bootstrap(restarted))) === STOPPED) return this.#release(reason);
       } catch (error) {
+        if (this.#stopping) return this.#release(reason);
         this.#emit('bootstrap', reason, restarted, false, { error });
         await attempt(() => supervisor.shutdownIfCurrent(restarted, 'bootstrap_failed'));
         throw this.#failure(reason, lease, CellTimeoutBootstrapFailedError, error);

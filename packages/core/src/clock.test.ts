@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { sleep, systemClock } from './clock.js';
+import { isClock, sleep, systemClock } from './clock.js';
 
 describe('systemClock', () => {
   it('runs a timer after its delay, on a monotonic scale', async () => {
@@ -52,5 +52,16 @@ describe('sleep', () => {
     await expect(slept).rejects.toBe(reason);
     expect(cancelled).toBe(1);
     await expect(sleep(5, { signal: controller.signal })).rejects.toBe(reason);
+  });
+});
+
+describe('isClock', () => {
+  it('accepts an object with now() and setTimer(), and nothing less', () => {
+    expect(isClock(systemClock)).toBe(true);
+    expect(isClock({ now: () => 0, setTimer: () => ({ cancel() {} }) })).toBe(true);
+    expect(isClock({ setTimer: () => ({ cancel() {} }) })).toBe(false);
+    expect(isClock({ now: () => 0 })).toBe(false);
+    expect(isClock(null)).toBe(false);
+    expect(isClock(() => 0)).toBe(false);
   });
 });

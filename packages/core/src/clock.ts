@@ -17,6 +17,20 @@ export interface Clock {
 }
 
 /**
+ * True for an object with `now()` and `setTimer()`: what every package accepts as an injected clock.
+ *
+ * Use it wherever options take a `clock`, so each validates it the same way.
+ */
+export function isClock(value: unknown): value is Clock {
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    typeof (value as Clock).now === 'function' &&
+    typeof (value as Clock).setTimer === 'function'
+  );
+}
+
+/**
  * The real clock: `performance.now()` and Node's timers.
  *
  * The default everywhere a clock can be injected.

@@ -1,5 +1,5 @@
 export type { Clock, Timer } from './clock.js';
-export { sleep, systemClock } from './clock.js';
+export { isClock, sleep, systemClock } from './clock.js';
 export type { AbortScope, DeadlineOptions } from './deadline.js';
 export { abortScope, effectiveTimeout, raceSignal, withDeadline } from './deadline.js';
 export type { KernelwardenErrorOptions } from './errors.js';

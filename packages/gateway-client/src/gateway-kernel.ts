@@ -7,6 +7,7 @@ import {
   type ExecuteOptions,
   type ExecuteResult,
   InvalidOptionsError,
+  isClock,
   type KernelHandle,
   systemClock,
   type Timer,
@@ -160,9 +161,7 @@ const startSchema = z.object({
     .object({ attempts: z.number().int().min(1), initialDelayMs: positive, maxDelayMs: positive })
     .partial()
     .optional(),
-  clock: z
-    .custom<Clock>((v) => typeof v === 'object' && v !== null && typeof (v as Clock).setTimer === 'function')
-    .optional(),
+  clock: z.custom<Clock>(isClock, 'must be a Clock with now() and setTimer()').optional(),
 });
 
 type ParsedStart = z.output<typeof startSchema>;

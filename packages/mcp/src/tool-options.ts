@@ -1,4 +1,4 @@
-import { type Clock, InvalidOptionsError, systemClock } from '@kernelwarden/core';
+import { type Clock, InvalidOptionsError, isClock, systemClock } from '@kernelwarden/core';
 import { z } from 'zod';
 
 /** Most characters of text one tool result carries (head and tail kept, the middle cut). */
@@ -60,7 +60,7 @@ const schema = z.strictObject({
   defaultTimeoutMs: ms.optional(),
   progressIntervalMs: ms.optional(),
   heartbeatMs: z.number().positive().finite().optional(),
-  clock: z.custom<Clock>((v) => typeof (v as Clock | null)?.setTimer === 'function', 'must be a Clock').optional(),
+  clock: z.custom<Clock>(isClock, 'must be a Clock with now() and setTimer()').optional(),
 });
 
 /**

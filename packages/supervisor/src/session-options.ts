@@ -1,6 +1,5 @@
-import { InvalidOptionsError } from '@kernelwarden/core';
+import { InvalidOptionsError, isClock } from '@kernelwarden/core';
 import type { KernelSessionOptions } from './session.js';
-import { isClock } from './supervisor.js';
 
 type Issue = { path: string; message: string };
 

@@ -2,6 +2,7 @@ import {
   type Clock,
   effectiveTimeout,
   InvalidOptionsError,
+  isClock,
   raceSignal,
   systemClock,
   type Timer,
@@ -745,14 +746,4 @@ function validateSupervisorOptions(opts: KernelSupervisorOptions, base: string):
     issues.push({ path: `${base}.clock`, message: 'expected a Clock with now() and setTimer()' });
   }
   if (issues.length > 0) throw new InvalidOptionsError(issues, { subject: 'supervisor options' });
-}
-
-/** True for an object with `now()` and `setTimer()`. */
-export function isClock(value: unknown): value is Clock {
-  return (
-    typeof value === 'object' &&
-    value !== null &&
-    typeof (value as Clock).now === 'function' &&
-    typeof (value as Clock).setTimer === 'function'
-  );
 }

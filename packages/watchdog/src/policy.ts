@@ -1,4 +1,4 @@
-import { type Clock, InvalidOptionsError, systemClock } from '@kernelwarden/core';
+import { type Clock, InvalidOptionsError, isClock, systemClock } from '@kernelwarden/core';
 
 /** The environment variable that sets the default cell budget, in seconds. */
 export const CELL_TIMEOUT_ENV = 'KERNELWARDEN_CELL_TIMEOUT';
@@ -101,12 +101,7 @@ export function resolveWatchdogPolicy(
       issues.push({ path: `policy.${name}`, message: 'must be a finite number of milliseconds >= 0' });
     }
   }
-  if (
-    clock === null ||
-    typeof clock !== 'object' ||
-    typeof clock.now !== 'function' ||
-    typeof clock.setTimer !== 'function'
-  ) {
+  if (!isClock(clock)) {
     issues.push({ path: 'policy.clock', message: 'must be a Clock with now() and setTimer()' });
   }
   if (issues.length > 0) throw new InvalidOptionsError(issues, { subject: 'watchdog policy' });

@@ -1,13 +1,4 @@
-import { defineConfig } from 'tsup';
+import { packageConfig } from '../../tsup.base';
 
-export default defineConfig({
-  entry: ['src/index.ts', 'src/vitest.ts'],
-  format: ['esm'],
-  dts: true,
-  sourcemap: true,
-  clean: true,
-  platform: 'node',
-  target: 'node20',
-  tsconfig: 'tsconfig.build.json',
-  external: ['vitest'],
-});
+// The runner glue in ./vitest imports vitest at run time; it is the user's dependency, never bundled.
+export default packageConfig({ entry: ['src/index.ts', 'src/vitest.ts'], external: ['vitest'] });

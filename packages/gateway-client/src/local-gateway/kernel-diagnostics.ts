@@ -29,8 +29,8 @@ function readEnd(path: string): string {
  * Diagnostics of the kernels of a LocalGateway server: their processes are found by their connection file in the
  * server's runtime directory (every process of a kernel, a sandbox wrapper included, names it on its command
  * line), and their stderr is in the server's log (kernels inherit the server's stderr): the lines after the
- * server's `Kernel started: <id>` that are not its own log records. With kernels starting side by side, another
- * kernel's lines may be among them.
+ * server's `Kernel started: <id>` (and, for a server that logs it late, just before) that are not its own log
+ * records. With kernels starting side by side, another kernel's lines may be among them.
  */
 export function kernelDiagnostics(paths: { runtimeDir: string; logFile: string }, token: string): KernelDiagnostics {
   return {
@@ -59,9 +59,16 @@ export function kernelDiagnostics(paths: { runtimeDir: string; logFile: string }
       const text = readEnd(paths.logFile);
       const start = text.lastIndexOf(`Kernel started: ${kernelId}`);
       if (start < 0) return [];
-      const after = text.slice(text.indexOf('\n', start) + 1);
-      return after
-        .split('\n')
+      const lineStart = text.lastIndexOf('\n', start) + 1;
+      const lineEnd = text.indexOf('\n', start);
+      const before = text.slice(0, lineStart).split('\n');
+      const after = lineEnd < 0 ? [] : text.slice(lineEnd + 1).split('\n');
+      // jupyter-server 1.x logs `Kernel started` as soon as it has spawned the process, before the kernel writes
+      // anything; 2.x only once the kernel manager has started, by when a kernel that fails at once has already
+      // written its error: the kernel's own lines just before that record count too.
+      let first = before.length;
+      while (first > 0 && !SERVER_RECORD.test(before[first - 1] ?? '')) first--;
+      return [...before.slice(first), ...after]
         .map((line) => line.trimEnd())
         .filter((line) => line !== '' && !SERVER_RECORD.test(line))
         .map((line) => (token ? line.split(token).join('<token>') : line))

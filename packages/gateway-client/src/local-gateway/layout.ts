@@ -24,6 +24,8 @@ export interface GatewayLayout {
   kernelSpecDir: string;
   /** `JUPYTER_CONFIG_DIR` of the server, ours alone, so a user config cannot weaken it. */
   config: string;
+  /** `<config>/jupyter_server_config.py`, written at every start (LOCAL_GATEWAY_SERVER_CONFIG). */
+  serverConfig: string;
   /** The server's stdout and stderr. */
   log: string;
   /** The linger watcher's script and log. */
@@ -46,6 +48,7 @@ export function gatewayLayout(dir: string): GatewayLayout {
     data,
     kernelSpecDir: join(data, 'kernels'),
     config: join(dir, 'jupyter-config'),
+    serverConfig: join(dir, 'jupyter-config', 'jupyter_server_config.py'),
     log: join(dir, 'server.log'),
     watcherScript: join(dir, 'linger-watcher.cjs'),
     watcherLog: join(dir, 'linger-watcher.log'),

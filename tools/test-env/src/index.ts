@@ -11,6 +11,8 @@ export type { TestServer } from './jupyter-server.js';
 export { freePort, startTestServer, testServerCommand } from './jupyter-server.js';
 export type { Leak } from './leaks.js';
 export { findLeaks, leakTeardown, processesMentioning, waitForNoLeaks } from './leaks.js';
+export type { TestStack } from './stack.js';
+export { describeStack, stackLine } from './stack.js';
 
 /** The test run's real jupyter-server (started by the integration project's global setup). */
 export function testGateway(): { baseUrl: string; token: string; root: string; runtimeDir: string; logFile: string } {

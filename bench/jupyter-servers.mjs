@@ -1,7 +1,8 @@
 // The bench's own jupyter-servers: loopback, a free port, a random token (env JUPYTER_TOKEN), and every runtime,
 // config and data file in a temp dir. `stop()` deletes every kernel the server lists, stops the server (SIGTERM,
-// then SIGKILL) and kills any kernel process still naming the server's runtime dir.
-import { spawn } from 'node:child_process';
+// then SIGKILL) and kills any kernel process still naming the server's runtime dir. The jupyter-server is the one
+// the tests use: KERNELWARDEN_JUPYTER_SERVER (a path or a name on PATH), else `jupyter-server` on PATH.
+import { execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, openSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
@@ -9,7 +10,27 @@ import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 
 export const NODELAY_CONFIG = new URL('./nodelay/jupyter_server_config.py', import.meta.url).pathname;
-export const RAISED_IOPUB_LIMITS = ['--ServerApp.iopub_data_rate_limit=1e12', '--ServerApp.iopub_msg_rate_limit=1e9'];
+export const SERVER_COMMAND = process.env.KERNELWARDEN_JUPYTER_SERVER || 'jupyter-server';
+
+/**
+ * The interpreter the bench's jupyter-server runs on (its shebang): the ZMQ floor and the machine line use it too, so
+ * that every figure comes from one stack. Falls back to /usr/bin/python3.
+ */
+export function serverPython() {
+  try {
+    const path = SERVER_COMMAND.includes('/')
+      ? SERVER_COMMAND
+      : execFileSync('sh', ['-c', 'command -v "$0"', SERVER_COMMAND], { encoding: 'utf8' }).trim();
+    const words = readFileSync(path, 'utf8').split('\n', 1)[0].replace(/^#!/, '').trim().split(/\s+/);
+    const python = words[0].endsWith('/env')
+      ? execFileSync('sh', ['-c', 'command -v "$0"', words[1]], { encoding: 'utf8' }).trim()
+      : words[0];
+    if (python) return python;
+  } catch {
+    // no shebang to read
+  }
+  return '/usr/bin/python3';
+}
 
 function freePort() {
   return new Promise((resolve, reject) => {
@@ -51,7 +72,7 @@ export async function startServer({ name, root, args = [], configPy }) {
   const logFile = join(dir, 'server.log');
   const log = openSync(logFile, 'a');
   const child = spawn(
-    'jupyter-server',
+    SERVER_COMMAND,
     [
       '--no-browser',
       '--allow-root',

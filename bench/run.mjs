@@ -1,8 +1,8 @@
 #!/usr/bin/env node
 // kernelwarden's benchmark suite (`pnpm bench`). Starts its own jupyter-servers on 127.0.0.1 — "stock", "no-delay"
 // (the same server with TCP_NODELAY on the kernel WebSocket, bench/nodelay/jupyter_server_config.py) and "raised"
-// (LocalGateway's server settings, for the big-output cells: iopub rate limits raised and the iopub ZMQ high-water
-// mark lifted by LocalGateway's own jupyter_server_config.py) — and compares kernelwarden's GatewayKernel with
+// (LocalGateway's own jupyter_server_config.py, for the big-output cells: iopub rate limits raised and the iopub ZMQ
+// high-water mark lifted) — and compares kernelwarden's GatewayKernel with
 // @jupyterlab/services 7.6.6, a minimal `ws` v1 client and jupyter_client over ZMQ (the kernel's own floor).
 // Prints a table, writes bench/results.json (and bench/results.md); `--update-readme` puts the table in README.md.
 // Not a test: no asserts, but it exits non-zero when a client crashes.
@@ -20,13 +20,7 @@ import { parseArgs } from 'node:util';
 import { CLIENTS, ZMQ_FLOOR_LABEL } from './clients/catalog.mjs';
 import { JupyterLabClient } from './clients/jupyterlab.mjs';
 import { loadGatewayKernel, loadLocalGatewayServerConfig } from './clients/kernelwarden.mjs';
-import {
-  listKernels,
-  NODELAY_CONFIG,
-  processesMentioning,
-  RAISED_IOPUB_LIMITS,
-  startServer,
-} from './jupyter-servers.mjs';
+import { listKernels, NODELAY_CONFIG, processesMentioning, startServer } from './jupyter-servers.mjs';
 import { describeMachine, machineLine } from './machine.mjs';
 import { OUTPUT_SCENARIOS } from './output-scenarios.mjs';
 import { renderMarkdown, renderText, updateReadme } from './report.mjs';
@@ -577,7 +571,7 @@ try {
   const [stock, nodelay, raised] = await Promise.all([
     startServer({ name: 'stock', root }),
     startServer({ name: 'no-delay', root, args: [`--config=${NODELAY_CONFIG}`] }),
-    startServer({ name: 'raised', root, args: RAISED_IOPUB_LIMITS, configPy: await loadLocalGatewayServerConfig() }),
+    startServer({ name: 'raised', root, configPy: await loadLocalGatewayServerConfig() }),
   ]);
   servers.push(stock, nodelay, raised);
   if (!readFileSync(nodelay.logFile, 'utf8').includes('TCP_NODELAY on kernel WebSockets'))

@@ -4,9 +4,10 @@ import { spawn } from 'node:child_process';
 import { mkdirSync, openSync } from 'node:fs';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
+import { serverPython } from './jupyter-servers.mjs';
 
 const SCRIPT = new URL('./zmq_floor.py', import.meta.url).pathname;
-export const FLOOR_PYTHON = '/usr/bin/python3';
+export const FLOOR_PYTHON = serverPython();
 
 function spawnFloor(args, dir) {
   const runtimeDir = join(dir, 'runtime');

@@ -1,12 +1,17 @@
-# jupyter-server config for the bench's "no-delay" server: the stock jupyter-server 1.23, except that the kernel
-# channels WebSocket turns Nagle's algorithm off (TCP_NODELAY) as soon as it opens. jupyter-server 1.23 never does,
-# so on a stock server each small frame after the first waits for the client's delayed ACK (up to 40 ms per cell).
-# This server shows what a cell costs without that stall. Load it with `jupyter-server --config=<this file>`.
+# jupyter-server config for the bench's "no-delay" server: the stock jupyter-server, except that the kernel channels
+# WebSocket turns Nagle's algorithm off (TCP_NODELAY) as soon as it opens. jupyter-server 1.23 never does, so on a
+# stock server each small frame after the first waits for the client's delayed ACK (up to 40 ms per cell). This server
+# shows what a cell costs without that stall. Load it with `jupyter-server --config=<this file>`.
 import sys
 
-from jupyter_server.services.kernels import handlers as _kernel_handlers
+try:
+    # jupyter-server 2.x
+    from jupyter_server.services.kernels.websocket import KernelWebsocketHandler as _Handler
+except ImportError:
+    # jupyter-server 1.x
+    from jupyter_server.services.kernels.handlers import ZMQChannelsHandler as _Handler
 
-_stock_open = _kernel_handlers.ZMQChannelsHandler.open
+_stock_open = _Handler.open
 
 
 def _open_without_nagle(self, *args, **kwargs):
@@ -15,5 +20,5 @@ def _open_without_nagle(self, *args, **kwargs):
     return _stock_open(self, *args, **kwargs)
 
 
-_kernel_handlers.ZMQChannelsHandler.open = _open_without_nagle
+_Handler.open = _open_without_nagle
 print("kernelwarden-bench: TCP_NODELAY on kernel WebSockets", file=sys.stderr, flush=True)

@@ -161,6 +161,34 @@ describe('kernelwarden run (the built binary, embedded gateway)', () => {
     expect(ran.stderr).toMatch(/--hide needs the embedded gateway/);
   });
 
+  it("exits 3 within seconds with the kernel's own error when the python3 kernel dies while starting", async () => {
+    // A python3 kernelspec first on JUPYTER_PATH whose process exits at once, as a broken environment's would.
+    const id = randomBytes(4).toString('hex');
+    const jupyterPath = join(workDir, `broken-jupyter-path-${id}`);
+    mkdirSync(join(jupyterPath, 'kernels', 'python3'), { recursive: true });
+    const missingModule = `kw_cli_missing_${id}`;
+    writeFileSync(
+      join(jupyterPath, 'kernels', 'python3', 'kernel.json'),
+      JSON.stringify({ argv: ['python3', '-c', `import ${missingModule}`, '{connection_file}'], language: 'python' }),
+    );
+    // Its own gateway: the server reads JUPYTER_PATH when it starts.
+    const env = { KERNELWARDEN_STATE_DIR: join(stateDir, `broken-${id}`), JUPYTER_PATH: jupyterPath };
+    try {
+      const started = performance.now();
+      const ran = await cli(['run', '-c', 'print(1)'], { env });
+      const tookMs = performance.now() - started;
+      expect(ran.code, ran.stderr).toBe(3);
+      expect(ran.stdout).toBe('');
+      expect(ran.stderr).toMatch(/died while starting: its process exited/);
+      expect(ran.stderr).toContain(`No module named '${missingModule}'`);
+      // Server start-up included; far below the 60 s start deadline the CLI used to wait out.
+      expect(tookMs).toBeLessThan(30_000);
+    } finally {
+      const stopped = await cli(['gateway', 'stop'], { env });
+      expect(stopped.code, stopped.stderr).toBe(0);
+    }
+  });
+
   it('prints one JSON document with --json', async () => {
     const ran = await cli(['run', '--json', '-c', 'print("hello")\n21 * 2']);
     expect(ran.code).toBe(0);

@@ -460,3 +460,20 @@ describe('LocalGateway lifetime', () => {
     expect(await LocalGateway.stop({ stateDir })).toEqual({ stopped: false });
   });
 });
+
+describe("LocalGateway's server options", () => {
+  it("are all known to the running jupyter-server's version: its log has no 'not recognized' or 'deprecated' line", async () => {
+    const stateDir = freshDir('options');
+    const lease = await LocalGateway.acquire({ stateDir, lingerMs: 0 });
+    try {
+      // A kernel's channels socket makes the server configure its websocket connection (the iopub limits) too.
+      await using kernel = await GatewayKernel.start({ gateway: lease, startupTimeoutMs: 60_000 });
+      expect(await kernel.execute('print(1)')).toMatchObject({ status: 'ok', stdout: '1\n' });
+    } finally {
+      await lease.release();
+    }
+    const log = readFileSync(join(lease.stateDir, 'server.log'), 'utf8');
+    expect(log).toMatch(/Jupyter Server \d+\.\d+\.\d+ is running at/);
+    expect(log.split('\n').filter((line) => /not recognized|deprecated/i.test(line))).toEqual([]);
+  });
+});

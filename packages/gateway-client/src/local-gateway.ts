@@ -431,11 +431,11 @@ function serverArgs(
     `--port=${port}`,
     '--port-retries=0',
     `--ServerApp.root_dir=${opts.rootDir}`,
-    `--ServerApp.runtime_dir=${layout.runtime}`,
-    // Our client is not a browser: deliver all output (defaults drop 92-100 % of a 20 MB cell). The config file in
-    // its own config dir (LOCAL_GATEWAY_SERVER_CONFIG) also lifts ZMQ's 1,000-message mark on its iopub sockets.
-    '--ServerApp.iopub_data_rate_limit=1e12',
-    '--ServerApp.iopub_msg_rate_limit=1e9',
+    // The runtime dir comes from JUPYTER_RUNTIME_DIR; the cookie secret's place in it (its default there) is named
+    // on the command line so that tools and test teardowns can tell which gateway a server belongs to. Settings whose
+    // names depend on the server's version (the iopub rate limits) are in the config file of its own config dir
+    // (LOCAL_GATEWAY_SERVER_CONFIG), with the iopub high-water mark.
+    `--ServerApp.cookie_secret_file=${join(layout.runtime, 'jupyter_cookie_secret')}`,
     '--ServerApp.terminals_enabled=False',
     // A kernel that ignores the shutdown request (a SIGINT-ignoring cell) is signalled after 1 s instead of 5 s:
     // every kill and restart of a stuck kernel is that much faster. Idle kernels exit well within it.
@@ -465,7 +465,7 @@ async function startServer(
     const ipcDir = makeIpcDir(layout);
     writePrivateFileAtomic(layout.tokenFile, token);
     writePrivateFileAtomic(
-      join(layout.config, 'jupyter_server_config.py'),
+      layout.serverConfig,
       LOCAL_GATEWAY_SERVER_CONFIG + kernelLaunchConfig({ instance, ipcDir, kernelLogDir: layout.kernelLogs }),
     );
     rotateLog(layout.log);

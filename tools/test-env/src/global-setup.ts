@@ -3,15 +3,16 @@ import { join } from 'node:path';
 import type { TestProject } from 'vitest/node';
 // The `kernelwardenJupyter` entry of vitest's ProvidedContext is declared there.
 import type {} from './index.js';
-import { startTestServer, type TestServer } from './jupyter-server.js';
+import { startTestServer, type TestServer, testServerCommand } from './jupyter-server.js';
 import { leakTeardown } from './leaks.js';
+import { describeStack, stackLine } from './stack.js';
 
 let server: TestServer | undefined;
 let root: string | undefined;
 
 /**
- * Starts the test run's real jupyter-server and, at the end, fails the run if a kernel it lists or a kernel,
- * server or sandbox process started under the run's root directory is still alive.
+ * Starts the test run's real jupyter-server, says which stack it is, and, at the end, fails the run if a kernel it
+ * lists or a kernel, server or sandbox process started under the run's root directory is still alive.
  */
 export async function setup(project: TestProject): Promise<void> {
   const base = process.env.KERNELWARDEN_TEST_TMP ?? '/tmp';
@@ -19,6 +20,8 @@ export async function setup(project: TestProject): Promise<void> {
   root = mkdtempSync(join(base, 'kw-test-'));
   process.env.KERNELWARDEN_TEST_ROOT = root;
   server = await startTestServer({ root: join(root, 'gateway') });
+  // Which stack this run is on (KERNELWARDEN_JUPYTER_SERVER chooses it), in its log.
+  console.log(stackLine(await describeStack({ ...server, command: testServerCommand() })));
   project.provide('kernelwardenJupyter', {
     baseUrl: server.baseUrl,
     token: server.token,

@@ -12,6 +12,8 @@ export { freePort, startTestServer, testServerCommand } from './jupyter-server.j
 export type { Leak } from './leaks.js';
 export { findLeaks, leakTeardown, processesMentioning, waitForNoLeaks } from './leaks.js';
 export { createOtherUser, type OtherUser } from './other-user.js';
+export type { TestStack } from './stack.js';
+export { describeStack, stackLine } from './stack.js';
 
 /** The test run's real jupyter-server (started by the integration project's global setup). */
 export function testGateway(): { baseUrl: string; token: string; root: string; runtimeDir: string; logFile: string } {

@@ -59,7 +59,7 @@ describe('verifyIsolation', () => {
     const policy = createReadIsolationPolicy({ roots: [{ path: data, label: 'data' }], tempDir: temp });
     const report = await verifyIsolation(policy, { workspace: ws, privateTemp: [temp] });
     expect(report.checks).toContain('capabilities: none (effective, permitted, inheritable, ambient, bounding)');
-    expect(report.checks).toContain('unmounting: refused');
+    expect(report.checks).toContain('unmounting: refused (umount, umount2)');
     expect(report.checks).toContain('a user namespace inside: could not undo the mounts');
   });
 

@@ -24,8 +24,24 @@ function quote(value: string): string {
   return `'${value.replaceAll("'", `'\\''`)}'`;
 }
 
-/** Shell lines that try `umount` and `umount -l` on each target and say which succeeded (`<prefix>undo <i>`). */
+/**
+ * Calls umount2 on each target (plain, then lazily) and prints `<prefix>undo <i>` for each that came off: the system
+ * call itself, since util-linux's umount declines on its own for a uid other than 0.
+ */
+const UMOUNT2 = [
+  'import ctypes, sys',
+  'libc = ctypes.CDLL(None, use_errno=True)',
+  'for i, p in enumerate(sys.argv[2:]):',
+  '    if libc.umount2(p.encode(), 0) == 0 or libc.umount2(p.encode(), 2) == 0:',
+  '        print(sys.argv[1] + "undo", i)',
+].join('\n');
+
+/**
+ * Shell lines that try to unmount each target, as a hostile kernel would: `umount` and `umount -l` where util-linux
+ * is installed, and the umount2 system call where a python3 is; each success prints `<prefix>undo <i>`.
+ */
 function undoAttempts(targets: readonly string[], prefix: string): string[] {
+  const list = targets.map(quote).join(' ');
   return [
     'if command -v umount >/dev/null 2>&1; then',
     `  echo '${prefix}umount tried'`,
@@ -33,6 +49,10 @@ function undoAttempts(targets: readonly string[], prefix: string): string[] {
       `  if umount ${quote(target)} 2>/dev/null; then echo '${prefix}undo ${i}'; fi`,
       `  if umount -l ${quote(target)} 2>/dev/null; then echo '${prefix}undo ${i}'; fi`,
     ]),
+    'fi',
+    'if command -v python3 >/dev/null 2>&1; then',
+    `  echo '${prefix}umount2 tried'`,
+    `  python3 -c ${quote(UMOUNT2)} ${quote(prefix)} ${list} 2>/dev/null`,
     'fi',
   ];
 }
@@ -196,7 +216,9 @@ export async function verifyIsolation(
     if (out.includes('nested temp SHARED'))
       failures.push(`the system temporary directory ${tempDir} was visible from a user namespace inside the sandbox`);
     checks.push(
-      out.includes('umount tried') ? 'unmounting: refused' : 'unmounting: not tried (no umount here)',
+      out.includes('umount tried') || out.includes('umount2 tried')
+        ? `unmounting: refused (${[out.includes('umount tried') && 'umount', out.includes('umount2 tried') && 'umount2'].filter(Boolean).join(', ')})`
+        : 'unmounting: not tried (neither umount nor python3 here)',
       out.includes('nested done')
         ? 'a user namespace inside: could not undo the mounts'
         : 'a user namespace inside: could not be made',

@@ -104,6 +104,8 @@ describe('installIsolatedKernelSpec records what every launch checks', () => {
     // The directory between the workspace and the hidden root is pinned (bound onto itself).
     expect(spec.argv.join(' ')).toContain(`--bind ${join(ws, 'sub')} ${join(ws, 'sub')}`);
     expect(spec.metadata.kernelwarden.owner).toMatchObject({ pid: process.pid });
+    // The kernelspec directory is hidden: a kernel that could rewrite its spec would launch unisolated next time.
+    expect(spec.argv.join(' ')).toContain(`--tmpfs ${specDir}`);
     expect(spec.argv).toContain('--cap-drop');
   });
 

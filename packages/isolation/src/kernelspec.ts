@@ -201,17 +201,22 @@ export async function installIsolatedKernelSpec(opts: InstallIsolatedKernelSpecO
     opts.baseSpec.argv.map((a) => a.replaceAll('{resource_dir}', opts.baseSpec.resourceDir ?? '')),
     { pythonExecutable: opts.pythonExecutable, searchPath: opts.searchPath ?? process.env.PATH },
   );
+  const hide = [
+    ...new Set([
+      ...(opts.hide ?? []).map((dir, i) => canonicalExisting(dir, 'hidden directory', `hide.${i}`)),
+      ...(opts.hideStateDir === false ? [] : existingStateDir()),
+    ]),
+  ];
+  // The kernelspecs themselves (unless already hidden): a kernel that could rewrite its own spec would launch
+  // unisolated next time.
+  const specDir = canonicalExisting(opts.kernelSpecDir, 'kernelspec directory', 'kernelSpecDir');
+  if (![...opts.policy.roots, ...hide].some((dir) => isWithin(specDir, dir))) hide.push(specDir);
   const wrap = {
     workspace,
     readWrite: (opts.extraReadWrite ?? []).map((dir, i) =>
       canonicalExisting(dir, 'read-write directory', `extraReadWrite.${i}`),
     ),
-    hide: [
-      ...new Set([
-        ...(opts.hide ?? []).map((dir, i) => canonicalExisting(dir, 'hidden directory', `hide.${i}`)),
-        ...(opts.hideStateDir === false ? [] : existingStateDir()),
-      ]),
-    ],
+    hide,
     ...(opts.privateTemp ? { privateTemp: opts.privateTemp } : {}),
   };
   checkWrapInputs(opts.policy, argvBase, wrap);

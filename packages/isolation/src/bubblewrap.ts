@@ -207,9 +207,11 @@ export const SANDBOX_BASE_ARGS: readonly string[] = [
 ];
 
 /**
- * Builds the command line that runs `argv` under bubblewrap with `policy` enforced: the whole filesystem read-only,
- * an empty read-only tmpfs over each hidden root, allowed roots bound back read-only, the workspace read-write (and
- * the current directory), a private tmpfs over the system temporary directory and `/tmp` (and `TMPDIR`) per command, a private PID and IPC namespace (so
+ * Builds the command line that runs `argv` under bubblewrap with `policy` enforced: its own user namespace with no
+ * capability at all (as root too), the whole filesystem read-only, an empty read-only tmpfs over each hidden root,
+ * allowed roots bound back read-only, the workspace read-write (and the current directory), every directory between
+ * a writable bind and a mount below it pinned (bound onto itself, so the command cannot rename it), a private tmpfs
+ * over the system temporary directory and `/tmp` (and `TMPDIR`) per command, a private PID and IPC namespace (so
  * `/proc/<pid>/environ` of the gateway is out of reach), `--die-with-parent`, and gateway credentials unset.
  *
  * Use it to launch any command under a policy (the kernelspec installer uses it for kernels). It is pure; check the

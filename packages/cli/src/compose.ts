@@ -1,18 +1,26 @@
+import { realpathSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { type ExecuteResult, type Output, type ReadIsolationPolicy, withDeadline } from '@kernelwarden/core';
 import { GatewayClient, GatewayKernel, LocalGateway } from '@kernelwarden/gateway-client';
 import {
   createReadIsolationPolicy,
+  type IsolationPolicy,
   IsolationUnavailableError,
   installIsolatedKernelSpec,
+  removeIsolatedKernelSpecs,
+  sweepIsolatedKernelSpecs,
 } from '@kernelwarden/isolation';
 import { createRSlot, R_SLOT, startIRKernel } from '@kernelwarden/r-kernel';
 import { KernelSession, PYTHON_SLOT, type SlotFactoryContext } from '@kernelwarden/supervisor';
 import { createWatchdog, type Watchdog } from '@kernelwarden/watchdog';
 import type { Language, StackOptions } from './args.js';
+import { UsageError } from './usage-error.js';
 
 /** How long `Stack.close()` waits for the session to shut its kernels down. */
 const CLOSE_TIMEOUT_MS = 20_000;
+
+/** Deadline of the kernel listing that decides which isolated kernelspecs are still in use. */
+const LISTING_TIMEOUT_MS = 5000;
 
 /** The kernelspec each language starts from on the gateway. */
 const BASE_KERNELSPEC: Record<Language, string> = { python: 'python3', r: 'ir' };
@@ -124,12 +132,41 @@ export function kernelEnvironment(
   return { ...env, ...options.env };
 }
 
-function isolationPolicy(options: StackOptions): ReadIsolationPolicy | undefined {
+function isolationPolicy(options: StackOptions): IsolationPolicy | undefined {
   if (options.hide.length === 0) return undefined;
-  return createReadIsolationPolicy({
+  const policy = createReadIsolationPolicy({
     roots: options.hide.map((dir) => ({ path: resolve(options.cwd, dir), label: `--hide ${dir}` })),
     allowedRoots: options.allow.map((dir) => ({ path: resolve(options.cwd, dir), label: `--allow ${dir}` })),
   });
+  checkWorkspaceNotTemp(options.cwd, policy);
+  return policy;
+}
+
+/**
+ * The kernel's workspace is its working directory, bound into a private, empty temporary directory: a working
+ * directory below the system temporary directory works, but the system temporary directory itself cannot be both.
+ * Refused here, before any gateway or kernel starts, with what to do.
+ */
+function checkWorkspaceNotTemp(cwd: string, policy: IsolationPolicy): void {
+  let workspace: string;
+  try {
+    workspace = realpathSync.native(resolve(cwd));
+  } catch {
+    return; // a missing directory is reported where it is used
+  }
+  const temps = new Set([policy.tempDir, '/tmp']);
+  try {
+    temps.add(realpathSync.native('/tmp'));
+  } catch {
+    // no /tmp
+  }
+  if (temps.has(workspace)) {
+    throw new UsageError(
+      `--hide: the working directory ${workspace} is the system temporary directory, and every isolated kernel ` +
+        "gets a private, empty one of its own, so it cannot be the kernel's workspace too: run from a directory " +
+        `of its own (mkdir ${resolve(workspace, 'work')} && cd ${resolve(workspace, 'work')}) or pass --cwd DIR`,
+    );
+  }
 }
 
 /**
@@ -155,11 +192,20 @@ export async function createStack(
   const gateway = await connectGateway(options, extra.env ?? process.env, extra.signal);
   try {
     const kernelNames = new Map<Language, Promise<string>>();
+    // The isolated kernelspecs this command installed: removed when it closes, unless a kernel still runs on one.
+    const installed = new Set<string>();
+    let swept: Promise<void> | undefined;
     const kernelName = (language: Language): Promise<string> => {
       let name = kernelNames.get(language);
       if (!name) {
         name = readIsolation
-          ? isolatedKernelName(gateway, language, readIsolation, options.cwd)
+          ? (async () => {
+              // Before the first install: the specs left by commands that were killed before they could clean up.
+              await (swept ??= sweepOrphanSpecs(gateway));
+              const isolated = await isolatedKernelName(gateway, language, readIsolation, options.cwd);
+              installed.add(isolated);
+              return isolated;
+            })()
           : Promise.resolve(BASE_KERNELSPEC[language]);
         kernelNames.set(language, name);
         // A failed install may succeed later (e.g. after the user fixes bwrap): do not cache the failure.
@@ -213,6 +259,7 @@ export async function createStack(
         } catch {
           // close() reports nothing useful to a CLI that is exiting; the gateway lease below still goes.
         }
+        await removeOwnSpecs(gateway, installed);
         await gateway.release().catch(() => {});
       })());
 
@@ -272,4 +319,45 @@ async function isolatedKernelName(
     policy,
     workspace: resolve(workspace),
   });
+}
+
+/** The kernelspec names the gateway's kernels run on, or undefined when it cannot tell. */
+async function specsInUse(gateway: GatewayConnection): Promise<string[] | undefined> {
+  try {
+    const kernels = await gateway.client.listKernels({ timeoutMs: LISTING_TIMEOUT_MS });
+    return kernels.map((k) => k.name);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Removes the isolated kernelspecs of commands that are gone and whose kernels are gone too (LocalGateway's acquire
+ * has just deleted the kernels of dead processes). Never throws: a spec left now is swept by a later command.
+ */
+async function sweepOrphanSpecs(gateway: GatewayConnection): Promise<void> {
+  if (gateway.kernelSpecDir === undefined) return;
+  const inUse = await specsInUse(gateway);
+  if (!inUse) return;
+  try {
+    sweepIsolatedKernelSpecs({ kernelSpecDir: gateway.kernelSpecDir, inUse });
+  } catch {
+    // best effort
+  }
+}
+
+/**
+ * Removes the isolated kernelspecs this command installed, once its kernels are shut down, except one a kernel the
+ * gateway still lists runs on (a shutdown that did not complete); that one is swept by a later command once its
+ * kernel is gone. Never throws.
+ */
+async function removeOwnSpecs(gateway: GatewayConnection, installed: ReadonlySet<string>): Promise<void> {
+  if (gateway.kernelSpecDir === undefined || installed.size === 0) return;
+  const inUse = await specsInUse(gateway);
+  if (!inUse) return;
+  try {
+    removeIsolatedKernelSpecs({ kernelSpecDir: gateway.kernelSpecDir, names: installed, inUse });
+  } catch {
+    // best effort
+  }
 }

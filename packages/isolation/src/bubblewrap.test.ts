@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { InvalidOptionsError } from '@kernelwarden/core';
@@ -42,6 +42,50 @@ describe('wrapCommand', () => {
     expect(argv).toContain('--unshare-pid');
     expect(argv).not.toContain('--new-session');
     expect(argv.join(' ')).toContain('--ro-bind / / --dev /dev --proc /proc');
+  });
+
+  it('runs every command in its own user namespace with every capability dropped, before any mount', () => {
+    const argv = wrapCommand(policy, ['true'], { workspace: '/srv/work/ws' });
+    const firstMount = argv.indexOf('--ro-bind');
+    expect(argv.slice(3, firstMount)).toEqual([
+      '--unshare-user',
+      '--cap-drop',
+      'ALL',
+      '--die-with-parent',
+      '--unshare-pid',
+      '--unshare-ipc',
+    ]);
+    expect(argv).not.toContain('--cap-add');
+  });
+
+  it('pins every directory between a writable bind and a mount below it, and none inside hidden or read-only ones', () => {
+    const argv = wrapCommand(
+      {
+        roots: ['/srv/ws/a/b/secret', '/srv/data'],
+        allowedRoots: ['/srv/data/p/q/in', '/srv/ws/x/y/shared'],
+        tempDir: '/tmp',
+      },
+      ['true'],
+      { workspace: '/srv/ws', readWrite: ['/srv/ws/a/out/rw'], readOnly: ['/srv/ws/x/y/shared/ro/file'] },
+    );
+    expect(mountOrder(argv)).toEqual([
+      'tmpfs /tmp',
+      'tmpfs /srv/data',
+      'rw /srv/ws',
+      'rw /srv/ws/a',
+      'rw /srv/ws/x',
+      'rw /srv/ws/a/b',
+      'rw /srv/ws/x/y',
+      'rw /srv/ws/a/out',
+      'tmpfs /srv/ws/a/b/secret',
+      'ro /srv/data/p/q/in',
+      'ro /srv/ws/x/y/shared',
+      'rw /srv/ws/a/out/rw',
+      'ro /srv/ws/x/y/shared/ro/file',
+    ]);
+    // Each pin is the directory bound onto itself: the sandbox sees what it saw, but cannot rename it.
+    const i = argv.indexOf('/srv/ws/a');
+    expect(argv.slice(i - 1, i + 2)).toEqual(['--bind', '/srv/ws/a', '/srv/ws/a']);
   });
 
   it('mounts parents before children so the most specific rule wins', () => {
@@ -115,6 +159,32 @@ describe('wrapCommand under real bubblewrap', () => {
     expect(result.code).toBe(0);
     // /tmp holds only the way to the workspace (bound back), nothing else of the host's /tmp.
     expect(result.stdout.trim().split('\n')).toEqual([base.split('/')[2], 'T=/tmp']);
+  });
+
+  it('holds no capability and cannot unmount, rename or remove what hides a directory inside its workspace', async () => {
+    const ws = join(base, 'ws');
+    const secret = join(ws, 'sub', 'secret');
+    mkdirSync(secret, { recursive: true });
+    writeFileSync(join(secret, 'data.txt'), 'TOP-SECRET');
+    const script = [
+      'grep -E "^Cap(Inh|Prm|Eff|Bnd|Amb):" /proc/self/status',
+      `umount ${secret} 2>/dev/null && echo UNMOUNTED`,
+      `umount -l ${secret} 2>/dev/null && echo UNMOUNTED`,
+      `mv ${join(ws, 'sub')} ${join(ws, 'moved')} 2>/dev/null && echo MOVED`,
+      `mv ${secret} ${join(ws, 'sub', 'other')} 2>/dev/null && echo MOVED`,
+      `rmdir ${secret} 2>/dev/null && echo REMOVED`,
+      `cat ${join(secret, 'data.txt')} ${join(ws, 'moved', 'secret', 'data.txt')} 2>/dev/null`,
+      'echo done',
+    ].join('\n');
+    const argv = wrapCommand({ roots: [secret], allowedRoots: [] }, ['/bin/sh', '-c', script], { workspace: ws });
+    const result = await runProcess(argv, { timeoutMs: 20_000 });
+    expect(result.code).toBe(0);
+    const lines = result.stdout.trim().split('\n');
+    expect(lines.filter((l) => l.startsWith('Cap'))).toEqual(
+      ['CapInh', 'CapPrm', 'CapEff', 'CapBnd', 'CapAmb'].map((k) => `${k}:\t0000000000000000`),
+    );
+    expect(lines.filter((l) => !l.startsWith('Cap'))).toEqual(['done']);
+    expect(readdirSync(join(ws, 'sub'))).toEqual(['secret']);
   });
 
   it('delivers SIGINT sent to the process group to the command, which survives it; bwrap survives too', async () => {

@@ -1,6 +1,6 @@
 import { dirname } from 'node:path';
 import { InvalidOptionsError, type ReadIsolationPolicy } from '@kernelwarden/core';
-import { depth, isAbsolutePath } from './paths.js';
+import { depth, isAbsolutePath, isWithin } from './paths.js';
 
 /**
  * Environment variables removed from every sandboxed command: credentials a kernel could use to reach the
@@ -45,8 +45,12 @@ export interface WrapCommandOptions {
   unsetEnv?: readonly string[];
 }
 
+/** How a mount makes its directory look inside the sandbox. */
+type MountKind = 'temp' | 'hidden' | 'read-only' | 'read-write';
+
 interface MountOp {
   path: string;
+  kind: MountKind;
   args: string[];
 }
 
@@ -90,19 +94,12 @@ export function bwrapArguments(
   opts: WrapCommandOptions,
   connectionOps: readonly string[],
 ): string[] {
-  const ops: MountOp[] = [];
-  const tmpfs = (path: string) => ops.push({ path, args: ['--tmpfs', path] });
   const privateTemp = privateTempDirs(policy, opts);
-  for (const dir of privateTemp) tmpfs(dir);
-  for (const root of policy.roots) tmpfs(root);
-  for (const hidden of opts.hide ?? []) tmpfs(hidden);
-  for (const allowed of policy.allowedRoots) ops.push({ path: allowed, args: ['--ro-bind', allowed, allowed] });
-  for (const ro of opts.readOnly ?? []) ops.push({ path: ro, args: ['--ro-bind', ro, ro] });
-  ops.push({ path: opts.workspace, args: ['--bind', opts.workspace, opts.workspace] });
-  for (const rw of opts.readWrite ?? []) ops.push({ path: rw, args: ['--bind', rw, rw] });
   // Parents before children: a later mount on a deeper path wins, so "most specific rule wins" whatever the mix of
   // hidden roots, allowed roots and the workspace. The sort is stable, so at equal paths hiding comes first.
-  const ordered = ops.map((op, i) => ({ op, i })).sort((a, b) => depth(a.op.path) - depth(b.op.path) || a.i - b.i);
+  const ordered = mountOps(policy, opts)
+    .map((op, i) => ({ op, i }))
+    .sort((a, b) => depth(a.op.path) - depth(b.op.path) || a.i - b.i);
 
   const temp = privateTemp[0] ?? '/tmp';
   const env: Record<string, string> = { TMPDIR: temp, TMP: temp, TEMP: temp, ...opts.setEnv };
@@ -119,6 +116,62 @@ export function bwrapArguments(
   ];
 }
 
+/** Every mount of a sandbox under `policy` and `opts` (the connection file's aside), in the order they are given. */
+function mountOps(policy: ReadIsolationPolicy, opts: WrapCommandOptions): MountOp[] {
+  const ops: MountOp[] = [];
+  const tmpfs = (path: string, kind: MountKind) => ops.push({ path, kind, args: ['--tmpfs', path] });
+  for (const dir of privateTempDirs(policy, opts)) tmpfs(dir, 'temp');
+  for (const root of policy.roots) tmpfs(root, 'hidden');
+  for (const hidden of opts.hide ?? []) tmpfs(hidden, 'hidden');
+  for (const allowed of policy.allowedRoots)
+    ops.push({ path: allowed, kind: 'read-only', args: ['--ro-bind', allowed, allowed] });
+  for (const ro of opts.readOnly ?? []) ops.push({ path: ro, kind: 'read-only', args: ['--ro-bind', ro, ro] });
+  ops.push({ path: opts.workspace, kind: 'read-write', args: ['--bind', opts.workspace, opts.workspace] });
+  for (const rw of opts.readWrite ?? []) ops.push({ path: rw, kind: 'read-write', args: ['--bind', rw, rw] });
+  for (const pin of pinnedDirectories(ops)) ops.push({ path: pin, kind: 'read-write', args: ['--bind', pin, pin] });
+  return ops;
+}
+
+/**
+ * The directories a sandbox could rename to move a mount elsewhere: those strictly between a writable bind (the
+ * workspace, `readWrite`) and a hidden root, allowed root or bind below it, e.g. `ws/sub` for a hidden `ws/sub/secret`.
+ * Each is bound onto itself, which changes nothing the sandbox sees but makes it a mount point there, and the kernel
+ * refuses to rename or remove a mount point (EBUSY): no kernel under the policy can move a hidden root away and
+ * leave a decoy for the next launch to hide.
+ */
+function pinnedDirectories(ops: readonly MountOp[]): string[] {
+  const mounted = new Set(ops.map((op) => op.path));
+  const pins = new Set<string>();
+  for (const op of ops) {
+    let enclosing: MountOp | undefined;
+    for (const other of ops) {
+      if (other.path !== op.path && isWithin(op.path, other.path)) {
+        if (!enclosing || depth(other.path) > depth(enclosing.path)) enclosing = other;
+      }
+    }
+    if (enclosing?.kind !== 'read-write') continue;
+    for (let dir = dirname(op.path); dir !== enclosing.path && isWithin(dir, enclosing.path); dir = dirname(dir)) {
+      if (!mounted.has(dir)) pins.add(dir);
+    }
+  }
+  return [...pins];
+}
+
+/**
+ * Every host directory a sandbox under `policy` and `opts` mounts from, onto or pins (see `pinnedDirectories`):
+ * the hidden roots, `hide`, the allowed roots, `readOnly`, the workspace, `readWrite` and the pinned directories.
+ * The private temporary directories are left out: they are system directories no sandbox can change.
+ */
+export function sandboxHostPaths(policy: ReadIsolationPolicy, opts: WrapCommandOptions): string[] {
+  return [
+    ...new Set(
+      mountOps(policy, opts)
+        .filter((op) => op.kind !== 'temp')
+        .map((op) => op.path),
+    ),
+  ];
+}
+
 /** The private temporary directories of a command: `opts.privateTemp`, else the policy's temp dir and /tmp. */
 export function privateTempDirs(policy: ReadIsolationPolicy, opts: WrapCommandOptions): string[] {
   const dirs = opts.privateTemp ?? [policy.tempDir ?? '/tmp', '/tmp'];
@@ -131,10 +184,16 @@ export function connectionFileArguments(connectionFile: string): string[] {
 }
 
 /**
- * What every sandbox starts from, the probe's included: it dies with its parent, sees only its own processes and IPC,
- * and the whole filesystem read-only with fresh /dev and /proc; mounts for the policy come after it.
+ * What every sandbox starts from, the probe's included: its own user namespace with every capability dropped (the
+ * effective, permitted, inheritable, ambient and bounding sets all empty, as root too, so nothing inside can unmount
+ * or move what hides a directory, nor regain a capability by executing anything), it dies with its parent, sees only
+ * its own processes and IPC, and the whole filesystem read-only with fresh /dev and /proc; mounts for the policy come
+ * after it.
  */
 export const SANDBOX_BASE_ARGS: readonly string[] = [
+  '--unshare-user',
+  '--cap-drop',
+  'ALL',
   '--die-with-parent',
   '--unshare-pid',
   '--unshare-ipc',
@@ -148,9 +207,11 @@ export const SANDBOX_BASE_ARGS: readonly string[] = [
 ];
 
 /**
- * Builds the command line that runs `argv` under bubblewrap with `policy` enforced: the whole filesystem read-only,
- * an empty read-only tmpfs over each hidden root, allowed roots bound back read-only, the workspace read-write (and
- * the current directory), a private tmpfs over the system temporary directory and `/tmp` (and `TMPDIR`) per command, a private PID and IPC namespace (so
+ * Builds the command line that runs `argv` under bubblewrap with `policy` enforced: its own user namespace with no
+ * capability at all (as root too), the whole filesystem read-only, an empty read-only tmpfs over each hidden root,
+ * allowed roots bound back read-only, the workspace read-write (and the current directory), every directory between
+ * a writable bind and a mount below it pinned (bound onto itself, so the command cannot rename it), a private tmpfs
+ * over the system temporary directory and `/tmp` (and `TMPDIR`) per command, a private PID and IPC namespace (so
  * `/proc/<pid>/environ` of the gateway is out of reach), `--die-with-parent`, and gateway credentials unset.
  *
  * Use it to launch any command under a policy (the kernelspec installer uses it for kernels). It is pure; check the

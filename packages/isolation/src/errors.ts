@@ -27,6 +27,8 @@ export type IsolationUnavailableReason =
   | 'namespaces-refused'
   /** GNU `env` with `--ignore-signal`/`--default-signal` is missing: interrupts could not reach the kernel. */
   | 'no-signal-control'
+  /** No `stat` (coreutils): an isolated kernel's launcher could not check the policy's directories. */
+  | 'no-coreutils'
   /** The gateway is remote (it has no local kernelspec directory): nothing here can wrap its kernels. */
   | 'remote-gateway'
   /** The base kernelspec could not be read from the gateway (`prepareIsolatedKernel()`). */

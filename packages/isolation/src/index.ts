@@ -5,7 +5,14 @@ export { IsolationPolicyError, IsolationUnavailableError } from './errors.js';
 export type { IsolationGateway, PrepareIsolatedKernelOptions } from './gateway-kernelspec.js';
 export { prepareIsolatedKernel } from './gateway-kernelspec.js';
 export type { BaseKernelSpec, InstallIsolatedKernelSpecOptions } from './kernelspec.js';
-export { installIsolatedKernelSpec, kernelwardenStateDir, removeIsolatedKernelSpec } from './kernelspec.js';
+export { installIsolatedKernelSpec, kernelwardenStateDir } from './kernelspec.js';
+export type { RemoveIsolatedKernelSpecsOptions, SweepIsolatedKernelSpecsOptions } from './kernelspec-cleanup.js';
+export {
+  removeIsolatedKernelSpec,
+  removeIsolatedKernelSpecs,
+  sweepIsolatedKernelSpecs,
+  UNKNOWN_OWNER_MAX_AGE_MS,
+} from './kernelspec-cleanup.js';
 export type { IsolationPolicy, LabelledPath, ReadIsolationPolicyOptions } from './policy.js';
 export { createReadIsolationPolicy } from './policy.js';
 export type { IsolationReport, VerifyIsolationOptions } from './probe.js';

@@ -5,6 +5,7 @@ import {
   readFileSync,
   realpathSync,
   rmSync,
+  statSync,
   symlinkSync,
   writeFileSync,
 } from 'node:fs';
@@ -13,7 +14,8 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { IsolationPolicyError } from './errors.js';
 import { jupyterServerInterpreter, resolveKernelArgv } from './interpreter.js';
-import { installIsolatedKernelSpec, removeIsolatedKernelSpec } from './kernelspec.js';
+import { installIsolatedKernelSpec } from './kernelspec.js';
+import { removeIsolatedKernelSpec } from './kernelspec-cleanup.js';
 import { createReadIsolationPolicy } from './policy.js';
 import { findExecutable } from './sandbox.js';
 
@@ -75,6 +77,50 @@ describe('installIsolatedKernelSpec', () => {
     expect(IsolationPolicyError.isInstance(error)).toBe(true);
     expect((error as Error).message).toMatch(/interpreter .* lies in the hidden root/);
     expect(readdirSync(specDir)).toEqual([]);
+  });
+});
+
+describe('installIsolatedKernelSpec records what every launch checks', () => {
+  it('puts the identity of every mounted directory and the owner process in the spec', async () => {
+    const hidden = join(ws, 'sub', 'secret');
+    mkdirSync(hidden, { recursive: true });
+    const policy = createReadIsolationPolicy({ roots: [{ path: hidden, label: 'secret' }], tempDir: temp });
+    const name = await installIsolatedKernelSpec({
+      kernelSpecDir: specDir,
+      baseSpec,
+      policy,
+      workspace: ws,
+      privateTemp: [temp],
+      hideStateDir: false,
+    });
+    const spec = JSON.parse(readFileSync(join(specDir, name, 'kernel.json'), 'utf8'));
+    const at = spec.argv.indexOf('{connection_file}');
+    const [stat, paths, ids] = spec.argv.slice(at + 1, at + 4) as string[];
+    expect(stat).toMatch(/\/stat$/);
+    expect(paths!.split('\n')).toEqual(expect.arrayContaining([ws, join(ws, 'sub'), hidden, base]));
+    expect(ids!.split('\n')).toHaveLength(paths!.split('\n').length);
+    const s = statSync(hidden, { bigint: true });
+    expect(ids!.split('\n')[paths!.split('\n').indexOf(hidden)]).toBe(`${s.dev}:${s.ino}`);
+    // The directory between the workspace and the hidden root is pinned (bound onto itself).
+    expect(spec.argv.join(' ')).toContain(`--bind ${join(ws, 'sub')} ${join(ws, 'sub')}`);
+    expect(spec.metadata.kernelwarden.owner).toMatchObject({ pid: process.pid });
+    // The kernelspec directory is hidden: a kernel that could rewrite its spec would launch unisolated next time.
+    expect(spec.argv.join(' ')).toContain(`--tmpfs ${specDir}`);
+    expect(spec.argv).toContain('--cap-drop');
+  });
+
+  it('refuses a workspace that is the system temporary directory, naming it and what to do; one below it works', async () => {
+    const policy = createReadIsolationPolicy({ roots: [{ path: data, label: 'data' }], tempDir: temp });
+    const opts = { kernelSpecDir: specDir, baseSpec, policy, hideStateDir: false };
+    const error = await installIsolatedKernelSpec({ ...opts, workspace: temp }).catch((e: unknown) => e);
+    expect(IsolationPolicyError.isInstance(error)).toBe(true);
+    expect((error as Error).message).toContain(
+      `The kernel's working directory ${temp} is a temporary directory every isolated kernel gets a private, ` +
+        `empty copy of: it cannot be shared with the kernel too; use a directory of its own (e.g. ${join(temp, 'work')})`,
+    );
+    expect(readdirSync(specDir)).toEqual([]);
+    mkdirSync(join(temp, 'work'));
+    expect(await installIsolatedKernelSpec({ ...opts, workspace: join(temp, 'work') })).toMatch(/^kw-iso-/);
   });
 });
 

@@ -1,11 +1,19 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdirSync, readFileSync, realpathSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, realpathSync, renameSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { InvalidOptionsError, type ReadIsolationPolicy } from '@kernelwarden/core';
-import { bwrapArguments, checkWrapInputs } from './bubblewrap.js';
+import { bwrapArguments, checkWrapInputs, privateTempDirs, sandboxHostPaths } from './bubblewrap.js';
 import { IsolationPolicyError, IsolationUnavailableError } from './errors.js';
 import { resolveKernelArgv } from './interpreter.js';
+import { currentOwner } from './kernelspec-owner.js';
+import {
+  CONNECTION_MARK,
+  checkKernelSpecPath,
+  LAUNCH_SCRIPT,
+  launchCheckArguments,
+  recordPaths,
+} from './launch-check.js';
 import { isAbsolutePath, isWithin } from './paths.js';
 import { verifyIsolation } from './probe.js';
 import { assertSandbox, type DetectSandboxOptions, findExecutable } from './sandbox.js';
@@ -76,31 +84,6 @@ function existingStateDir(): string[] {
   }
 }
 
-/** Marker replaced at launch by the steps that hide the runtime directory and bind the connection file. */
-const CONNECTION_MARK = '@kernelwarden-connection-file@';
-
-/**
- * POSIX sh run by jupyter as the kernel command: `$1` is the connection file; the rest is the wrapped command, in
- * which the marker becomes `--tmpfs <runtime dir> --bind <file> <file>` (known only at launch), plus a bind of the
- * kernel's own ipc socket directory when the gateway names one (`KERNELWARDEN_KERNEL_IPC_DIR`). No braces: jupyter
- * formats every argv element with `{name}` placeholders.
- */
-const LAUNCH_SCRIPT = [
-  'cf=$1; shift',
-  'rt=$(dirname -- "$cf")',
-  'for a do',
-  '  shift',
-  `  if [ "$a" = '${CONNECTION_MARK}' ]; then`,
-  '    set -- "$@" --tmpfs "$rt" --bind "$cf" "$cf"',
-  // LocalGateway's kernels talk ZMQ over Unix sockets in a directory of their own: bind just that one back.
-  '    if [ -n "$KERNELWARDEN_KERNEL_IPC_DIR" ] && [ -d "$KERNELWARDEN_KERNEL_IPC_DIR" ]; then',
-  '      set -- "$@" --bind "$KERNELWARDEN_KERNEL_IPC_DIR" "$KERNELWARDEN_KERNEL_IPC_DIR"',
-  '    fi',
-  '  else set -- "$@" "$a"; fi',
-  'done',
-  'exec "$@"',
-].join('\n');
-
 function validateBase(spec: BaseKernelSpec): void {
   const issues: { path: string; message: string }[] = [];
   if (typeof spec?.name !== 'string' || !/^[A-Za-z0-9._-]+$/.test(spec.name))
@@ -137,17 +120,67 @@ function checkInterpreterVisible(policy: ReadIsolationPolicy, command: string, s
   }
 }
 
+/** The canonical path of an existing directory the caller named, or `IsolationPolicyError`. */
+function canonicalExisting(path: string, what: string, field: string): string {
+  if (!isAbsolutePath(path)) {
+    throw new InvalidOptionsError([{ path: field, message: 'expected an absolute path' }], {
+      subject: 'isolated kernelspec',
+    });
+  }
+  try {
+    return realpathSync.native(path);
+  } catch (cause) {
+    throw new IsolationPolicyError(`${what} does not exist: ${path}`, { path, cause });
+  }
+}
+
+/**
+ * Refuses a workspace (or read-write directory) that is itself a private temporary directory: every launch gives
+ * that directory a fresh, empty tmpfs, so it cannot also be the kernel's own folder, and binding it back would share
+ * the host's temporary directory with the kernel. A directory below it is fine: it is bound into the private one.
+ */
+function checkWorkspaceNotTemp(policy: ReadIsolationPolicy, wrap: { workspace: string; readWrite: string[] }): void {
+  const temps = new Set<string>();
+  for (const dir of privateTempDirs(policy, wrap)) {
+    temps.add(dir);
+    try {
+      temps.add(realpathSync.native(dir));
+    } catch {
+      // a private temp that does not exist yet on the host is created inside the sandbox
+    }
+  }
+  const named = [
+    { dir: wrap.workspace, what: "The kernel's working directory" },
+    ...wrap.readWrite.map((dir) => ({ dir, what: 'The read-write directory' })),
+  ];
+  for (const { dir, what } of named) {
+    if (temps.has(dir)) {
+      throw new IsolationPolicyError(
+        `${what} ${dir} is a temporary directory every isolated kernel gets a private, empty copy of: it cannot ` +
+          `be shared with the kernel too; use a directory of its own (e.g. ${join(dir, 'work')}) or one outside it`,
+        { path: dir },
+      );
+    }
+  }
+}
+
 /**
  * Writes a kernelspec into a local gateway's kernelspec directory that launches `baseSpec`'s command under
  * bubblewrap with `policy` enforced, and returns its name — start kernels with that name
- * (`GatewayKernel.start({ kernelName })`). The name is deterministic: `kw-iso-<base>-<hash of policy, base spec,
- * workspace and options>`, so the same request reuses the same spec.
+ * (`GatewayKernel.start({ kernelName })`). The name is `kw-iso-<base>-<hash of policy, base spec, workspace,
+ * options, the directories' identities and the installing process>`, so the same request from the same process
+ * reuses the same spec. The spec records that process as its owner: remove it with `removeIsolatedKernelSpecs()` when
+ * the session ends; `sweepIsolatedKernelSpecs()` removes those whose owner is gone.
  *
  * Use it on the launch path of every kernel a session with a read policy starts. It first checks the sandbox
  * (`assertSandbox()`) and runs the self-test probe (`verifyIsolation()`); if either fails it throws
  * `IsolationUnavailableError` and writes nothing, so the kernel is never launched unisolated. A remote gateway (no
- * `kernelSpecDir`) is refused the same way. At launch, the gateway's runtime directory (other kernels' keys, the
- * server's token) is hidden and only this kernel's connection file is bound back.
+ * `kernelSpecDir`) is refused the same way. Then it records the identity (device, inode) of every directory the
+ * sandbox mounts and of each of their ancestors; every launch of the spec (restarts included) checks them first and
+ * refuses to start the kernel, with a one-line reason on stderr, when any was moved, replaced, swapped for a symbolic
+ * link or removed. At launch, the gateway's runtime directory (other kernels' keys, the server's token) is hidden and
+ * only this kernel's connection file is bound back. A workspace that is itself a private temporary directory (the
+ * system temporary directory) is refused with `IsolationPolicyError`.
  */
 export async function installIsolatedKernelSpec(opts: InstallIsolatedKernelSpecOptions): Promise<string> {
   if (opts.kernelSpecDir === undefined || opts.kernelSpecDir === '') {
@@ -163,26 +196,33 @@ export async function installIsolatedKernelSpec(opts: InstallIsolatedKernelSpecO
     });
   }
   validateBase(opts.baseSpec);
-  let workspace: string;
-  try {
-    workspace = realpathSync.native(opts.workspace);
-  } catch (cause) {
-    throw new IsolationPolicyError(`kernel workspace does not exist: ${opts.workspace}`, {
-      path: opts.workspace,
-      cause,
-    });
-  }
+  const workspace = canonicalExisting(opts.workspace, 'kernel workspace', 'workspace');
   const argvBase = resolveKernelArgv(
     opts.baseSpec.argv.map((a) => a.replaceAll('{resource_dir}', opts.baseSpec.resourceDir ?? '')),
     { pythonExecutable: opts.pythonExecutable, searchPath: opts.searchPath ?? process.env.PATH },
   );
+  const hide = [
+    ...new Set([
+      ...(opts.hide ?? []).map((dir, i) => canonicalExisting(dir, 'hidden directory', `hide.${i}`)),
+      ...(opts.hideStateDir === false ? [] : existingStateDir()),
+    ]),
+  ];
+  // The kernelspecs themselves (unless already hidden): a kernel that could rewrite its own spec would launch
+  // unisolated next time.
+  const specDir = canonicalExisting(opts.kernelSpecDir, 'kernelspec directory', 'kernelSpecDir');
+  if (![...opts.policy.roots, ...hide].some((dir) => isWithin(specDir, dir))) hide.push(specDir);
   const wrap = {
     workspace,
-    readWrite: opts.extraReadWrite ?? [],
-    hide: [...(opts.hide ?? []), ...(opts.hideStateDir === false ? [] : existingStateDir())],
+    readWrite: (opts.extraReadWrite ?? []).map((dir, i) =>
+      canonicalExisting(dir, 'read-write directory', `extraReadWrite.${i}`),
+    ),
+    hide,
     ...(opts.privateTemp ? { privateTemp: opts.privateTemp } : {}),
   };
   checkWrapInputs(opts.policy, argvBase, wrap);
+  checkWorkspaceNotTemp(opts.policy, wrap);
+  for (const path of [...sandboxHostPaths(opts.policy, wrap), ...privateTempDirs(opts.policy, wrap)])
+    checkKernelSpecPath(path);
   checkInterpreterVisible(opts.policy, argvBase[0]!, opts.searchPath ?? process.env.PATH);
   const sandbox = await assertSandbox(opts);
   await verifyIsolation(opts.policy, {
@@ -191,6 +231,9 @@ export async function installIsolatedKernelSpec(opts: InstallIsolatedKernelSpecO
     signal: opts.signal,
     timeoutMs: opts.timeoutMs,
   });
+  // Recorded after the probe (which writes in the hidden roots and the workspace): checked at every launch.
+  const record = recordPaths(sandboxHostPaths(opts.policy, wrap));
+  const owner = currentOwner();
 
   const argv = [
     '/bin/sh',
@@ -198,6 +241,7 @@ export async function installIsolatedKernelSpec(opts: InstallIsolatedKernelSpecO
     LAUNCH_SCRIPT,
     'kernelwarden-isolated-kernel',
     '{connection_file}',
+    ...launchCheckArguments(sandbox.statPath, record),
     sandbox.envPath,
     '--ignore-signal=INT',
     sandbox.bwrapPath,
@@ -213,6 +257,7 @@ export async function installIsolatedKernelSpec(opts: InstallIsolatedKernelSpecO
     allowedRoots: opts.policy.allowedRoots,
     tempDir: opts.policy.tempDir,
     argv,
+    owner,
   });
   const hash = createHash('sha256').update(identity).digest('hex').slice(0, 16);
   const name = `kw-iso-${opts.baseSpec.name.toLowerCase()}-${hash}`;
@@ -229,6 +274,7 @@ export async function installIsolatedKernelSpec(opts: InstallIsolatedKernelSpecO
         roots: opts.policy.roots,
         allowedRoots: opts.policy.allowedRoots,
         workspace,
+        owner,
       },
     },
   };
@@ -245,18 +291,4 @@ export async function installIsolatedKernelSpec(opts: InstallIsolatedKernelSpecO
   writeFileSync(temporary, text, { mode: 0o600 });
   renameSync(temporary, file);
   return name;
-}
-
-/**
- * Removes a kernelspec written by `installIsolatedKernelSpec()`. Only names it made (`kw-iso-…`) are accepted.
- *
- * Use it when the session that needed the spec ends; kernels already running keep running.
- */
-export function removeIsolatedKernelSpec(kernelSpecDir: string, name: string): void {
-  if (!/^kw-iso-[a-z0-9._-]+-[0-9a-f]{16}$/.test(name)) {
-    throw new InvalidOptionsError([{ path: 'name', message: 'not an isolated kernelspec name' }], {
-      subject: 'isolated kernelspec',
-    });
-  }
-  rmSync(join(kernelSpecDir, name), { recursive: true, force: true });
 }

@@ -1,10 +1,11 @@
-import { mkdirSync, mkdtempSync, readdirSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, readdirSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { IsolationUnavailableError } from './errors.js';
 import { createReadIsolationPolicy } from './policy.js';
 import { verifyIsolation } from './probe.js';
+import { findExecutable } from './sandbox.js';
 
 let base: string;
 let temp: string;
@@ -51,6 +52,46 @@ describe('verifyIsolation', () => {
     const policy = createReadIsolationPolicy({ roots: [{ path: data, label: 'data' }], tempDir: temp });
     const error = await verifyIsolation(policy, { workspace: ws, searchPath: '/nonexistent' }).catch((e: unknown) => e);
     expect(error).toMatchObject({ name: 'IsolationUnavailableError', reason: 'no-bubblewrap' });
+    expect(readdirSync(data).sort()).toEqual(['secret.txt', 'sessions']);
+  });
+
+  it('checks that the sandbox holds no capability and that unmounting is refused', async () => {
+    const policy = createReadIsolationPolicy({ roots: [{ path: data, label: 'data' }], tempDir: temp });
+    const report = await verifyIsolation(policy, { workspace: ws, privateTemp: [temp] });
+    expect(report.checks).toContain('capabilities: none (effective, permitted, inheritable, ambient, bounding)');
+    expect(report.checks).toContain('unmounting: refused (umount, umount2)');
+    expect(report.checks).toContain('a user namespace inside: could not undo the mounts');
+  });
+
+  it('refuses with probe-failed a sandbox that keeps capabilities, whose mounts could be undone', async () => {
+    // The real bwrap, but asked to keep every capability in the sandbox instead of dropping them all: what a kernel
+    // run by root got before, and what any kernel would get from a sandbox that cannot drop them.
+    const bin = join(base, 'bin');
+    mkdirSync(bin);
+    const real = findExecutable('bwrap', process.env.PATH)!;
+    writeFileSync(
+      join(bin, 'bwrap'),
+      [
+        '#!/bin/sh',
+        'for a do shift; if [ "$a" = --cap-drop ]; then set -- "$@" --cap-add; else set -- "$@" "$a"; fi; done',
+        `exec ${real} "$@"`,
+        '',
+      ].join('\n'),
+    );
+    chmodSync(join(bin, 'bwrap'), 0o755);
+    const policy = createReadIsolationPolicy({ roots: [{ path: data, label: 'data' }], tempDir: temp });
+    const error = await verifyIsolation(policy, {
+      workspace: ws,
+      privateTemp: [temp],
+      searchPath: `${bin}:${process.env.PATH}`,
+    }).catch((e: unknown) => e);
+    expect(IsolationUnavailableError.isInstance(error)).toBe(true);
+    expect(error).toMatchObject({ reason: 'probe-failed' });
+    const message = (error as Error).message;
+    expect(message).toMatch(/the sandbox holds capabilities \(.*CapEff 0*[1-9a-f][0-9a-f]*, CapBnd 0*[1-9a-f]/);
+    expect(message).toContain(`the sandbox could unmount ${data}`);
+    expect(message).toContain(`the sandbox could unmount ${temp}`);
+    expect(message).toContain(`a file in hidden root ${data} was readable`);
     expect(readdirSync(data).sort()).toEqual(['secret.txt', 'sessions']);
   });
 });

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readdirSync, rmSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
-import { join, relative, sep } from 'node:path';
+import { dirname, join, relative, sep } from 'node:path';
 import type { ReadIsolationPolicy } from '@kernelwarden/core';
 import { checkWrapInputs, privateTempDirs, type WrapCommandOptions, wrapCommand } from './bubblewrap.js';
 import { IsolationUnavailableError } from './errors.js';
@@ -22,6 +22,60 @@ export interface IsolationReport {
 
 function quote(value: string): string {
   return `'${value.replaceAll("'", `'\\''`)}'`;
+}
+
+/**
+ * Calls umount2 on each target (plain, then lazily) and prints `<prefix>undo <i>` for each that came off: the system
+ * call itself, since util-linux's umount declines on its own for a uid other than 0.
+ */
+const UMOUNT2 = [
+  'import ctypes, sys',
+  'libc = ctypes.CDLL(None, use_errno=True)',
+  'for i, p in enumerate(sys.argv[2:]):',
+  '    if libc.umount2(p.encode(), 0) == 0 or libc.umount2(p.encode(), 2) == 0:',
+  '        print(sys.argv[1] + "undo", i)',
+].join('\n');
+
+/**
+ * Shell lines that try to unmount each target, as a hostile kernel would: `umount` and `umount -l` where util-linux
+ * is installed, and the umount2 system call where a python3 is; each success prints `<prefix>undo <i>`.
+ */
+function undoAttempts(targets: readonly string[], prefix: string): string[] {
+  const list = targets.map(quote).join(' ');
+  return [
+    'if command -v umount >/dev/null 2>&1; then',
+    `  echo '${prefix}umount tried'`,
+    ...targets.flatMap((target, i) => [
+      `  if umount ${quote(target)} 2>/dev/null; then echo '${prefix}undo ${i}'; fi`,
+      `  if umount -l ${quote(target)} 2>/dev/null; then echo '${prefix}undo ${i}'; fi`,
+    ]),
+    'fi',
+    'if command -v python3 >/dev/null 2>&1; then',
+    `  echo '${prefix}umount2 tried'`,
+    `  python3 -c ${quote(UMOUNT2)} ${quote(prefix)} ${list} 2>/dev/null`,
+    'fi',
+  ];
+}
+
+/**
+ * The probe's part run in a user namespace made inside the sandbox (`unshare --user --mount --keep-caps`), where it
+ * holds every capability over a copy of the sandbox's mounts: the kernel locks those mounts together, so it must
+ * neither unmount one nor bind a hidden root's parent somewhere (without what covers the root) and read through it.
+ */
+function nestedScript(targets: readonly string[], canaries: readonly Canary[], hostTemp: string, temp: string): string {
+  const lines = [...undoAttempts(targets, 'nested ')];
+  canaries.forEach((c, i) => {
+    if (!c.file) return;
+    lines.push(`if cat ${quote(c.file)} >/dev/null 2>&1; then echo 'nested root ${i} LEAK'; fi`);
+    const view = join(temp, `.kernelwarden-nested-${i}`);
+    const through = join(view, relative(dirname(c.root), c.file));
+    lines.push(
+      `mkdir -p ${quote(view)} 2>/dev/null && mount --bind ${quote(dirname(c.root))} ${quote(view)} 2>/dev/null && ` +
+        `if cat ${quote(through)} >/dev/null 2>&1; then echo 'nested bind ${i} LEAK'; fi`,
+    );
+  });
+  lines.push(`if [ -e ${quote(hostTemp)} ]; then echo 'nested temp SHARED'; fi`, `echo 'nested done'`);
+  return lines.join('\n');
 }
 
 interface Canary {
@@ -93,7 +147,18 @@ export async function verifyIsolation(
       probeDir,
     ];
     const writeProbe = join(opts.workspace, `.kernelwarden-probe-${token}`);
-    const lines: string[] = [];
+    const temp = privateTempDirs(policy, opts)[0] ?? '/tmp';
+    const undoTargets = [...policy.roots, ...(opts.hide ?? []), ...privateTempDirs(policy, opts)];
+    const lines: string[] = [
+      // What the sandbox holds: every capability set must be empty, the bounding set included.
+      `while read -r k v; do case $k in Cap*) echo "cap $k $v";; esac; done < /proc/self/status`,
+      // Try to undo the mounts, as a hostile kernel would; the reads below then show whether anything came back.
+      ...undoAttempts(undoTargets, ''),
+      // The same from a user namespace of its own (where a process holds every capability over a copy of the mounts).
+      'if command -v unshare >/dev/null 2>&1; then',
+      `  unshare --user --mount --keep-caps /bin/sh -c ${quote(nestedScript(undoTargets, canaries, hostTemp, temp))} 2>/dev/null`,
+      'fi',
+    ];
     canaries.forEach((c, i) => {
       if (c.file) lines.push(`if cat ${quote(c.file)} >/dev/null 2>&1; then echo 'root ${i} direct LEAK'; fi`);
       if (c.link) lines.push(`if cat ${quote(c.link)} >/dev/null 2>&1; then echo 'root ${i} link LEAK'; fi`);
@@ -106,7 +171,6 @@ export async function verifyIsolation(
       `if (: > ${quote(writeProbe)}) 2>/dev/null; then rm -f ${quote(writeProbe)}; else echo 'workspace UNWRITABLE'; fi`,
     );
     lines.push(`if [ -e ${quote(hostTemp)} ]; then echo 'temp SHARED'; fi`);
-    const temp = privateTempDirs(policy, opts)[0] ?? '/tmp';
     lines.push(
       `if (: > ${quote(join(temp, '.kernelwarden-probe'))}) 2>/dev/null; then :; else echo 'temp UNWRITABLE'; fi`,
     );
@@ -132,6 +196,33 @@ export async function verifyIsolation(
     }
     const failures: string[] = [];
     const checks: string[] = [];
+    const caps = out.filter((l) => l.startsWith('cap ')).map((l) => l.slice(4).split(/\s+/));
+    const held = caps.filter(([, value]) => !/^0+$/.test(value ?? ''));
+    if (caps.length < 5) failures.push('the sandbox could not tell which capabilities it holds');
+    else if (held.length > 0)
+      failures.push(
+        `the sandbox holds capabilities (${held.map(([k, v]) => `${k?.replace(/:$/, '')} ${v}`).join(', ')})`,
+      );
+    checks.push('capabilities: none (effective, permitted, inheritable, ambient, bounding)');
+    undoTargets.forEach((target, i) => {
+      if (out.includes(`undo ${i}`)) failures.push(`the sandbox could unmount ${target}`);
+      if (out.includes(`nested undo ${i}`))
+        failures.push(`a user namespace inside the sandbox could unmount ${target}`);
+    });
+    canaries.forEach((c, i) => {
+      if (out.includes(`nested root ${i} LEAK`) || out.includes(`nested bind ${i} LEAK`))
+        failures.push(`a file in hidden root ${c.root} was readable from a user namespace inside the sandbox`);
+    });
+    if (out.includes('nested temp SHARED'))
+      failures.push(`the system temporary directory ${tempDir} was visible from a user namespace inside the sandbox`);
+    checks.push(
+      out.includes('umount tried') || out.includes('umount2 tried')
+        ? `unmounting: refused (${[out.includes('umount tried') && 'umount', out.includes('umount2 tried') && 'umount2'].filter(Boolean).join(', ')})`
+        : 'unmounting: not tried (neither umount nor python3 here)',
+      out.includes('nested done')
+        ? 'a user namespace inside: could not undo the mounts'
+        : 'a user namespace inside: could not be made',
+    );
     canaries.forEach((c, i) => {
       if (out.includes(`root ${i} direct LEAK`)) failures.push(`a file in hidden root ${c.root} was readable`);
       if (out.includes(`root ${i} link LEAK`))

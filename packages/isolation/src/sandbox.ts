@@ -1,5 +1,5 @@
 import { accessSync, constants } from 'node:fs';
-import { delimiter, isAbsolute, join } from 'node:path';
+import { delimiter, dirname, isAbsolute, join } from 'node:path';
 import { SANDBOX_BASE_ARGS } from './bubblewrap.js';
 import { IsolationUnavailableError, type IsolationUnavailableReason } from './errors.js';
 import { runProcess } from './subprocess.js';
@@ -13,6 +13,8 @@ export type SandboxStatus =
       bwrapPath: string;
       /** Absolute path of the GNU `env` used for signal control. */
       envPath: string;
+      /** Absolute path of the `stat` the kernelspec launcher checks the policy's directories with. */
+      statPath: string;
       /** `bwrap --version`, e.g. `bubblewrap 0.8.0`. */
       version: string | undefined;
     }
@@ -53,7 +55,8 @@ function describe(result: { code: number | null; signal: string | null; stderr: 
 
 /**
  * Checks whether read isolation can be enforced here: Linux, `bwrap` on the search path, GNU `env` with signal
- * control, and a trivial sandbox that actually runs (its namespaces are allowed). Never throws for an unavailable
+ * control, `stat`, and a trivial sandbox that actually runs (its user, PID and mount namespaces are allowed, and it
+ * can drop every capability). Never throws for an unavailable
  * sandbox; answers with `available: false`, a `reason` and a message. A working result is cached per executable.
  *
  * Use it to report the capability (`kernelwarden doctor`); use `assertSandbox()` before launching.
@@ -76,12 +79,23 @@ export async function detectSandbox(opts: DetectSandboxOptions = {}): Promise<Sa
     };
   }
   const envPath = findExecutable('env', '/usr/bin:/bin') ?? findExecutable('env', searchPath);
-  const key = `${bwrapPath}\0${envPath}`;
+  const statPath =
+    (envPath ? findExecutable('stat', dirname(envPath)) : undefined) ??
+    findExecutable('stat', '/usr/bin:/bin') ??
+    findExecutable('stat', searchPath);
+  const key = `${bwrapPath}\0${envPath}\0${statPath}`;
   const cached = working.get(key);
   if (cached) return cached;
   const timeoutMs = opts.timeoutMs ?? 10_000;
   if (!envPath) {
     return { available: false, reason: 'no-signal-control', message: 'No env executable was found' };
+  }
+  if (!statPath) {
+    return {
+      available: false,
+      reason: 'no-coreutils',
+      message: 'No stat executable was found (coreutils): isolated kernels check their directories with it at launch',
+    };
   }
   const signals = await runProcess(
     [envPath, '--ignore-signal=INT', '--default-signal=INT', '/bin/sh', '-c', 'exit 0'],
@@ -127,6 +141,7 @@ export async function detectSandbox(opts: DetectSandboxOptions = {}): Promise<Sa
     backend: 'bubblewrap',
     bwrapPath,
     envPath,
+    statPath,
     version: version.code === 0 ? version.stdout.trim() || undefined : undefined,
   };
   working.set(key, status);

@@ -194,7 +194,8 @@ describe.each(['python3', 'ir'] as const)('a hostile isolated %s kernel', (langu
 
       if (language === 'python3') {
         // The server's automatic restart of the running kernel is refused the same way: the kernel stays down.
-        const log = join(lease.stateDir, 'server.log');
+        // The launcher's line is in the kernel's own log (kernels never write into the server's).
+        const log = join(lease.stateDir, 'kernel-logs', `${first.id}.log`);
         await first.execute('import os\nos._exit(1)').catch(() => {});
         expect(
           await waitUntil(async () => {
@@ -259,6 +260,50 @@ describe.each(['python3', 'ir'] as const)('a hostile isolated %s kernel', (langu
       }
     } finally {
       await kernel.shutdown();
+    }
+  });
+});
+
+describe('a hostile isolated kernel next to other kernels of the same gateway', () => {
+  it("sees no other kernel's sockets and cannot read another kernel's iopub, even with /tmp shared", async () => {
+    const layout = stage('neighbours');
+    const name = await isolatedSpec('python3', layout);
+    const neighbour = await start('python3');
+    const isolated = await start(name);
+    try {
+      const connection = JSON.parse(
+        readFileSync(join(lease.stateDir, 'runtime', `kernel-${neighbour.id}.json`), 'utf8'),
+      ) as { transport: string; ip: string; iopub_port: number };
+      expect(connection.transport).toBe('ipc');
+      const iopub = `${connection.ip}-${connection.iopub_port}`;
+      const base = join(connection.ip, '..', '..');
+      const listen = [
+        'import json, os, time, zmq',
+        `base, path = ${JSON.stringify(base)}, ${JSON.stringify(iopub)}`,
+        'seen = sorted(os.listdir(base)) if os.path.isdir(base) else None',
+        'sub = zmq.Context.instance().socket(zmq.SUB)',
+        "sub.setsockopt(zmq.SUBSCRIBE, b'')",
+        'sub.setsockopt(zmq.LINGER, 0)',
+        "sub.connect('ipc://' + path)",
+        'count, end = 0, time.time() + 3',
+        'while time.time() < end:',
+        '    if sub.poll(100):',
+        '        sub.recv_multipart()',
+        '        count += 1',
+        "print(json.dumps({'listing': seen, 'socket': os.path.exists(path), 'messages': count}))",
+      ].join('\n');
+      const report = isolated.execute(listen, { timeoutMs: 60_000 });
+      await new Promise((r) => setTimeout(r, 800));
+      for (let i = 0; i < 5; i++) await run(neighbour, "print('neighbour-output')");
+      const result = await report;
+      expect(result.status, result.stderr).toBe('ok');
+      const seen = JSON.parse(result.stdout) as { listing: string[] | null; socket: boolean; messages: number };
+      expect(seen.messages).toBe(0);
+      expect(seen.socket).toBe(false);
+      expect(seen.listing ?? []).toEqual([isolated.id]);
+    } finally {
+      await isolated.shutdown();
+      await neighbour.shutdown();
     }
   });
 });

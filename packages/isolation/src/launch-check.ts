@@ -71,7 +71,8 @@ export const CONNECTION_MARK = '@kernelwarden-connection-file@';
  * command. It stats every recorded path in one go and compares with the record; on any difference it names the first
  * path that changed on stderr (one line, which reaches the user as the kernel's start error) and exits 1 without
  * starting bwrap. Then the marker in the command becomes `--tmpfs <runtime dir> --bind <file> <file>` (known only at
- * launch), plus a bind of the kernel's own ipc socket directory when the gateway names one
+ * launch), plus, when the gateway names the kernel's own ipc socket directory, a tmpfs over the
+ * directory of every kernel's sockets and a bind of this one's
  * (`KERNELWARDEN_KERNEL_IPC_DIR`), and the command is exec'd. No `{name}` anywhere: jupyter rewrites those in every
  * argv element.
  */
@@ -101,9 +102,11 @@ export const LAUNCH_SCRIPT = [
   '  shift',
   `  if [ "$a" = '${CONNECTION_MARK}' ]; then`,
   '    set -- "$@" --tmpfs "$rt" --bind "$cf" "$cf"',
-  // LocalGateway's kernels talk ZMQ over Unix sockets in a directory of their own: bind just that one back.
-  '    if [ -n "$KERNELWARDEN_KERNEL_IPC_DIR" ] && [ -d "$KERNELWARDEN_KERNEL_IPC_DIR" ]; then',
-  '      set -- "$@" --bind "$KERNELWARDEN_KERNEL_IPC_DIR" "$KERNELWARDEN_KERNEL_IPC_DIR"',
+  // LocalGateway's kernels talk ZMQ over Unix sockets in a directory of their own: hide every other kernel's
+  // (wherever the ipc base lies) and bind just this one back.
+  '    ipc=$KERNELWARDEN_KERNEL_IPC_DIR',
+  '    if [ -n "$ipc" ] && [ -d "$ipc" ]; then',
+  '      set -- "$@" --tmpfs "$(dirname -- "$ipc")" --bind "$ipc" "$ipc"',
   '    fi',
   '  else set -- "$@" "$a"; fi',
   'done',

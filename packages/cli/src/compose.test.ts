@@ -15,7 +15,11 @@ describe('kernelEnvironment', () => {
 
   it("gives an embedded-gateway kernel this process's own variables, no credential, then --env", () => {
     expect(
-      kernelEnvironment({ env: { MPLBACKEND: 'Agg', PATH: '/opt/bin' }, tokenEnv: 'MY_TOKEN' }, true, own),
+      kernelEnvironment(
+        { env: { MPLBACKEND: 'Agg', PATH: '/opt/bin' }, tokenEnv: 'MY_TOKEN' },
+        { embedded: true, isolated: false },
+        own,
+      ),
     ).toEqual({
       PATH: '/opt/bin',
       OPENAI_API_KEY: 'mine',
@@ -24,8 +28,18 @@ describe('kernelEnvironment', () => {
   });
 
   it('sends a remote gateway only --env, nothing of this machine', () => {
-    expect(kernelEnvironment({ env: { MPLBACKEND: 'Agg' }, tokenEnv: 'MY_TOKEN' }, false, own)).toEqual({
-      MPLBACKEND: 'Agg',
-    });
+    expect(
+      kernelEnvironment(
+        { env: { MPLBACKEND: 'Agg' }, tokenEnv: 'MY_TOKEN' },
+        { embedded: false, isolated: false },
+        own,
+      ),
+    ).toEqual({ MPLBACKEND: 'Agg' });
+  });
+
+  it('gives an isolated kernel only --env: credentials in the environment would undo what the policy hides', () => {
+    expect(
+      kernelEnvironment({ env: { MPLBACKEND: 'Agg' }, tokenEnv: 'MY_TOKEN' }, { embedded: true, isolated: true }, own),
+    ).toEqual({ MPLBACKEND: 'Agg' });
   });
 });

@@ -113,17 +113,19 @@ const WITHHELD_VARIABLES = [
 const VARIABLE_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
 /**
- * The variables a kernel of this command gets: on the embedded gateway, this process's own environment (as if the
- * code ran here), without any gateway credential, then `--env`; on a remote gateway only `--env` — nothing of this
- * machine's environment is sent to another one. The shared embedded server itself passes its kernels nothing of
- * whoever started it.
+ * The variables a kernel of this command gets. An unisolated kernel on the embedded gateway: this process's own
+ * environment (as if the code ran here), without any gateway credential, then `--env`. An isolated kernel (`--hide`)
+ * and a remote gateway's kernel: only `--env` — an isolated kernel runs code that is kept from reading what is
+ * hidden, and credentials in the environment would hand it what the policy hides on disk; a remote gateway gets
+ * nothing of this machine's environment. Either way the kernel also has the embedded server's few inherited
+ * variables (PATH, HOME, locale…), never those of whoever started the server.
  */
 export function kernelEnvironment(
   options: Pick<StackOptions, 'env' | 'tokenEnv'>,
-  embedded: boolean,
+  where: { embedded: boolean; isolated: boolean },
   own: Record<string, string | undefined>,
 ): Record<string, string> {
-  if (!embedded) return { ...options.env };
+  if (!where.embedded || where.isolated) return { ...options.env };
   const env: Record<string, string> = {};
   const withheld = new Set([...WITHHELD_VARIABLES, options.tokenEnv]);
   for (const [name, value] of Object.entries(own)) {
@@ -222,7 +224,11 @@ export async function createStack(
       }
     };
 
-    const env = kernelEnvironment(options, gateway.embedded, extra.env ?? process.env);
+    const env = kernelEnvironment(
+      options,
+      { embedded: gateway.embedded, isolated: readIsolation !== undefined },
+      extra.env ?? process.env,
+    );
     /** What both slots' kernels start with: the gateway, the (isolated) kernelspec, cwd, env and the slot's signal. */
     const startOptions = async (language: Language, ctx: { cwd?: string; signal?: AbortSignal }) => ({
       gateway: gateway.client,

@@ -357,7 +357,7 @@ describe('LocalGateway on a real jupyter-server (one shared server)', () => {
 });
 
 describe('LocalGateway and a system-wide jupyter config that fights the token', () => {
-  it('refuses a server that answers without the token, and one that refuses its own token, stopping both', async () => {
+  it('refuses a server that answers without the token, one that refuses its own token, and one that did not run its own configuration, stopping each', async () => {
     const stateDir = freshDir('config-fight');
     const configDir = freshDir('config-path');
     const configFile = join(configDir, 'jupyter_server_config.py');
@@ -378,6 +378,18 @@ describe('LocalGateway and a system-wide jupyter config that fights the token', 
         (e: unknown) => e,
       );
       expect((refused as { code?: string }).code).toBe('LOCAL_GATEWAY_TOKEN_REFUSED');
+      expect(liveProcessesMentioning(stateDir)).toEqual([]);
+
+      // A server that does not run LocalGateway's own configuration (here `--config` names another file in its
+      // place) would launch kernels on TCP, logging into the server's log: such a server is refused too.
+      writeFileSync(configFile, '');
+      const otherConfig = join(configDir, 'other_config.py');
+      writeFileSync(otherConfig, '');
+      const unconfigured = await LocalGateway.acquire({ stateDir, serverArgs: [`--config=${otherConfig}`] }).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect((unconfigured as { code?: string }).code, String(unconfigured)).toBe('LOCAL_GATEWAY_CONFIG');
       expect(liveProcessesMentioning(stateDir)).toEqual([]);
     } finally {
       if (saved === undefined) delete process.env.JUPYTER_CONFIG_PATH;

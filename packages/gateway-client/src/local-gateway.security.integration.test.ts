@@ -347,6 +347,20 @@ describe('LocalGateway kernels: environment, logs and descendants', () => {
     expect(statSync(kernelLog).mode & 0o777).toBe(0o600);
   });
 
+  it('launches IPython kernels whose iopub never drops output: an unbounded send high-water mark', async () => {
+    const kernel = await start();
+    const said = await text(
+      kernel,
+      [
+        'import sys, zmq',
+        'from ipykernel.kernelapp import IPKernelApp',
+        'print(IPKernelApp.instance().iopub_thread.socket.getsockopt(zmq.SNDHWM))',
+        "print(sys.argv[0].endswith('ipykernel_launcher.py'))",
+      ].join('\n'),
+    );
+    expect(said.trim().split('\n')).toEqual(['0', 'True']);
+  });
+
   it('leaves no process a kernel started, in a session of its own or not, once the kernel is shut down', async () => {
     const kernel = await start();
     const pids = (
@@ -443,6 +457,32 @@ describe('LocalGateway state on disk', () => {
       victim.kill('SIGKILL');
       await new Promise<void>((r) => fake.close(() => r()));
       await LocalGateway.stop({ stateDir });
+    }
+  });
+
+  it('keeps kernels on ipc whatever a system-wide config says about their transport', async () => {
+    const stateDir = freshDir('tcp-config');
+    const configDir = freshDir('tcp-config-path');
+    writeFileSync(join(configDir, 'jupyter_server_config.py'), "c.KernelManager.transport = 'tcp'\n");
+    const saved = process.env.JUPYTER_CONFIG_PATH;
+    process.env.JUPYTER_CONFIG_PATH = configDir;
+    let lease: LocalGatewayLease | undefined;
+    try {
+      lease = await LocalGateway.acquire({ stateDir, lingerMs: 0 });
+    } finally {
+      if (saved === undefined) delete process.env.JUPYTER_CONFIG_PATH;
+      else process.env.JUPYTER_CONFIG_PATH = saved;
+    }
+    const kernel = await GatewayKernel.start({ gateway: lease });
+    try {
+      const connection = JSON.parse(
+        readFileSync(join(gatewayDir(stateDir), 'runtime', `kernel-${kernel.id}.json`), 'utf8'),
+      ) as { transport: string };
+      expect(connection.transport).toBe('ipc');
+      expect(await text(kernel, 'print(6 * 7)')).toBe('42\n');
+    } finally {
+      await kernel.shutdown();
+      await lease.release();
     }
   });
 

@@ -175,13 +175,16 @@ export type LocalGatewayErrorCode =
   | 'LOCAL_GATEWAY_COMMAND'
   | 'LOCAL_GATEWAY_STATE_DIR'
   | 'LOCAL_GATEWAY_INSECURE'
-  | 'LOCAL_GATEWAY_TOKEN_REFUSED';
+  | 'LOCAL_GATEWAY_TOKEN_REFUSED'
+  | 'LOCAL_GATEWAY_CONFIG';
 
 /**
  * The embedded gateway cannot be provided: jupyter-server is not installed (`LOCAL_GATEWAY_COMMAND`), the state
  * directory cannot be created or belongs to someone else (`LOCAL_GATEWAY_STATE_DIR`), or a system-wide jupyter
  * config fights the token: the server answers without it (`LOCAL_GATEWAY_INSECURE`) or refuses it
- * (`LOCAL_GATEWAY_TOKEN_REFUSED`); the server is then stopped before this is thrown. Not retryable.
+ * (`LOCAL_GATEWAY_TOKEN_REFUSED`), or the server did not run its own configuration to the end
+ * (`LOCAL_GATEWAY_CONFIG`: its kernels would run without ipc, logs and markers); the server is then stopped before
+ * this is thrown. Not retryable.
  */
 export class LocalGatewayError extends KernelwardenError {
   static override readonly brand: string = 'LocalGatewayError';
@@ -463,10 +466,13 @@ async function startServer(
     const token = randomBytes(32).toString('hex');
     const instance = randomBytes(8).toString('hex');
     const ipcDir = makeIpcDir(layout);
+    const configMarker = join(layout.runtime, 'kernelwarden-config-loaded');
+    removeFile(configMarker);
     writePrivateFileAtomic(layout.tokenFile, token);
     writePrivateFileAtomic(
       layout.serverConfig,
-      LOCAL_GATEWAY_SERVER_CONFIG + kernelLaunchConfig({ instance, ipcDir, kernelLogDir: layout.kernelLogs }),
+      LOCAL_GATEWAY_SERVER_CONFIG +
+        kernelLaunchConfig({ instance, ipcDir, kernelLogDir: layout.kernelLogs, loadedMarker: configMarker }),
     );
     rotateLog(layout.log);
     const logStart = fileSize(layout.log);
@@ -506,6 +512,12 @@ async function startServer(
         throw new GatewayUnavailableError(
           `The local gateway's jupyter-server exited during start-up (${readiness.ended}); see ${layout.log}:\n${tail}`,
           { url: baseUrl },
+        );
+      }
+      if (readTextFile(configMarker) !== instance) {
+        throw new LocalGatewayError(
+          `The local gateway's jupyter-server did not run its own configuration to the end, so its kernels would run without their safeguards; refusing to use it. See ${layout.log}:\n${logTail(layout.log, token, logStart)}`,
+          { code: 'LOCAL_GATEWAY_CONFIG' },
         );
       }
       const unauthenticated = await unauthenticatedStatus(baseUrl, signal);

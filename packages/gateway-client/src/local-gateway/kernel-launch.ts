@@ -18,6 +18,11 @@ export interface KernelLaunchSettings {
   ipcDir: string;
   /** Private (0700) directory holding one stdout/stderr log per kernel (`<kernel id>.log`). */
   kernelLogDir: string;
+  /**
+   * Written (with `instance`) once the server has run the whole configuration: a server that failed to load it
+   * would launch kernels without any of the above, so LocalGateway refuses one that did not write it.
+   */
+  loadedMarker: string;
 }
 
 function pythonString(value: string): string {
@@ -32,6 +37,11 @@ function pythonString(value: string): string {
  *   connect to them (iopub needs no key: over TCP on 127.0.0.1 anyone could read every cell's code and output).
  * - **Each kernel's stdout and stderr go to a log of its own** (`<kernelLogDir>/<kernel id>.log`), never to the
  *   server's log: a kernel can neither read nor forge the server's records through the descriptors it inherits.
+ * - **An IPython kernel's iopub never drops output.** Its PUB socket gets ZMQ's default send high-water mark of
+ *   1,000 messages: when the server's reader falls behind (a loaded machine, a cell printing with `flush=True`),
+ *   messages past the mark vanish silently on the kernel's side. `python -m ipykernel_launcher …` is launched as
+ *   `python -c <boot> …`, where the boot makes the kernel's PUB/XPUB sockets unbounded before it binds them, then
+ *   runs `ipykernel_launcher` as `-m` would. The backlog waits in the kernel's memory, bounded by what it prints.
  * - **Every process a kernel starts carries a marker** (`KERNELWARDEN_KERNEL=<instance>:<kernel id>` in its
  *   environment); when the server cleans a kernel up (shutdown, kill, restart, death) it kills every process still
  *   carrying that kernel's marker, so descendants that left the kernel's session (`start_new_session=True`, daemons)
@@ -55,6 +65,28 @@ _KW_MARKER = ${pythonString(KERNEL_MARKER_ENV)}
 _KW_IPC_ENV = ${pythonString(KERNEL_IPC_DIR_ENV)}
 
 c.KernelManager.transport = "ipc"
+
+# Run as "python -c <this> ...args" in place of "python -m ipykernel_launcher ...args".
+_KW_IPYKERNEL_BOOT = (
+    "import runpy, zmq\\n"
+    "_kw_socket = zmq.Context.socket\\n"
+    "def _kw_unbounded(self, kind, *args, **kwargs):\\n"
+    "    sock = _kw_socket(self, kind, *args, **kwargs)\\n"
+    "    if kind in (zmq.PUB, zmq.XPUB):\\n"
+    "        sock.setsockopt(zmq.SNDHWM, 0)\\n"
+    "    return sock\\n"
+    "zmq.Context.socket = _kw_unbounded\\n"
+    "runpy.run_module('ipykernel_launcher', run_name='__main__', alter_sys=True)\\n"
+)
+
+
+def _kw_boot_ipykernel(cmd):
+    out = list(cmd)
+    for i in range(len(out) - 1):
+        if out[i] == "-m" and out[i + 1] == "ipykernel_launcher":
+            out[i : i + 2] = ["-c", _KW_IPYKERNEL_BOOT]
+            break
+    return out
 
 
 def _kw_safe_id(kernel_id):
@@ -97,13 +129,16 @@ if not getattr(_kw_local.LocalProvisioner, "_kernelwarden_patched", False):
 
     async def _kw_patched_pre_launch(self, **kwargs):
         km = self.parent
-        if km is not None and km.transport == "ipc" and _kw_safe_id(self.kernel_id):
+        if km is not None and _kw_safe_id(self.kernel_id):
+            # Forced here, at each launch, whatever a configuration loaded after this one set.
+            km.transport = "ipc"
             directory = _kw_os.path.join(_KW_IPC_DIR, self.kernel_id)
             _kw_os.makedirs(directory, mode=0o700, exist_ok=True)
             km.ip = _kw_os.path.join(directory, "k")
         return await _kw_pre_launch(self, **kwargs)
 
     async def _kw_patched_launch_kernel(self, cmd, **kwargs):
+        cmd = _kw_boot_ipykernel(cmd)
         if not _kw_safe_id(self.kernel_id):
             return await _kw_launch_kernel(self, cmd, **kwargs)
         env = dict(kwargs.get("env") or _kw_os.environ)
@@ -139,5 +174,8 @@ if not getattr(_kw_local.LocalProvisioner, "_kernelwarden_patched", False):
     _kw_local.LocalProvisioner.launch_kernel = _kw_patched_launch_kernel
     _kw_local.LocalProvisioner.cleanup = _kw_patched_cleanup
     _kw_local.LocalProvisioner._kernelwarden_patched = True
+
+with open(${pythonString(settings.loadedMarker)}, "w") as _kw_marker_file:
+    _kw_marker_file.write(_KW_INSTANCE)
 `;
 }

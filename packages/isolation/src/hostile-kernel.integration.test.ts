@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import {
   GatewayKernel,
@@ -304,6 +304,39 @@ describe('a hostile isolated kernel next to other kernels of the same gateway', 
     } finally {
       await isolated.shutdown();
       await neighbour.shutdown();
+    }
+  });
+});
+
+describe("a hostile isolated kernel and the gateway's log", () => {
+  it("holds no descriptor of the server's log: what it writes goes to its own kernel log", async () => {
+    const layout = stage('log');
+    const name = await isolatedSpec('python3', layout);
+    const kernel = await start(name);
+    try {
+      const marker = `kw-forged-${randomBytes(3).toString('hex')}`;
+      await run(kernel, `import os\nos.write(2, b"[I 2026-01-01 00:00:00.000 ServerApp] ${marker}\\n")`);
+      const serverLog = join(lease.stateDir, 'server.log');
+      const kernelLog = join(lease.stateDir, 'kernel-logs', `${kernel.id}.log`);
+      const held = kernelPids(kernel.id).flatMap((pid) => {
+        try {
+          return readdirSync(`/proc/${pid}/fd`).map((fd) => {
+            try {
+              return readlinkSync(`/proc/${pid}/fd/${fd}`);
+            } catch {
+              return '';
+            }
+          });
+        } catch {
+          return [];
+        }
+      });
+      expect(held.length).toBeGreaterThan(0);
+      expect(held).not.toContain(serverLog);
+      expect(await waitUntil(() => readFileSync(kernelLog, 'utf8').includes(marker), 10_000)).toBe(true);
+      expect(readFileSync(serverLog, 'utf8')).not.toContain(marker);
+    } finally {
+      await kernel.shutdown();
     }
   });
 });

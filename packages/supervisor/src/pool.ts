@@ -1,7 +1,7 @@
 import { KernelwardenError } from '@kernelwarden/core';
 import { ClosedError, KernelFactoryError } from './errors.js';
 import type { SupervisedKernel } from './lease.js';
-import type { KernelFactory } from './supervisor.js';
+import type { KernelFactory } from './slot-supervisor.js';
 
 /** Options of `KernelSupervisor.configurePool()`. */
 export interface WarmPoolOptions<K extends SupervisedKernel> {
@@ -12,6 +12,18 @@ export interface WarmPoolOptions<K extends SupervisedKernel> {
    * `prepare` throws is shut down and the refill pauses until the next hand-over or `configurePool`.
    */
   prepare?: (kernel: K, ctx: { slot: string; key: string; signal: AbortSignal }) => void | Promise<void>;
+}
+
+/** What `KernelSupervisor.poolStatus()` says about one pool. */
+export interface WarmPoolStatus {
+  /** Kernels started, prepared and waiting. */
+  ready: number;
+  /** A refill is running. */
+  filling: boolean;
+  /** The size the pool keeps. */
+  size: number;
+  /** The error that paused refilling, until the next hand-over. */
+  lastError?: KernelwardenError;
 }
 
 interface WarmPoolInit<K extends SupervisedKernel> extends WarmPoolOptions<K> {
@@ -43,7 +55,7 @@ export class WarmPool<K extends SupervisedKernel> {
   readonly #controller = new AbortController();
   #filling = false;
   #closed = false;
-  #lastError: unknown;
+  #lastError: KernelwardenError | undefined;
   readonly #watchers = new Set<() => void>();
 
   constructor(init: WarmPoolInit<K>) {
@@ -109,8 +121,8 @@ export class WarmPool<K extends SupervisedKernel> {
     for (const wake of watchers) wake();
   }
 
-  status(): { ready: number; filling: boolean; size: number; lastError?: unknown } {
-    const status: { ready: number; filling: boolean; size: number; lastError?: unknown } = {
+  status(): WarmPoolStatus {
+    const status: WarmPoolStatus = {
       ready: this.#ready.length,
       filling: this.#filling,
       size: this.#init.size,

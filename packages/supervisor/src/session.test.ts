@@ -5,7 +5,9 @@ import { describe, expect, it } from 'vitest';
 import { plainExecutor } from './executor.js';
 import type { LanguageSlot, LanguageSlotContext } from './language-slot.js';
 import type { Lease } from './lease.js';
-import { KernelSession, type KernelStatusEvent, type SlotFactoryContext } from './session.js';
+import { KernelSession } from './session.js';
+import type { SlotFactoryContext } from './session-options.js';
+import type { KernelStatusEvent } from './session-status.js';
 
 async function flush(rounds = 5): Promise<void> {
   for (let i = 0; i < rounds; i++) await new Promise((resolve) => setImmediate(resolve));
@@ -57,7 +59,10 @@ function fakeRSlot(
       const lease = supervisor?.lease('r');
       if (lease) await supervisor?.shutdownIfCurrent(lease, reason ?? 'shutdown');
     },
-    status: () => supervisor?.status('r'),
+    status: () => {
+      const s = supervisor?.status('r');
+      return { env: s?.key, started: s?.state === 'running', alive: s?.alive ?? false, generation: s?.generation ?? 0 };
+    },
   };
 }
 

@@ -7,13 +7,14 @@ export function defaultCell(value: unknown, constant: string): string {
 }
 
 /**
- * The default column of the first table under `heading` (a line starting with `#`s, matched exactly after them):
- * the option in the first column, without its backticks, to the text of the column named `default`.
+ * The default column of the first table after the first line that contains `heading` (a heading, or the list item
+ * that introduces the table): the option in the first column, without its backticks, to the text of the column
+ * named `default`.
  */
 export function readmeDefaults(markdown: string, heading: string): Map<string, string> {
   const lines = markdown.split('\n');
-  const at = lines.findIndex((line) => line.replace(/^#+\s*/, '') === heading && line.startsWith('#'));
-  if (at < 0) throw new Error(`README has no heading "${heading}"`);
+  const at = lines.findIndex((line) => line.includes(heading));
+  if (at < 0) throw new Error(`README has no line with "${heading}"`);
   const start = lines.findIndex((line, i) => i > at && line.trimStart().startsWith('|'));
   if (start < 0) throw new Error(`README has no table under "${heading}"`);
   const cells = (line: string) =>

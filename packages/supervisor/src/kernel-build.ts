@@ -1,7 +1,6 @@
 import { raceSignal } from '@kernelwarden/core';
 import { BuildCancelledError, KernelFactoryError, messageOf } from './errors.js';
-import type { SupervisedKernel } from './lease.js';
-import { isAlive } from './pool.js';
+import { isAlive, type SupervisedKernel } from './lease.js';
 import type { AcquireResult, EnsureOptions, KernelFactory } from './slot-supervisor.js';
 
 /** What a build needs of its supervisor. */

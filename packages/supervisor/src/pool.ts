@@ -1,6 +1,6 @@
 import { KernelwardenError } from '@kernelwarden/core';
 import { ClosedError, KernelFactoryError } from './errors.js';
-import type { SupervisedKernel } from './lease.js';
+import { isAlive, type SupervisedKernel } from './lease.js';
 import type { KernelFactory } from './slot-supervisor.js';
 
 /** Options of `KernelSupervisor.configurePool()`. */
@@ -32,15 +32,6 @@ interface WarmPoolInit<K extends SupervisedKernel> extends WarmPoolOptions<K> {
   factory: KernelFactory<K>;
   shutdown: (kernel: K) => Promise<void>;
   track: (work: Promise<unknown>) => void;
-}
-
-/** True when the kernel says it is alive; a throwing `isAlive()` counts as dead. */
-export function isAlive(kernel: SupervisedKernel): boolean {
-  try {
-    return kernel.isAlive();
-  } catch {
-    return false;
-  }
 }
 
 /**

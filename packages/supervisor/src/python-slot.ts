@@ -1,6 +1,5 @@
 import { BootstrapError } from './errors.js';
-import type { Lease, SupervisedKernel } from './lease.js';
-import { isAlive } from './pool.js';
+import { isAlive, type Lease, type SupervisedKernel } from './lease.js';
 import { PYTHON_SLOT, type ResolvedSessionOptions, type SlotFactoryContext } from './session-options.js';
 import type { KernelStatus } from './session-status.js';
 import type { KernelSupervisor } from './supervisor.js';

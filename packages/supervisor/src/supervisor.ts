@@ -1,10 +1,11 @@
-import { type Clock, InvalidOptionsError, raceSignal, type Timer } from '@kernelwarden/core';
+import { type Clock, InvalidOptionsError, raceSignal } from '@kernelwarden/core';
 import { ClosedError, KernelRestartError, messageOf } from './errors.js';
 import { TypedEmitter, type Unsubscribe } from './events.js';
 import { KernelBuild } from './kernel-build.js';
 import { KernelShutdowns } from './kernel-shutdowns.js';
-import type { EndedReason, Lease, SlotStatus, SupervisedKernel } from './lease.js';
-import { isAlive, type WarmPoolOptions, type WarmPoolStatus } from './pool.js';
+import { type EndedReason, isAlive, type Lease, type SlotStatus, type SupervisedKernel } from './lease.js';
+import type { WarmPoolOptions, WarmPoolStatus } from './pool.js';
+import { emptySlotRecord, type SlotRecord, slotStatus } from './slot-record.js';
 import type {
   AcquireResult,
   EnsureOptions,
@@ -17,20 +18,6 @@ import type {
 } from './slot-supervisor.js';
 import { type KernelSupervisorOptions, resolveSupervisorOptions } from './supervisor-options.js';
 import { WarmPools } from './warm-pools.js';
-
-interface SlotRecord<K extends SupervisedKernel> {
-  name: string;
-  current?: Lease<K>;
-  lastKey?: string;
-  generation: number;
-  manualStop: boolean;
-  endedReason?: EndedReason;
-  builds: Set<KernelBuild<K>>;
-  restarting?: { leaseId: string; promise: Promise<Lease<K> | undefined> };
-  holds: number;
-  lastActivityAt?: number;
-  idleTimer?: Timer;
-}
 
 /**
  * Slots of kernels with leases and generations. Each slot (`'python'`, `'r'`, …) holds at most one current kernel;
@@ -141,40 +128,7 @@ export class KernelSupervisor<K extends SupervisedKernel = SupervisedKernel> imp
 
   /** The slot's state; answers at once whatever is being built, restarted or bootstrapped. */
   status(slot: string): SlotStatus {
-    const s = this.#slots.get(slot);
-    if (!s)
-      return {
-        state: 'empty',
-        alive: false,
-        generation: 0,
-        key: undefined,
-        manualStop: false,
-        building: false,
-        restarting: false,
-      };
-    const alive = s.current !== undefined && isAlive(s.current.kernel);
-    let endedReason = s.endedReason;
-    if (s.current && !alive && !endedReason) endedReason = 'worker_died';
-    const state: SlotStatus['state'] = alive
-      ? 'running'
-      : s.manualStop
-        ? 'stopped'
-        : endedReason !== undefined
-          ? 'ended'
-          : 'empty';
-    const status: SlotStatus = {
-      state,
-      alive,
-      generation: Math.max(0, s.generation),
-      key: s.current?.key ?? s.lastKey,
-      manualStop: s.manualStop,
-      building: [...s.builds].some((b) => !b.revoked),
-      restarting: s.restarting !== undefined,
-    };
-    if (!alive && endedReason !== undefined) status.endedReason = endedReason;
-    if (s.current) status.leaseId = s.current.id;
-    if (s.lastActivityAt !== undefined) status.lastActivityAt = s.lastActivityAt;
-    return status;
+    return slotStatus(this.#slots.get(slot));
   }
 
   /**
@@ -365,7 +319,7 @@ export class KernelSupervisor<K extends SupervisedKernel = SupervisedKernel> imp
   #slot(name: string): SlotRecord<K> {
     let s = this.#slots.get(name);
     if (!s) {
-      s = { name, generation: -1, manualStop: false, builds: new Set(), holds: 0 };
+      s = emptySlotRecord<K>(name);
       this.#slots.set(name, s);
     }
     return s;

@@ -1,6 +1,6 @@
 import { getEventListeners } from 'node:events';
 import type { ExecuteResult, ReadIsolationPolicy } from '@kernelwarden/core';
-import { Gate, ManualClock, RecordingKernel } from '@kernelwarden/testkit';
+import { Gate, ManualClock, RecordingKernel, okResult as testkitOkResult } from '@kernelwarden/testkit';
 import { describe, expect, it } from 'vitest';
 import { plainExecutor } from './executor.js';
 import type { LanguageSlot, LanguageSlotContext } from './language-slot.js';
@@ -14,17 +14,7 @@ async function flush(rounds = 5): Promise<void> {
 }
 
 function okResult(cellId: string, stdout = ''): ExecuteResult {
-  return {
-    status: 'ok',
-    cellId,
-    stdout,
-    stderr: '',
-    outputs: [],
-    cancelled: false,
-    timedOut: false,
-    stdinRequested: false,
-    truncated: false,
-  };
+  return { ...testkitOkResult(cellId), stdout };
 }
 
 function statuses(session: KernelSession<any, any>): string[] {

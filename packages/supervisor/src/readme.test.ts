@@ -11,7 +11,25 @@ import { DEFAULT_IDLE_TTL_MS, DEFAULT_SHUTDOWN_TIMEOUT_MS } from './supervisor-o
 
 const readme = () => readFile(new URL('../README.md', import.meta.url), 'utf8');
 
+/** A marked block of readme-examples.test-d.ts (type-checked by tsc), indented by `indent` as the README shows it. */
+async function example(name: string, indent: string): Promise<string> {
+  const source = await readFile(new URL('./readme-examples.test-d.ts', import.meta.url), 'utf8');
+  const body = source.split(`// readme-example:${name}:start\n`)[1]?.split(`  // readme-example:${name}:end`)[0] ?? '';
+  return body.replace(/^ {2}/gm, indent);
+}
+
 describe('README', () => {
+  it('opens with the type-checked example', async () => {
+    const block = await example('opening', '');
+    const text = await readme();
+    expect(text).toContain(`import { KernelSession } from '@kernelwarden/supervisor';\n\n${block}\`\`\``);
+    expect(text.indexOf(block)).toBeLessThan(text.indexOf('## '));
+  });
+
+  it('shows a language slot with the type-checked example', async () => {
+    expect(await readme()).toContain(`  \`\`\`ts\n${await example('julia', '  ')}  \`\`\``);
+  });
+
   it("states KernelSupervisor's defaults as the code has them", async () => {
     const expected = {
       idleTtlMs: defaultCell(DEFAULT_IDLE_TTL_MS, 'DEFAULT_IDLE_TTL_MS'),

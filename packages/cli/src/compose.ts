@@ -10,8 +10,8 @@ import {
   removeIsolatedKernelSpecs,
   sweepIsolatedKernelSpecs,
 } from '@kernelwarden/isolation';
-import { createRSlot, R_SLOT, startIRKernel } from '@kernelwarden/r-kernel';
-import { KernelSession, PYTHON_SLOT, type SlotFactoryContext } from '@kernelwarden/supervisor';
+import { createRSlot, startIRKernel } from '@kernelwarden/r-kernel';
+import { KernelSession, type SlotFactoryContext } from '@kernelwarden/supervisor';
 import { createWatchdog, type Watchdog } from '@kernelwarden/watchdog';
 import type { Language, StackOptions } from './args.js';
 import { UsageError } from './usage-error.js';
@@ -282,10 +282,8 @@ export async function createStack(
           ...(opts.onOutput ? { onOutput: opts.onOutput } : {}),
           ...(opts.signal ? { signal: opts.signal } : {}),
         }),
-      interrupt: async (language) => {
-        if (language === 'python') return (await session.supervisor.interrupt(PYTHON_SLOT)) > 0;
-        return (await session.supervisor.interrupt(R_SLOT)) > 0;
-      },
+      // Each language's kernel lives in the supervisor slot of that language's name.
+      interrupt: async (language) => (await session.supervisor.interrupt(language)) > 0,
       close,
       [Symbol.asyncDispose]: close,
     };

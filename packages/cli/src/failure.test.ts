@@ -4,13 +4,16 @@ import {
   GatewayUnavailableError,
   KernelDiedError,
   KernelStartError,
+  MISSING_REPLY_ENAME,
 } from '@kernelwarden/gateway-client';
 import { IsolationPolicyError, IsolationUnavailableError } from '@kernelwarden/isolation';
-import { KernelFactoryError } from '@kernelwarden/supervisor';
+import { createRSlot } from '@kernelwarden/r-kernel';
+import { KernelFactoryError, KernelSession } from '@kernelwarden/supervisor';
+import { okResult, RecordingKernel } from '@kernelwarden/testkit';
 import { CellTimeoutError } from '@kernelwarden/watchdog';
 import { describe, expect, it } from 'vitest';
 import { ExitCode } from './exit-code.js';
-import { describeFailure } from './failure.js';
+import { describeFailure, resultExitCode } from './failure.js';
 import { UsageError } from './usage-error.js';
 
 function construct<T>(Kind: new (...args: any[]) => T, ...args: unknown[]): T {
@@ -84,5 +87,42 @@ describe('describeFailure', () => {
     expect(message).toMatch(/^cell exceeded 2s/);
     expect(message).toMatch(/the kernel was reset/);
     expect(message).toContain('(--timeout)');
+  });
+});
+
+describe('resultExitCode', () => {
+  it('exits 3 for an R kernel that could not start, told apart by its marker rather than its ename', async () => {
+    const session = new KernelSession({
+      python: () =>
+        new RecordingKernel('python', {
+          execute: (_code, opts) => {
+            const error = { ename: 'RKernelUnavailable', evalue: 'a Python exception of that name', traceback: [] };
+            return { ...okResult(opts.cellId), status: 'error' as const, error };
+          },
+        }),
+      r: createRSlot({
+        spawn: () => {
+          throw new Error('R is missing');
+        },
+      }),
+    });
+    try {
+      const unavailable = await session.execute('cat(1)', { language: 'r' });
+      expect(unavailable.error?.evalue).toBe('R kernel unavailable: R is missing');
+      expect(resultExitCode(unavailable, false)).toBe(ExitCode.gatewayUnavailable);
+      expect(resultExitCode(await session.execute('raise'), false)).toBe(ExitCode.cellError);
+    } finally {
+      await session.close();
+    }
+  });
+
+  it('maps the other outcomes of a cell', () => {
+    const ok = okResult('c');
+    expect(resultExitCode(ok, false)).toBe(ExitCode.ok);
+    expect(resultExitCode({ ...ok, timedOut: true }, false)).toBe(ExitCode.timedOut);
+    expect(resultExitCode({ ...ok, cancelled: true }, false)).toBe(ExitCode.interrupted);
+    expect(resultExitCode(ok, true)).toBe(ExitCode.interrupted);
+    const noReply = { ename: MISSING_REPLY_ENAME, evalue: 'idle without a reply', traceback: [] };
+    expect(resultExitCode({ ...ok, status: 'error', error: noReply }, false)).toBe(ExitCode.internal);
   });
 });

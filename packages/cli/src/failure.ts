@@ -1,6 +1,7 @@
-import { InvalidOptionsError, KernelwardenError } from '@kernelwarden/core';
-import { KernelDiedError } from '@kernelwarden/gateway-client';
+import { type ExecuteResult, InvalidOptionsError, KernelwardenError } from '@kernelwarden/core';
+import { KernelDiedError, MISSING_REPLY_ENAME } from '@kernelwarden/gateway-client';
 import { IsolationPolicyError, IsolationUnavailableError } from '@kernelwarden/isolation';
+import { KernelUnavailableError } from '@kernelwarden/supervisor';
 import { CellTimeoutError } from '@kernelwarden/watchdog';
 import { ExitCode } from './exit-code.js';
 import { InvalidSourceError } from './source-input.js';
@@ -16,6 +17,20 @@ export interface Failure {
   message: string;
   /** The error's stable code, when it has one (`GATEWAY_UNAVAILABLE`). */
   code: string | undefined;
+}
+
+/**
+ * The exit code of a cell that answered with `result`: a kernel that could not start (an R slot's soft failure,
+ * recognised by its `KernelUnavailableError`) exits 3 like a gateway that cannot start one; a kernel that went idle
+ * without replying exits 70 (it broke the protocol, the cell did not raise); a timeout 124; a cancelled cell (or one
+ * the user interrupted) 130; else 0 for `ok` and 1 for a cell that raised.
+ */
+export function resultExitCode(result: ExecuteResult, interrupted: boolean): ExitCode {
+  if (KernelUnavailableError.fromResult(result)) return ExitCode.gatewayUnavailable;
+  if (result.error?.ename === MISSING_REPLY_ENAME) return ExitCode.internal;
+  if (result.timedOut) return ExitCode.timedOut;
+  if (result.cancelled || interrupted) return ExitCode.interrupted;
+  return result.status === 'ok' ? ExitCode.ok : ExitCode.cellError;
 }
 
 /**

@@ -2,12 +2,11 @@ import { randomUUID } from 'node:crypto';
 import { statSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type { ExecuteResult } from '@kernelwarden/core';
-import { MISSING_REPLY_ENAME } from '@kernelwarden/gateway-client';
 import type { RunSource, StackOptions } from './args.js';
 import type { CliIo } from './cli-io.js';
 import { createStack, type Stack } from './compose.js';
 import { ExitCode } from './exit-code.js';
-import { describeFailure, type Failure } from './failure.js';
+import { describeFailure, type Failure, resultExitCode } from './failure.js';
 import { OutputPrinter, type SavedFile } from './output-printer.js';
 import {
   checkSourceText,
@@ -155,22 +154,11 @@ export async function runCommand(source: RunSource, options: StackOptions, io: C
       return fail(failure, failure.exitCode === ExitCode.timedOut ? 'timeout' : 'failed');
     }
     printer.finish(result);
-    let exitCode: number = result.status === 'ok' ? ExitCode.ok : ExitCode.cellError;
-    if (result.error?.ename === 'RKernelUnavailable') {
-      // The R slot soft-fails into an error result: no cell ran, the kernel could not be started.
-      exitCode = ExitCode.gatewayUnavailable;
-    } else if (result.error?.ename === MISSING_REPLY_ENAME) {
-      // The kernel went idle without answering the request: it broke the protocol, the cell did not raise.
-      exitCode = ExitCode.internal;
-    } else if (result.timedOut) {
-      exitCode = ExitCode.timedOut;
-      if (!options.json) {
-        io.stderr.write(
-          'kernelwarden: the cell ran past --timeout and was interrupted; the kernel kept its state (it was not reset)\n',
-        );
-      }
-    } else if (result.cancelled || cell.signal.aborted) {
-      exitCode = ExitCode.interrupted;
+    const exitCode = resultExitCode(result, cell.signal.aborted);
+    if (exitCode === ExitCode.timedOut && !options.json) {
+      io.stderr.write(
+        'kernelwarden: the cell ran past --timeout and was interrupted; the kernel kept its state (it was not reset)\n',
+      );
     }
     return report({
       exitCode,

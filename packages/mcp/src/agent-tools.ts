@@ -1,4 +1,4 @@
-import type { KernelSession } from '@kernelwarden/supervisor';
+import type { KernelSession, SupervisedKernel } from '@kernelwarden/supervisor';
 import type { Tool, ToolResultPart } from 'ai';
 import { z } from 'zod';
 import type { KernelToolResult } from './cell-transcript.js';
@@ -46,7 +46,10 @@ export function toModelOutput(result: KernelToolResult): ToolResultOutput {
  * The objects are what the AI SDK's `tool()` returns (it returns its argument), built here without importing `ai`
  * so that `@kernelwarden/mcp` loads where `ai` is not installed. Throws `InvalidOptionsError` for bad options.
  */
-export function createAgentTools(session: KernelSession<any, any>, options: KernelToolOptions = {}): AgentTools {
+export function createAgentTools<K extends SupervisedKernel, H, L extends string>(
+  session: KernelSession<K, H, L>,
+  options: KernelToolOptions = {},
+): AgentTools {
   const tools = new KernelTools(session, resolveKernelToolOptions(options));
   const modelOutput = ({ output }: { output: KernelToolResult }) => toModelOutput(output);
   return {

@@ -3,9 +3,10 @@ export { createAgentTools, toModelOutput } from './agent-tools.js';
 export type { KernelToolContent, KernelToolResult } from './cell-transcript.js';
 export type { KernelLanguage, KernelToolCall, RunCodeInput } from './kernel-tools.js';
 export { KernelTools } from './kernel-tools.js';
-export type { McpServerOptions } from './mcp-server.js';
 export { createMcpServer } from './mcp-server.js';
 export type { ProgressUpdate } from './progress.js';
+export type { McpServerOptions, ResolvedMcpServerOptions } from './server-options.js';
+export { DEFAULT_SERVER_NAME, resolveMcpServerOptions } from './server-options.js';
 export type { KernelToolOptions, ResolvedKernelToolOptions } from './tool-options.js';
 export {
   DEFAULT_HEARTBEAT_MS,
@@ -13,5 +14,6 @@ export {
   DEFAULT_MAX_IMAGES,
   DEFAULT_MAX_TEXT_CHARS,
   DEFAULT_PROGRESS_INTERVAL_MS,
+  DEFAULT_RUN_CODE_TIMEOUT_MS,
   resolveKernelToolOptions,
 } from './tool-options.js';

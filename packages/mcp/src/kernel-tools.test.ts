@@ -1,7 +1,7 @@
 import { getEventListeners } from 'node:events';
 import type { ExecuteOptions, ExecuteResult } from '@kernelwarden/core';
 import { createRSlot } from '@kernelwarden/r-kernel';
-import { KernelSession } from '@kernelwarden/supervisor';
+import { createLanguageSlot, KernelSession } from '@kernelwarden/supervisor';
 import { ManualClock, okResult, RecordingKernel } from '@kernelwarden/testkit';
 import { createWatchdog } from '@kernelwarden/watchdog';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -180,6 +180,50 @@ describe('KernelTools.runCode', () => {
     }
     expect(getEventListeners(caller.signal, 'abort')).toHaveLength(0);
     expect(clock.pendingTimers()).toBe(0);
+  });
+
+  it('recognises an unavailable R kernel by its marker, not by the name of its error', async () => {
+    const session = new KernelSession({
+      python: () => new RecordingKernel('py', { execute: (code, opts, k) => script(code, opts, k) }),
+      slots: {
+        r: createLanguageSlot({
+          language: 'r',
+          unavailableName: 'NoR',
+          spawn: () => {
+            throw new Error('R is missing');
+          },
+        }),
+      },
+    });
+    open.push(session);
+    const tools = new KernelTools(session, resolveKernelToolOptions());
+    const r = await tools.runCode({ code: 'cat(1)', language: 'r' });
+    expect(r.isError).toBe(true);
+    expect(textOf(r)).toContain('NoR: R kernel unavailable: R is missing');
+    expect(textOf(r)).toContain('Python cells are not affected');
+    // An R error of its own is the cell's error, with no such note.
+    const failing = new KernelSession({
+      python: () => new RecordingKernel('py'),
+      r: createLanguageSlot({
+        language: 'r',
+        spawn: () =>
+          new RecordingKernel('r', {
+            execute: (_code, opts) => {
+              const error = { ename: 'RKernelUnavailable', evalue: 'a user condition', traceback: [] };
+              return {
+                ...okResult(opts.cellId),
+                status: 'error' as const,
+                error,
+                outputs: [{ type: 'error', ...error }],
+              };
+            },
+          }),
+      }),
+    });
+    open.push(failing);
+    const own = await new KernelTools(failing, resolveKernelToolOptions()).runCode({ code: 'stop()', language: 'r' });
+    expect(own.isError).toBe(true);
+    expect(textOf(own)).not.toContain('Python cells are not affected');
   });
 
   it('answers an R cell on a session without R with an error that says so', async () => {

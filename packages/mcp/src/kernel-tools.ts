@@ -1,12 +1,16 @@
-import { type ExecuteResult, InvalidOptionsError, KernelwardenError } from '@kernelwarden/core';
-import { R_SLOT } from '@kernelwarden/r-kernel';
-import { type KernelSession, PYTHON_SLOT } from '@kernelwarden/supervisor';
+import { type ExecuteResult, KernelwardenError } from '@kernelwarden/core';
+import {
+  type KernelSession,
+  KernelUnavailableError,
+  type SupervisedKernel,
+  UnknownLanguageError,
+} from '@kernelwarden/supervisor';
 import { CellTimeoutError } from '@kernelwarden/watchdog';
 import { CellTranscript, type KernelToolResult } from './cell-transcript.js';
 import { ProgressReporter, type ProgressUpdate } from './progress.js';
 import type { ResolvedKernelToolOptions } from './tool-options.js';
 
-/** A language the tools run: each has its own kernel in the session. */
+/** A language the tools run: each has its own kernel in the session, in the supervisor slot of that name. */
 export type KernelLanguage = 'python' | 'r';
 
 /** The input of `run_code`. */
@@ -26,7 +30,6 @@ export interface KernelToolCall {
   onProgress?: ((update: ProgressUpdate) => void) | undefined;
 }
 
-const SLOT: Record<KernelLanguage, string> = { python: PYTHON_SLOT, r: R_SLOT };
 const LABEL: Record<KernelLanguage, string> = { python: 'Python', r: 'R' };
 /** Node's timers cannot wait longer (they would fire at once); a longer timeout is no timeout. */
 const MAX_TIMER_MS = 2_147_483_647;
@@ -39,13 +42,14 @@ const GONE = '';
  *
  * One per session; the MCP server and `createAgentTools()` make theirs.
  */
-export class KernelTools {
-  readonly #session: KernelSession<any, any>;
+export class KernelTools<K extends SupervisedKernel = SupervisedKernel, H = unknown, L extends string = never> {
+  readonly #session: KernelSession<K, H, L>;
   readonly #options: ResolvedKernelToolOptions;
   /** The lease each language's last call ended on: a different one at the next call means the kernel was reset. */
   readonly #seen = new Map<KernelLanguage, string>();
 
-  constructor(session: KernelSession<any, any>, options: ResolvedKernelToolOptions) {
+  /** Runs the tools on `session`, shaping results as `options` say (`resolveKernelToolOptions`). */
+  constructor(session: KernelSession<K, H, L>, options: ResolvedKernelToolOptions) {
     this.#session = session;
     this.#options = options;
   }
@@ -132,7 +136,7 @@ export class KernelTools {
         await this.#session.restart(signal ? { signal } : {});
       } else {
         const supervisor = this.#session.supervisor;
-        const lease = supervisor.lease(R_SLOT);
+        const lease = supervisor.lease(language);
         if (!lease?.kernel.isAlive()) {
           this.#seen.delete(language);
           return text(`The R kernel was not running; the next R cell starts a fresh one.`, false);
@@ -202,7 +206,7 @@ export class KernelTools {
 
   /** The live lease of a language's slot, or `undefined` when it holds no live kernel. */
   #leaseKey(language: KernelLanguage): string | undefined {
-    const lease = this.#session.supervisor.lease(SLOT[language]);
+    const lease = this.#session.supervisor.lease(language);
     return lease?.kernel.isAlive() ? lease.id : undefined;
   }
 
@@ -235,7 +239,7 @@ export class KernelTools {
           notice: `The ${label} kernel died while running the cell (${failure.message}). It was restarted: ${lost}.`,
         };
       }
-      if (InvalidOptionsError.isInstance(failure) && failure.path === 'language') {
+      if (UnknownLanguageError.isInstance(failure)) {
         return { isError: true, toldReset: false, notice: `This server has no ${label} kernel.` };
       }
       return {
@@ -253,11 +257,11 @@ export class KernelTools {
       };
     }
     if (result?.status === 'error') {
-      const unavailable = result.error?.ename.endsWith('KernelUnavailable') === true;
+      const unavailable = KernelUnavailableError.fromResult(result) !== undefined;
       return {
         isError: true,
         toldReset: false,
-        ...(unavailable && c.language === 'r' ? { notice: 'Python cells are not affected.' } : {}),
+        ...(unavailable && c.language !== 'python' ? { notice: 'Python cells are not affected.' } : {}),
       };
     }
     return { isError: false, toldReset: false };

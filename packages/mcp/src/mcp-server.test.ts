@@ -7,6 +7,8 @@ import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { describe, expect, it } from 'vitest';
 import { createMcpServer } from './mcp-server.js';
+import { DEFAULT_SERVER_NAME, resolveMcpServerOptions } from './server-options.js';
+import { resolveKernelToolOptions } from './tool-options.js';
 
 async function connected(kernel: RecordingKernel) {
   const session = new KernelSession({ python: () => kernel, executor: createWatchdog({ cellTimeoutMs: 0 }) });
@@ -95,5 +97,13 @@ describe('createMcpServer', () => {
     expect(() => createMcpServer({ session: {} as never })).toThrow(/options\.session/);
     const session = new KernelSession({ python: () => new RecordingKernel('python') });
     expect(() => createMcpServer({ session, maxImages: -1 })).toThrow(/options\.maxImages/);
+    expect(() => createMcpServer({ session, name: '' })).toThrow(/options\.name/);
+  });
+
+  it('resolves its options in one place: the session, the default name and the tool defaults', () => {
+    const session = new KernelSession({ python: () => new RecordingKernel('python') });
+    const resolved = resolveMcpServerOptions({ session, maxImages: 2 });
+    expect(resolved).toEqual({ session, name: DEFAULT_SERVER_NAME, tools: resolveKernelToolOptions({ maxImages: 2 }) });
+    expect(Object.isFrozen(resolved)).toBe(true);
   });
 });

@@ -1,11 +1,10 @@
 import { createRequire } from 'node:module';
-import { InvalidOptionsError } from '@kernelwarden/core';
-import type { KernelSession } from '@kernelwarden/supervisor';
+import type { SupervisedKernel } from '@kernelwarden/supervisor';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { KernelToolResult } from './cell-transcript.js';
 import { KernelTools } from './kernel-tools.js';
-import { type KernelToolOptions, resolveKernelToolOptions } from './tool-options.js';
+import { type McpServerOptions, resolveMcpServerOptions } from './server-options.js';
 import {
   checkBackgroundInput,
   restartKernelInput,
@@ -13,18 +12,6 @@ import {
   startBackgroundInput,
   TOOL_DESCRIPTIONS,
 } from './tool-schemas.js';
-
-/** Options of `createMcpServer()`. */
-export interface McpServerOptions extends KernelToolOptions {
-  /**
-   * The session whose kernels the tools run: its Python slot and, when it has one, its R slot. Give it the
-   * watchdog as executor (`createWatchdog({ cellTimeoutMs: 0 })` lets `timeout_seconds` be longer than a fixed
-   * budget) so that a cell that ignores an interrupt gets its kernel killed and restarted.
-   */
-  session: KernelSession<any, any>;
-  /** The server name announced to clients. @defaultValue 'kernelwarden' */
-  name?: string;
-}
 
 function packageVersion(): string {
   const require = createRequire(import.meta.url);
@@ -39,20 +26,12 @@ function packageVersion(): string {
  * Connect it to a transport (`await server.connect(new StdioServerTransport())`); closing the server does not
  * close the session — do that yourself. Throws `InvalidOptionsError` for bad options.
  */
-export function createMcpServer(options: McpServerOptions): McpServer {
-  if (options === null || typeof options !== 'object') {
-    throw new InvalidOptionsError([{ path: 'options', message: 'must be an object' }], {
-      subject: 'MCP server options',
-    });
-  }
-  const { session, name, ...toolOptions } = options;
-  if (session === null || typeof session !== 'object' || typeof session.execute !== 'function') {
-    throw new InvalidOptionsError([{ path: 'options.session', message: 'must be a KernelSession' }], {
-      subject: 'MCP server options',
-    });
-  }
-  const tools = new KernelTools(session, resolveKernelToolOptions(toolOptions));
-  const server = new McpServer({ name: name ?? 'kernelwarden', version: packageVersion() });
+export function createMcpServer<K extends SupervisedKernel, H, L extends string>(
+  options: McpServerOptions<K, H, L>,
+): McpServer {
+  const { session, name, tools: toolOptions } = resolveMcpServerOptions(options);
+  const tools = new KernelTools(session, toolOptions);
+  const server = new McpServer({ name, version: packageVersion() });
 
   server.registerTool(
     'run_code',

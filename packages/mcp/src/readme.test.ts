@@ -1,6 +1,15 @@
 import { readFile } from 'node:fs/promises';
+import { defaultCell, readmeDefaultsFor } from '@kernelwarden/test-env';
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_MAX_IMAGE_BYTES, DEFAULT_MAX_IMAGES, DEFAULT_MAX_TEXT_CHARS } from './tool-options.js';
+import { DEFAULT_SERVER_NAME } from './server-options.js';
+import {
+  DEFAULT_HEARTBEAT_MS,
+  DEFAULT_MAX_IMAGE_BYTES,
+  DEFAULT_MAX_IMAGES,
+  DEFAULT_MAX_TEXT_CHARS,
+  DEFAULT_PROGRESS_INTERVAL_MS,
+  DEFAULT_RUN_CODE_TIMEOUT_MS,
+} from './tool-options.js';
 
 const readme = () => readFile(new URL('../README.md', import.meta.url), 'utf8');
 
@@ -33,5 +42,19 @@ describe('README', () => {
     expect(text).toContain(`| text per result | ${DEFAULT_MAX_TEXT_CHARS} characters |`);
     expect(text).toContain(`| images per result | ${DEFAULT_MAX_IMAGES} |`);
     expect(text).toContain(`| size of one image | ${DEFAULT_MAX_IMAGE_BYTES} bytes |`);
+  });
+
+  it("states the options' defaults as the code has them", async () => {
+    const expected = {
+      maxTextChars: defaultCell(DEFAULT_MAX_TEXT_CHARS, 'DEFAULT_MAX_TEXT_CHARS'),
+      maxImages: defaultCell(DEFAULT_MAX_IMAGES, 'DEFAULT_MAX_IMAGES'),
+      maxImageBytes: defaultCell(DEFAULT_MAX_IMAGE_BYTES, 'DEFAULT_MAX_IMAGE_BYTES'),
+      defaultTimeoutMs: defaultCell(DEFAULT_RUN_CODE_TIMEOUT_MS, 'DEFAULT_RUN_CODE_TIMEOUT_MS'),
+      progressIntervalMs: defaultCell(DEFAULT_PROGRESS_INTERVAL_MS, 'DEFAULT_PROGRESS_INTERVAL_MS'),
+      heartbeatMs: defaultCell(DEFAULT_HEARTBEAT_MS, 'DEFAULT_HEARTBEAT_MS'),
+      clock: '`systemClock`',
+      'name (server only)': defaultCell(DEFAULT_SERVER_NAME, 'DEFAULT_SERVER_NAME'),
+    };
+    expect(readmeDefaultsFor(await readme(), '`resolveKernelToolOptions(options)`', expected)).toEqual(expected);
   });
 });

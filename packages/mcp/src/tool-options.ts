@@ -1,4 +1,4 @@
-import { type Clock, InvalidOptionsError, isClock, systemClock } from '@kernelwarden/core';
+import { type Clock, isClock, parseOptions, systemClock } from '@kernelwarden/core';
 import { z } from 'zod';
 
 /** Most characters of text one tool result carries (head and tail kept, the middle cut). */
@@ -11,6 +11,8 @@ export const DEFAULT_MAX_IMAGE_BYTES = 1_048_576;
 export const DEFAULT_PROGRESS_INTERVAL_MS = 250;
 /** A silent cell still sends a progress notification this often, so that clients' request timeouts do not fire. */
 export const DEFAULT_HEARTBEAT_MS = 10_000;
+/** The timeout of a `run_code` call that gives no `timeout_seconds`: `0`, none (the session's own budget applies). */
+export const DEFAULT_RUN_CODE_TIMEOUT_MS = 0;
 
 /**
  * How the kernel tools shape their results for a model and how they bound a cell.
@@ -18,24 +20,27 @@ export const DEFAULT_HEARTBEAT_MS = 10_000;
  * Pass it to `createMcpServer()` or `createAgentTools()`; every field is optional.
  */
 export interface KernelToolOptions {
-  /** Most characters of text in one result; the head and the tail are kept. @defaultValue 32_000 */
+  /** Most characters of text in one result; the head and the tail are kept. @defaultValue {@link DEFAULT_MAX_TEXT_CHARS} */
   maxTextChars?: number;
-  /** Most images in one result; the rest are named in the text. @defaultValue 4 */
+  /** Most images in one result; the rest are named in the text. @defaultValue {@link DEFAULT_MAX_IMAGES} */
   maxImages?: number;
-  /** Largest image in decoded bytes; bigger ones are named in the text instead. @defaultValue 1_048_576 */
+  /**
+   * Largest image in decoded bytes; bigger ones are named in the text instead.
+   * @defaultValue {@link DEFAULT_MAX_IMAGE_BYTES}
+   */
   maxImageBytes?: number;
   /**
    * The timeout of a `run_code` call that gives no `timeout_seconds`, in milliseconds; `0` or absent leaves cells
    * unbounded here (the session's own watchdog budget, if any, still applies). On timeout the kernel is interrupted,
    * and killed and restarted by the session's watchdog when it ignores the interrupt.
-   * @defaultValue 0
+   * @defaultValue {@link DEFAULT_RUN_CODE_TIMEOUT_MS} (none)
    */
   defaultTimeoutMs?: number;
-  /** Shortest gap between progress notifications that carry output. @defaultValue 250 */
+  /** Shortest gap between progress notifications that carry output. @defaultValue {@link DEFAULT_PROGRESS_INTERVAL_MS} */
   progressIntervalMs?: number;
-  /** Gap after which a silent cell still reports progress. @defaultValue 10_000 */
+  /** Gap after which a silent cell still reports progress. @defaultValue {@link DEFAULT_HEARTBEAT_MS} */
   heartbeatMs?: number;
-  /** The clock of timeouts and progress timers; inject testkit's `ManualClock` in tests. @defaultValue systemClock */
+  /** The clock of timeouts and progress timers; inject testkit's `ManualClock` in tests. @defaultValue `systemClock` */
   clock?: Clock;
 }
 
@@ -53,15 +58,18 @@ export interface ResolvedKernelToolOptions {
 const count = z.number().int().nonnegative();
 const ms = z.number().nonnegative().finite();
 
-const schema = z.strictObject({
-  maxTextChars: z.number().int().min(200).optional(),
-  maxImages: count.optional(),
-  maxImageBytes: count.optional(),
-  defaultTimeoutMs: ms.optional(),
-  progressIntervalMs: ms.optional(),
-  heartbeatMs: z.number().positive().finite().optional(),
-  clock: z.custom<Clock>(isClock, 'must be a Clock with now() and setTimer()').optional(),
-});
+const schema = z.strictObject(
+  {
+    maxTextChars: z.number().int().min(200).optional(),
+    maxImages: count.optional(),
+    maxImageBytes: count.optional(),
+    defaultTimeoutMs: ms.optional(),
+    progressIntervalMs: ms.optional(),
+    heartbeatMs: z.number().positive().finite().optional(),
+    clock: z.custom<Clock>(isClock, 'must be a Clock with now() and setTimer()').optional(),
+  },
+  'must be an object',
+);
 
 /**
  * Validates tool options and applies their defaults; throws `InvalidOptionsError` naming the bad field
@@ -70,19 +78,12 @@ const schema = z.strictObject({
  * `createMcpServer()` and `createAgentTools()` call it; call it yourself to check configuration early.
  */
 export function resolveKernelToolOptions(options: KernelToolOptions = {}): ResolvedKernelToolOptions {
-  const parsed = schema.safeParse(options);
-  if (!parsed.success) {
-    throw new InvalidOptionsError(
-      parsed.error.issues.map((issue) => ({ path: ['options', ...issue.path].join('.'), message: issue.message })),
-      { subject: 'kernel tool options', cause: parsed.error },
-    );
-  }
-  const o = parsed.data;
+  const o = parseOptions(schema, options, { subject: 'kernel tool options', root: 'options' });
   return {
     maxTextChars: o.maxTextChars ?? DEFAULT_MAX_TEXT_CHARS,
     maxImages: o.maxImages ?? DEFAULT_MAX_IMAGES,
     maxImageBytes: o.maxImageBytes ?? DEFAULT_MAX_IMAGE_BYTES,
-    defaultTimeoutMs: o.defaultTimeoutMs ?? 0,
+    defaultTimeoutMs: o.defaultTimeoutMs ?? DEFAULT_RUN_CODE_TIMEOUT_MS,
     progressIntervalMs: o.progressIntervalMs ?? DEFAULT_PROGRESS_INTERVAL_MS,
     heartbeatMs: o.heartbeatMs ?? DEFAULT_HEARTBEAT_MS,
     clock: o.clock ?? systemClock,

@@ -1,18 +1,64 @@
 import { readdirSync, readFileSync } from 'node:fs';
-import { type ExecuteOptions, type ExecuteResult, InvalidOptionsError, sleep } from '@kernelwarden/core';
+import { type ExecuteOptions, type ExecuteResult, parseOptions, sleep } from '@kernelwarden/core';
 import { GatewayClient, GatewayKernel, type GatewayKernelStartOptions } from '@kernelwarden/gateway-client';
+import { z } from 'zod';
+
+/** The kernelspec `startIRKernel` starts unless `kernelName` says otherwise. */
+export const DEFAULT_IR_KERNEL_NAME = 'ir';
+/**
+ * Bound on an R kernel's `shutdown()` when the caller gives none: IRkernel ignores `shutdown_request` while R code
+ * runs, so the server waits its `shutdown_wait_time` (5 s) before it kills the process.
+ */
+export const DEFAULT_IR_SHUTDOWN_TIMEOUT_MS = 15_000;
+/** How long an R kernel's `shutdown()` waits for the R process to exit on a local gateway before killing it. */
+export const DEFAULT_PROCESS_EXIT_TIMEOUT_MS = 3000;
 
 /** Options of `startIRKernel()`: `GatewayKernel.start`'s, with R defaults. */
 export interface IRKernelStartOptions extends Omit<GatewayKernelStartOptions, 'kernelName'> {
-  /** The R kernelspec. @defaultValue 'ir' */
+  /** The R kernelspec. @defaultValue {@link DEFAULT_IR_KERNEL_NAME} */
   kernelName?: string;
-  /**
-   * Bound on `shutdown()` when the caller gives none. IRkernel ignores `shutdown_request` while R code runs, so the
-   * server waits its `shutdown_wait_time` (5 s) before it kills the process. @defaultValue 15000
-   */
+  /** Bound on `shutdown()` when the caller gives none. @defaultValue {@link DEFAULT_IR_SHUTDOWN_TIMEOUT_MS} */
   shutdownTimeoutMs?: number;
-  /** How long `shutdown()` waits for the R process to exit on a local gateway before it kills it. @defaultValue 3000 */
+  /**
+   * How long `shutdown()` waits for the R process to exit on a local gateway before it kills it.
+   * @defaultValue {@link DEFAULT_PROCESS_EXIT_TIMEOUT_MS}
+   */
   processExitTimeoutMs?: number;
+}
+
+/** `IRKernelStartOptions` validated, with the R defaults applied and the `GatewayKernel.start` options apart. */
+export interface ResolvedIRKernelStartOptions {
+  readonly kernelName: string;
+  readonly shutdownTimeoutMs: number;
+  readonly processExitTimeoutMs: number;
+  /** What goes to `GatewayKernel.start` (with `kernelName`); it validates them itself. */
+  readonly start: GatewayKernelStartOptions;
+}
+
+const msAtLeastZero = z.custom<number>((value) => typeof value === 'number' && value >= 0, 'expected a number >= 0');
+const irKernelOptionsSchema = z.object(
+  {
+    kernelName: z.string().min(1, 'expected a non-empty string').optional(),
+    shutdownTimeoutMs: msAtLeastZero.optional(),
+    processExitTimeoutMs: msAtLeastZero.optional(),
+  },
+  'expected an object',
+);
+
+/**
+ * Validates `startIRKernel()`'s own options and applies their defaults; throws `InvalidOptionsError` naming the bad
+ * field (`options.shutdownTimeoutMs`). The `GatewayKernel.start` options are checked when the kernel starts.
+ */
+export function resolveIRKernelOptions(opts: IRKernelStartOptions): ResolvedIRKernelStartOptions {
+  parseOptions(irKernelOptionsSchema, opts, { subject: 'IRkernel options', root: 'options' });
+  const { shutdownTimeoutMs, processExitTimeoutMs, kernelName, ...rest } = opts;
+  const name = kernelName ?? DEFAULT_IR_KERNEL_NAME;
+  return Object.freeze({
+    kernelName: name,
+    shutdownTimeoutMs: shutdownTimeoutMs ?? DEFAULT_IR_SHUTDOWN_TIMEOUT_MS,
+    processExitTimeoutMs: processExitTimeoutMs ?? DEFAULT_PROCESS_EXIT_TIMEOUT_MS,
+    start: { ...rest, kernelName: name },
+  });
 }
 
 /** The error an interrupted R cell carries: IRkernel replies `status: 'abort'` with no error of its own. */
@@ -38,20 +84,8 @@ export const R_INTERRUPTED = {
  * Returns the `GatewayKernel` itself; use it wherever a `KernelHandle` goes.
  */
 export async function startIRKernel(opts: IRKernelStartOptions): Promise<GatewayKernel> {
-  if (opts === null || typeof opts !== 'object') {
-    throw new InvalidOptionsError([{ path: 'options', message: 'expected an object' }], {
-      subject: 'IRkernel options',
-    });
-  }
-  const { shutdownTimeoutMs = 15_000, processExitTimeoutMs = 3000, ...rest } = opts;
-  for (const [name, value] of Object.entries({ shutdownTimeoutMs, processExitTimeoutMs })) {
-    if (typeof value !== 'number' || !(value >= 0)) {
-      throw new InvalidOptionsError([{ path: `options.${name}`, message: 'expected a number >= 0' }], {
-        subject: 'IRkernel options',
-      });
-    }
-  }
-  const kernel = await GatewayKernel.start({ ...rest, kernelName: opts.kernelName ?? 'ir' });
+  const { shutdownTimeoutMs, processExitTimeoutMs, start } = resolveIRKernelOptions(opts);
+  const kernel = await GatewayKernel.start(start);
   const baseUrl = opts.gateway instanceof GatewayClient ? opts.gateway.baseUrl : opts.gateway.baseUrl;
   const local = isLoopback(baseUrl);
 

@@ -1,7 +1,6 @@
 import type { ExecuteResult, Output } from '@kernelwarden/core';
-import { BackgroundCellError, NoKernelError } from './errors.js';
+import { BackgroundCellError, messageOf, NoKernelError } from './errors.js';
 import type { SupervisedKernel } from './lease.js';
-import { messageOf } from './supervisor.js';
 
 /** What `KernelSession.peekBackground()` says about a background cell. */
 export interface BackgroundPeek {

@@ -1,4 +1,4 @@
-import { KernelwardenError } from '@kernelwarden/core';
+import { type ExecuteResult, InvalidOptionsError, KernelwardenError } from '@kernelwarden/core';
 
 /**
  * A kernel factory threw, or returned a kernel that was already dead. The slot's current kernel and generation are
@@ -98,4 +98,72 @@ export class BackgroundCellError extends KernelwardenError {
   constructor(message: string, code: 'BACKGROUND_NOT_FOUND' | 'BACKGROUND_LIMIT') {
     super(message, { code, retryable: code === 'BACKGROUND_LIMIT' });
   }
+}
+
+/**
+ * Where a `KernelUnavailableError` rides on the `error` of the result it explains: a non-enumerable property, so
+ * JSON and equality checks never see it, under a `Symbol.for` key, so duplicate installs find it.
+ */
+export const UNAVAILABLE_KEY: unique symbol = Symbol.for('kernelwarden.kernelUnavailable');
+
+/**
+ * A language slot could not provide a kernel (R is not installed, its kernelspec is missing, its bootstrap failed).
+ * It is never thrown by `execute`: a `KernelSession` answers the cell with an `error` result (`ename` is the slot's
+ * `unavailableName`, e.g. `'RKernelUnavailable'`, `evalue` the slot's message) and leaves every other slot alone;
+ * this error rides on that result.
+ *
+ * Recognise such a result with `KernelUnavailableError.fromResult(result)` rather than by comparing `ename`.
+ */
+export class KernelUnavailableError extends KernelwardenError {
+  static override readonly brand: string = 'KernelUnavailableError';
+  /** The language whose kernel is unavailable (`'r'`). */
+  readonly language: string;
+  /** The `ename` of the error result (`'RKernelUnavailable'`). */
+  readonly ename: string;
+
+  constructor(language: string, ename: string, message: string) {
+    super(message, { code: 'KERNEL_UNAVAILABLE', retryable: true });
+    this.language = language;
+    this.ename = ename;
+  }
+
+  /**
+   * The `KernelUnavailableError` behind an error result, or `undefined` when the result is not a language slot's
+   * soft failure. Works on the result as `execute` returned it (and on copies that keep its `error` object), also
+   * across duplicate installs.
+   */
+  static fromResult(result: Pick<ExecuteResult, 'error'> | undefined): KernelUnavailableError | undefined {
+    const error = result?.error as Record<symbol, unknown> | undefined;
+    const cause = error?.[UNAVAILABLE_KEY];
+    return KernelUnavailableError.isInstance(cause) ? cause : undefined;
+  }
+}
+
+/**
+ * `execute` was asked for a language the session has no slot for. An `InvalidOptionsError` at path `language` (so
+ * code that catches those keeps working) that also names the language and the ones the session has.
+ */
+export class UnknownLanguageError extends InvalidOptionsError {
+  static override readonly brand: string = 'UnknownLanguageError';
+  /** The language asked for. */
+  readonly language: string;
+  /** The languages the session runs (`['python', 'r']`). */
+  readonly available: readonly string[];
+
+  constructor(language: string, available: readonly string[]) {
+    super([
+      {
+        path: 'language',
+        message: `this session has no "${language}" slot (it has ${available.map((a) => `"${a}"`).join(', ')})`,
+      },
+    ]);
+    this.language = language;
+    this.available = available;
+  }
+}
+
+/** The message of an unknown thrown value. */
+export function messageOf(error: unknown): string {
+  if (error instanceof Error) return error.message;
+  return String(error);
 }

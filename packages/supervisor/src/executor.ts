@@ -1,19 +1,23 @@
 import type { ExecuteOptions, ExecuteResult, Output } from '@kernelwarden/core';
 import { NoKernelError } from './errors.js';
-import type { Lease } from './lease.js';
-import type { KernelSupervisor } from './supervisor.js';
+import type { Lease, SupervisedKernel } from './lease.js';
+import type { SlotSupervisor } from './slot-supervisor.js';
 
 /**
  * One cell to run on a supervised slot. Executors take the kernel from `lease` when given, else from
  * `supervisor.lease(slot)`.
+ *
+ * `K` is the kernel type of the supervisor and lease; an executor takes `CellRunRequest` (any kernel), and a
+ * request for a narrower kernel type is one too.
  */
-export interface CellRunRequest {
-  supervisor: KernelSupervisor<any>;
+export interface CellRunRequest<K extends SupervisedKernel = SupervisedKernel> {
+  /** The supervisor holding the slot: the exact-lease operations act through it. */
+  supervisor: SlotSupervisor<K>;
   /** The slot to run on (`'python'`, `'r'`). */
   slot: string;
   code: string;
   /** The exact lease to run on; executors act on this generation only. */
-  lease?: Lease<any>;
+  lease?: Lease<K>;
   /** Carried to the kernel unchanged and back as `result.cellId`. */
   cellId?: string;
   /** A free label kept on events. */
@@ -29,7 +33,7 @@ export interface CellRunRequest {
    */
   stopSignal?: AbortSignal;
   /** Re-runs the session's bootstrap on a lease, e.g. after the watchdog restarted the kernel. */
-  bootstrap?: (lease: Lease<any>) => Promise<void>;
+  bootstrap?(lease: Lease<K>): Promise<void>;
 }
 
 /**
@@ -38,6 +42,7 @@ export interface CellRunRequest {
  * Implement it to wrap execution with your own policy; `plainExecutor` is the default.
  */
 export interface CellExecutor {
+  /** Runs `req.code` on `req.lease` (else the slot's current lease) and resolves with its result. */
   run(req: CellRunRequest): Promise<ExecuteResult>;
 }
 

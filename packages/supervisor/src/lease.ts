@@ -64,3 +64,12 @@ export interface SlotStatus {
   /** Clock time of the slot's last activity (ensure, `hold()`, publish). */
   lastActivityAt?: number;
 }
+
+/** True when the kernel says it is alive; a throwing `isAlive()` counts as dead. */
+export function isAlive(kernel: SupervisedKernel): boolean {
+  try {
+    return kernel.isAlive();
+  } catch {
+    return false;
+  }
+}

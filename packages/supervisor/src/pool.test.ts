@@ -1,6 +1,7 @@
 import { Gate, RecordingKernel } from '@kernelwarden/testkit';
 import { describe, expect, it } from 'vitest';
-import { KernelSession, type SlotFactoryContext } from './session.js';
+import { KernelSession } from './session.js';
+import type { SlotFactoryContext } from './session-options.js';
 import { KernelSupervisor } from './supervisor.js';
 
 async function flush(rounds = 5): Promise<void> {

@@ -1,7 +1,7 @@
 import { KernelwardenError } from '@kernelwarden/core';
 import { ClosedError, KernelFactoryError } from './errors.js';
-import type { SupervisedKernel } from './lease.js';
-import type { KernelFactory } from './supervisor.js';
+import { isAlive, type SupervisedKernel } from './lease.js';
+import type { KernelFactory } from './slot-supervisor.js';
 
 /** Options of `KernelSupervisor.configurePool()`. */
 export interface WarmPoolOptions<K extends SupervisedKernel> {
@@ -14,21 +14,24 @@ export interface WarmPoolOptions<K extends SupervisedKernel> {
   prepare?: (kernel: K, ctx: { slot: string; key: string; signal: AbortSignal }) => void | Promise<void>;
 }
 
+/** What `KernelSupervisor.poolStatus()` says about one pool. */
+export interface WarmPoolStatus {
+  /** Kernels started, prepared and waiting. */
+  ready: number;
+  /** A refill is running. */
+  filling: boolean;
+  /** The size the pool keeps. */
+  size: number;
+  /** The error that paused refilling, until the next hand-over. */
+  lastError?: KernelwardenError;
+}
+
 interface WarmPoolInit<K extends SupervisedKernel> extends WarmPoolOptions<K> {
   slot: string;
   key: string;
   factory: KernelFactory<K>;
   shutdown: (kernel: K) => Promise<void>;
   track: (work: Promise<unknown>) => void;
-}
-
-/** True when the kernel says it is alive; a throwing `isAlive()` counts as dead. */
-export function isAlive(kernel: SupervisedKernel): boolean {
-  try {
-    return kernel.isAlive();
-  } catch {
-    return false;
-  }
 }
 
 /**
@@ -43,7 +46,7 @@ export class WarmPool<K extends SupervisedKernel> {
   readonly #controller = new AbortController();
   #filling = false;
   #closed = false;
-  #lastError: unknown;
+  #lastError: KernelwardenError | undefined;
   readonly #watchers = new Set<() => void>();
 
   constructor(init: WarmPoolInit<K>) {
@@ -109,8 +112,8 @@ export class WarmPool<K extends SupervisedKernel> {
     for (const wake of watchers) wake();
   }
 
-  status(): { ready: number; filling: boolean; size: number; lastError?: unknown } {
-    const status: { ready: number; filling: boolean; size: number; lastError?: unknown } = {
+  status(): WarmPoolStatus {
+    const status: WarmPoolStatus = {
       ready: this.#ready.length,
       filling: this.#filling,
       size: this.#init.size,

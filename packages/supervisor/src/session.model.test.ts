@@ -24,7 +24,8 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { plainExecutor } from './executor.js';
 import type { Lease } from './lease.js';
-import { KernelSession, type KernelStatusEvent } from './session.js';
+import { KernelSession } from './session.js';
+import type { KernelStatusEvent } from './session-status.js';
 
 type FactoryMode = 'ok' | 'fail' | 'hold' | 'delay' | 'recycle';
 type BootstrapMode = 'ok' | 'fail' | 'hold' | 'delay';

@@ -1,28 +1,20 @@
 import { getEventListeners } from 'node:events';
 import type { ExecuteResult, ReadIsolationPolicy } from '@kernelwarden/core';
-import { Gate, ManualClock, RecordingKernel } from '@kernelwarden/testkit';
+import { Gate, ManualClock, RecordingKernel, okResult as testkitOkResult } from '@kernelwarden/testkit';
 import { describe, expect, it } from 'vitest';
 import { plainExecutor } from './executor.js';
 import type { LanguageSlot, LanguageSlotContext } from './language-slot.js';
 import type { Lease } from './lease.js';
-import { KernelSession, type KernelStatusEvent, type SlotFactoryContext } from './session.js';
+import { KernelSession } from './session.js';
+import type { SlotFactoryContext } from './session-options.js';
+import type { KernelStatusEvent } from './session-status.js';
 
 async function flush(rounds = 5): Promise<void> {
   for (let i = 0; i < rounds; i++) await new Promise((resolve) => setImmediate(resolve));
 }
 
 function okResult(cellId: string, stdout = ''): ExecuteResult {
-  return {
-    status: 'ok',
-    cellId,
-    stdout,
-    stderr: '',
-    outputs: [],
-    cancelled: false,
-    timedOut: false,
-    stdinRequested: false,
-    truncated: false,
-  };
+  return { ...testkitOkResult(cellId), stdout };
 }
 
 function statuses(session: KernelSession<any, any>): string[] {
@@ -57,7 +49,10 @@ function fakeRSlot(
       const lease = supervisor?.lease('r');
       if (lease) await supervisor?.shutdownIfCurrent(lease, reason ?? 'shutdown');
     },
-    status: () => supervisor?.status('r'),
+    status: () => {
+      const s = supervisor?.status('r');
+      return { env: s?.key, started: s?.state === 'running', alive: s?.alive ?? false, generation: s?.generation ?? 0 };
+    },
   };
 }
 

@@ -2,7 +2,8 @@ import { InvalidOptionsError } from '@kernelwarden/core';
 import { Gate, ManualClock, RecordingKernel } from '@kernelwarden/testkit';
 import { describe, expect, it } from 'vitest';
 import { BuildCancelledError, KernelFactoryError, KernelRestartError } from './errors.js';
-import { KernelSupervisor, type SupervisorEvent } from './supervisor.js';
+import type { SupervisorEvent } from './slot-supervisor.js';
+import { KernelSupervisor } from './supervisor.js';
 
 async function flush(rounds = 5): Promise<void> {
   for (let i = 0; i < rounds; i++) await new Promise((resolve) => setImmediate(resolve));

@@ -1,6 +1,14 @@
 import { systemClock } from '@kernelwarden/core';
 import { describe, expect, it } from 'vitest';
-import { CELL_TIMEOUT_ENV, cellTimeoutFromEnv, DEFAULT_CELL_TIMEOUT_MS, resolveWatchdogPolicy } from './policy.js';
+import {
+  CELL_TIMEOUT_ENV,
+  cellTimeoutFromEnv,
+  DEFAULT_CELL_TIMEOUT_MS,
+  DEFAULT_INTERRUPT_GRACE_MS,
+  DEFAULT_KILL_GRACE_MS,
+  DEFAULT_KILL_TIMEOUT_MS,
+  resolveWatchdogPolicy,
+} from './policy.js';
 
 describe('cellTimeoutFromEnv', () => {
   it('defaults to 900 s when KERNELWARDEN_CELL_TIMEOUT is unset or blank', () => {
@@ -39,7 +47,17 @@ describe('resolveWatchdogPolicy', () => {
       killTimeoutMs: 60_000,
       clock: systemClock,
     });
+    expect([DEFAULT_INTERRUPT_GRACE_MS, DEFAULT_KILL_GRACE_MS, DEFAULT_KILL_TIMEOUT_MS]).toEqual([
+      10_000, 10_000, 60_000,
+    ]);
     expect(Object.isFrozen(policy)).toBe(true);
+  });
+
+  it('refuses an unknown field at its own path, and a policy that is not an object at "policy"', () => {
+    expect(() => resolveWatchdogPolicy({ cellTimeout: 5 } as never, {})).toThrow(
+      expect.objectContaining({ path: 'policy.cellTimeout' }),
+    );
+    expect(() => resolveWatchdogPolicy(null as never, {})).toThrow(expect.objectContaining({ path: 'policy' }));
   });
 
   it('accepts zero graces', () => {

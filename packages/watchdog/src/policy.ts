@@ -1,10 +1,17 @@
-import { type Clock, InvalidOptionsError, isClock, systemClock } from '@kernelwarden/core';
+import { type Clock, isClock, parseOptions, systemClock } from '@kernelwarden/core';
+import { z } from 'zod';
 
 /** The environment variable that sets the default cell budget, in seconds. */
 export const CELL_TIMEOUT_ENV = 'KERNELWARDEN_CELL_TIMEOUT';
 
 /** The cell budget used when neither the policy nor the environment sets one: 900 s. */
 export const DEFAULT_CELL_TIMEOUT_MS = 900_000;
+/** How long the ladder waits for the cell after its interrupt, unless `interruptGraceMs` says otherwise. */
+export const DEFAULT_INTERRUPT_GRACE_MS = 10_000;
+/** How long the ladder waits for the cell to settle after the kill, unless `killGraceMs` says otherwise. */
+export const DEFAULT_KILL_GRACE_MS = 10_000;
+/** How long the kill request itself may take once the cell settled, unless `killTimeoutMs` says otherwise. */
+export const DEFAULT_KILL_TIMEOUT_MS = 60_000;
 
 /**
  * How long a cell may run, and how long each rung of the escalation ladder waits.
@@ -15,20 +22,26 @@ export interface WatchdogPolicy {
   /**
    * The budget of one cell, in milliseconds, not counting time spent waiting for the user's stdin answer.
    * `0`, negative or infinite disables it (the caller's signal still runs the ladder).
-   * @defaultValue `KERNELWARDEN_CELL_TIMEOUT` (seconds) when set, else 900 000 ms (900 s)
+   * @defaultValue `KERNELWARDEN_CELL_TIMEOUT` (seconds) when set, else {@link DEFAULT_CELL_TIMEOUT_MS}
    */
   cellTimeoutMs?: number;
-  /** How long to wait for the cell to finish after the interrupt before killing the kernel. @defaultValue 10 000 */
+  /**
+   * How long to wait for the cell to finish after the interrupt before killing the kernel.
+   * @defaultValue {@link DEFAULT_INTERRUPT_GRACE_MS}
+   */
   interruptGraceMs?: number;
-  /** How long to wait for the cell to settle after the kill before abandoning the lease. @defaultValue 10 000 */
+  /**
+   * How long to wait for the cell to settle after the kill before abandoning the lease.
+   * @defaultValue {@link DEFAULT_KILL_GRACE_MS}
+   */
   killGraceMs?: number;
   /**
    * How long the kill request itself may take, from when it is sent, once the cell has settled: a gateway kernel's
    * kill is a server-side restart that can take several seconds. A kill still running after it abandons the lease.
-   * @defaultValue 60 000
+   * @defaultValue {@link DEFAULT_KILL_TIMEOUT_MS}
    */
   killTimeoutMs?: number;
-  /** The clock that measures the budget and the graces; inject testkit's `ManualClock` in tests. @defaultValue systemClock */
+  /** The clock that measures the budget and the graces; inject testkit's `ManualClock` in tests. @defaultValue `systemClock` */
   clock?: Clock;
 }
 
@@ -46,7 +59,25 @@ export interface ResolvedWatchdogPolicy {
   readonly clock: Clock;
 }
 
-const KNOWN_FIELDS = new Set(['cellTimeoutMs', 'interruptGraceMs', 'killGraceMs', 'killTimeoutMs', 'clock']);
+const graceMs = z
+  .number('must be a finite number of milliseconds >= 0')
+  .min(0, 'must be a finite number of milliseconds >= 0');
+
+const policySchema = z.strictObject(
+  {
+    cellTimeoutMs: z
+      .custom<number>(
+        (value) => typeof value === 'number' && !Number.isNaN(value),
+        'must be a number of milliseconds (0, negative or Infinity disables the budget)',
+      )
+      .optional(),
+    interruptGraceMs: graceMs.optional(),
+    killGraceMs: graceMs.optional(),
+    killTimeoutMs: graceMs.optional(),
+    clock: z.custom<Clock>(isClock, 'must be a Clock with now() and setTimer()').optional(),
+  },
+  'must be an object',
+);
 
 /**
  * Reads the cell budget from `KERNELWARDEN_CELL_TIMEOUT` (seconds): unset or blank gives the 900 s default; a value
@@ -72,40 +103,13 @@ export function resolveWatchdogPolicy(
   policy: WatchdogPolicy = {},
   env: Record<string, string | undefined> = process.env,
 ): ResolvedWatchdogPolicy {
-  const issues: { path: string; message: string }[] = [];
-  if (policy === null || typeof policy !== 'object') {
-    throw new InvalidOptionsError([{ path: 'policy', message: 'must be an object' }], { subject: 'watchdog policy' });
-  }
-  for (const key of Object.keys(policy)) {
-    if (!KNOWN_FIELDS.has(key)) issues.push({ path: `policy.${key}`, message: 'is not a watchdog policy field' });
-  }
   const {
     cellTimeoutMs,
-    interruptGraceMs = 10_000,
-    killGraceMs = 10_000,
-    killTimeoutMs = 60_000,
+    interruptGraceMs = DEFAULT_INTERRUPT_GRACE_MS,
+    killGraceMs = DEFAULT_KILL_GRACE_MS,
+    killTimeoutMs = DEFAULT_KILL_TIMEOUT_MS,
     clock = systemClock,
-  } = policy;
-  if (cellTimeoutMs !== undefined && (typeof cellTimeoutMs !== 'number' || Number.isNaN(cellTimeoutMs))) {
-    issues.push({
-      path: 'policy.cellTimeoutMs',
-      message: 'must be a number of milliseconds (0, negative or Infinity disables the budget)',
-    });
-  }
-  for (const [name, value] of [
-    ['interruptGraceMs', interruptGraceMs],
-    ['killGraceMs', killGraceMs],
-    ['killTimeoutMs', killTimeoutMs],
-  ] as const) {
-    if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) {
-      issues.push({ path: `policy.${name}`, message: 'must be a finite number of milliseconds >= 0' });
-    }
-  }
-  if (!isClock(clock)) {
-    issues.push({ path: 'policy.clock', message: 'must be a Clock with now() and setTimer()' });
-  }
-  if (issues.length > 0) throw new InvalidOptionsError(issues, { subject: 'watchdog policy' });
-
+  } = parseOptions(policySchema, policy, { subject: 'watchdog policy', root: 'policy' });
   const budget =
     cellTimeoutMs === undefined
       ? cellTimeoutFromEnv(env)

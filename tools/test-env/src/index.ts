@@ -12,6 +12,7 @@ export { freePort, startTestServer, testServerCommand } from './jupyter-server.j
 export type { Leak } from './leaks.js';
 export { findLeaks, leakTeardown, processesMentioning, waitForNoLeaks } from './leaks.js';
 export { createOtherUser, type OtherUser } from './other-user.js';
+export { defaultCell, readmeDefaults, readmeDefaultsFor } from './readme-defaults.js';
 export type { TestStack } from './stack.js';
 export { describeStack, stackLine } from './stack.js';
 

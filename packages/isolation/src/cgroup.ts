@@ -373,8 +373,8 @@ export function kernelLimitEvents(
       h.candidates.map((c) => c.dir),
       { kernelId },
     )) {
-      if (cgroups.includes(dir)) continue;
-      cgroups.push(dir);
+      // On v2 one directory holds both controllers: read each controller's files once, list the directory once.
+      if (!cgroups.includes(dir)) cgroups.push(dir);
       if (h.controller === 'memory') {
         if (h.version === 1) {
           // v1 counts a kill in the victim's own cgroup only: add up the kernel's cgroup and everything below it.

@@ -155,9 +155,11 @@ export const LAUNCH_SCRIPT = [
   '      if read -r x 2>/dev/null < "$d/kernel/cgroup.procs"; then continue; fi',
   '      rmdir "$d/kernel" "$d" 2>/dev/null',
   '    done',
-  '    set -f; kdirs=$kdirs$nl$kb/$kn/kernel',
+  '    set -f; kdirs=$kdirs$nl$kb/$kn$nl$kb/$kn/kernel',
   '  done',
-  '  mkdir -p $kdirs 2>/dev/null',
+  // Not -p: a base that is not there must not be made (it would be a cgroup in the wrong place); a restart finds
+  // both already there.
+  '  mkdir $kdirs 2>/dev/null',
   '  for rec in $cgs; do IFS=$tab; kw_set $rec; IFS=$nl; done',
   '  unset IFS; set +f',
   'fi',

@@ -111,7 +111,8 @@ export const LAUNCH_SCRIPT = [
   '  exit 1',
   'fi',
   'unset IFS; set +f',
-  'rt=$(dirname -- "$cf")',
+  // The directory by expansion, not dirname(1): every program the launcher runs delays the kernel by milliseconds.
+  `rt=\${cf%/*}; [ -n "$rt" ] || rt=/`,
   'if [ -n "$cgs" ]; then',
   '  kw_fail() { printf \'kernelwarden: the kernel was not started: its %s could not be set up: %s\\n\' "$1" "$2" >&2; exit 1; }',
   // One controller's line: label, mount point, mount root, key ('-' for v2), up, then file=value settings. Sets kb
@@ -144,7 +145,7 @@ export const LAUNCH_SCRIPT = [
   '  }',
   `  id=\${cf##*/}; id=\${id#kernel-}; id=\${id%.json}`,
   "  case $id in ''|*[!A-Za-z0-9-]*) id=p$$;; esac",
-  '  kn=kw-$tag-$id; kdirs=',
+  '  kn=kw-$tag-$id; kdirs=; kgone=',
   '  set -f; IFS=$nl',
   '  for rec in $cgs; do',
   '    IFS=$tab; kw_base $rec; IFS=$nl; set +f',
@@ -153,10 +154,12 @@ export const LAUNCH_SCRIPT = [
   `      i=\${d##*/kw-"$tag"-}`,
   '      if [ "$i" = "$id" ] || [ -e "$rt/kernel-$i.json" ]; then continue; fi',
   '      if read -r x 2>/dev/null < "$d/kernel/cgroup.procs"; then continue; fi',
-  '      rmdir "$d/kernel" "$d" 2>/dev/null',
+  '      kgone=$kgone$nl$d/kernel$nl$d',
   '    done',
   '    set -f; kdirs=$kdirs$nl$kb/$kn$nl$kb/$kn/kernel',
   '  done',
+  // One rmdir and one mkdir for every controller together: each program run costs milliseconds.
+  '  if [ -n "$kgone" ]; then rmdir $kgone 2>/dev/null; fi',
   // Not -p: a base that is not there must not be made (it would be a cgroup in the wrong place); a restart finds
   // both already there.
   '  mkdir $kdirs 2>/dev/null',
@@ -171,7 +174,8 @@ export const LAUNCH_SCRIPT = [
   // (wherever the ipc base lies) and bind just this one back.
   '    ipc=$KERNELWARDEN_KERNEL_IPC_DIR',
   '    if [ -n "$ipc" ] && [ -d "$ipc" ]; then',
-  '      set -- "$@" --tmpfs "$(dirname -- "$ipc")" --bind "$ipc" "$ipc"',
+  `      ipb=\${ipc%/*}; [ -n "$ipb" ] || ipb=/`,
+  '      set -- "$@" --tmpfs "$ipb" --bind "$ipc" "$ipc"',
   '    fi',
   '  else set -- "$@" "$a"; fi',
   'done',

@@ -139,7 +139,8 @@ export interface SweepIsolatedKernelSpecsOptions {
  * own): a `kw-iso-…` spec is removed when no kernel in `inUse` uses it and the process that installed it has
  * exited (same boot, same PID namespace; a reused pid is told apart by its start time). A spec whose owner cannot be
  * told (no owner record, another PID namespace) is removed once it is older than `unknownOwnerMaxAgeMs`. Specs of
- * live processes, this one's included, are never touched. Returns the names removed.
+ * live processes, this one's included, are never touched. The empty cgroups of a removed spec's kernels (limits) go
+ * with it. Returns the names removed.
  *
  * Use it before installing isolated kernelspecs into a shared kernelspec directory (the CLI does, on the first
  * isolated kernel of each command).

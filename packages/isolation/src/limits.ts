@@ -48,10 +48,16 @@ export const LIMIT_LABELS: Readonly<Record<LimitName, string>> = Object.freeze({
   network: 'network cut-off (network: false)',
 });
 
-/** Smallest `memoryBytes` accepted: below it no Python or R kernel starts. */
-export const MIN_MEMORY_BYTES = 64 * 1024 * 1024;
+/**
+ * Smallest `memoryBytes` accepted (256 MiB): ipykernel alone holds about 140 MiB of data (the stacks and heaps of
+ * its eleven threads), so a smaller limit would only make it fail to start.
+ */
+export const MIN_MEMORY_BYTES = 256 * 1024 * 1024;
 
-/** Smallest `maxProcesses` accepted: the sandbox's two processes and a kernel's own threads need about this many. */
+/**
+ * Smallest `maxProcesses` accepted (16): the sandbox's two processes and ipykernel's eleven threads already count
+ * thirteen.
+ */
 export const MIN_PROCESSES = 16;
 
 /** The limits of `policy` that ask for something: `network: true` and absent fields are left out. */
@@ -82,7 +88,7 @@ export function limitIssues(value: unknown, prefix = ''): { path: string; messag
     if (typeof v.memoryBytes !== 'number' || !Number.isSafeInteger(v.memoryBytes))
       issues.push({ path: at('memoryBytes'), message: 'expected a whole number of bytes' });
     else if (v.memoryBytes < MIN_MEMORY_BYTES)
-      issues.push({ path: at('memoryBytes'), message: `expected at least ${MIN_MEMORY_BYTES} bytes (64 MiB)` });
+      issues.push({ path: at('memoryBytes'), message: `expected at least ${MIN_MEMORY_BYTES} bytes (256 MiB)` });
   }
   if (v.maxProcesses !== undefined) {
     if (typeof v.maxProcesses !== 'number' || !Number.isSafeInteger(v.maxProcesses))

@@ -168,7 +168,7 @@ describe('createKernelPolicy', () => {
 
   it('names the field of every malformed limit', () => {
     const cases: [Record<string, unknown>, string, RegExp][] = [
-      [{ memoryBytes: 0 }, 'memoryBytes', /at least 67108864 bytes/],
+      [{ memoryBytes: 0 }, 'memoryBytes', /at least 268435456 bytes \(256 MiB\)/],
       [{ memoryBytes: 1.5e9 + 0.5 }, 'memoryBytes', /whole number/],
       [{ memoryBytes: '512M' }, 'memoryBytes', /whole number/],
       [{ maxProcesses: 4 }, 'maxProcesses', /at least 16/],

@@ -1,5 +1,3 @@
-import { InvalidOptionsError } from '@kernelwarden/core';
-
 /**
  * Resource and network limits of a kernel, as a policy carries them. Every field is optional: an absent one is no
  * limit. What enforces each one on a machine is `detectLimits()`'s answer; a limit that nothing here can enforce
@@ -105,10 +103,4 @@ export function limitIssues(value: unknown, prefix = ''): { path: string; messag
   if (v.network !== undefined && typeof v.network !== 'boolean')
     issues.push({ path: at('network'), message: 'expected true or false' });
   return issues;
-}
-
-/** Throws `InvalidOptionsError` for malformed limit fields of `value` (paths under `prefix`). */
-export function checkLimits(value: unknown, prefix: string, subject: string): void {
-  const issues = limitIssues(value, prefix);
-  if (issues.length > 0) throw new InvalidOptionsError(issues, { subject });
 }

@@ -459,7 +459,7 @@ async function outputCells(raised) {
 // --- 5. Other packages' bench scripts -----------------------------------------------------------------------------
 async function packageBenches(stock) {
   const rows = [];
-  for (const pkg of ['supervisor', 'watchdog', 'mcp']) {
+  for (const pkg of ['supervisor', 'watchdog', 'mcp', 'isolation']) {
     const dir = join(REPO, 'packages', pkg, 'bench');
     let files = [];
     try {

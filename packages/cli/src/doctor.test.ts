@@ -1,5 +1,6 @@
+import type { LimitSupport } from '@kernelwarden/isolation';
 import { describe, expect, it } from 'vitest';
-import { type DoctorProbe, formatDoctor, runDoctor } from './doctor.js';
+import { type DoctorProbe, formatDoctor, limitChecks, runDoctor } from './doctor.js';
 
 function fakeMachine(opts: {
   node?: string;
@@ -131,5 +132,32 @@ describe('runDoctor', () => {
       detail: 'KERNELWARDEN_JUPYTER_SERVER=/nowhere/jupyter-server is not an executable',
     });
     expect(checks.find((c) => c.name === 'jupyter-server')?.fix).toMatch(/KERNELWARDEN_JUPYTER_SERVER/);
+  });
+});
+
+describe('limitChecks', () => {
+  it('says per limit flag what enforces it here, and how to fix one nothing can enforce', () => {
+    const status = (enforceable: boolean, detail: string) => ({ enforceable, mechanisms: [], detail });
+    const support = {
+      limits: {
+        memoryBytes: status(true, 'a cgroup v1 memory controller (…), and RLIMIT_DATA on each process'),
+        maxProcesses: status(
+          false,
+          'not enforceable: no writable pids cgroup (…), and Linux does not enforce RLIMIT_NPROC for root',
+        ),
+        cpuSeconds: status(true, 'RLIMIT_CPU on each process of the kernel'),
+        network: status(true, 'a network namespace of its own with only loopback (bubblewrap --unshare-net)'),
+      },
+    } as unknown as LimitSupport;
+    const checks = limitChecks(support);
+    expect(checks.map((c) => [c.name, c.ok, c.required])).toEqual([
+      ['limit --memory', true, false],
+      ['limit --max-processes', false, false],
+      ['limit --cpu-time', true, false],
+      ['limit --no-network', true, false],
+    ]);
+    expect(checks[1]?.fix).toMatch(/non-root user, or where a pids cgroup is writable/);
+    expect(checks[0]?.fix).toBeUndefined();
+    expect(formatDoctor(checks)).toContain('warn  limit --max-processes: not enforceable: no writable pids cgroup');
   });
 });

@@ -1,5 +1,6 @@
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import type { LimitName, LimitSupport } from '@kernelwarden/isolation';
 
 /** One line of `kernelwarden doctor`: what was checked, what was found, and how to fix it when missing. */
 export interface DoctorCheck {
@@ -218,6 +219,41 @@ export function runDoctor(probe: DoctorProbe = systemProbe): DoctorCheck[] {
   });
   checks.push(...checkSandbox(probe));
   return checks;
+}
+
+const LIMIT_FLAGS: Record<LimitName, string> = {
+  memoryBytes: '--memory',
+  maxProcesses: '--max-processes',
+  cpuSeconds: '--cpu-time',
+  network: '--no-network',
+};
+
+const LIMIT_FIXES: Partial<Record<LimitName, string>> = {
+  memoryBytes: 'install util-linux (prlimit), or run where a memory cgroup is writable',
+  maxProcesses:
+    'run as a non-root user, or where a pids cgroup is writable (e.g. systemd-run --user --scope -p Delegate=yes)',
+  cpuSeconds: 'install util-linux (prlimit)',
+  network: 'let bubblewrap create network namespaces (see the namespaces check)',
+};
+
+/**
+ * One doctor line per kernel limit: whether `--memory`, `--max-processes`, `--cpu-time` and `--no-network` can be
+ * enforced here, and by what (a cgroup, an rlimit, a network namespace), from `detectLimits()`'s answer.
+ *
+ * Use it after `runDoctor()` (`[...runDoctor(), ...limitChecks(await detectLimits())]`): detection is asynchronous.
+ */
+export function limitChecks(support: LimitSupport): DoctorCheck[] {
+  return (Object.keys(LIMIT_FLAGS) as LimitName[]).map((limit) => {
+    const status = support.limits[limit];
+    const fix = LIMIT_FIXES[limit];
+    return {
+      name: `limit ${LIMIT_FLAGS[limit]}`,
+      ok: status.enforceable,
+      detail: status.detail,
+      ...(!status.enforceable && fix ? { fix } : {}),
+      required: false,
+    };
+  });
 }
 
 /**

@@ -6,6 +6,7 @@ import { InvalidOptionsError } from '@kernelwarden/core';
 import fc from 'fast-check';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { wrapCommand } from './bubblewrap.js';
+import { IsolationUnavailableError } from './errors.js';
 import { runProcess } from './subprocess.js';
 
 const policy = {
@@ -138,6 +139,49 @@ describe('wrapCommand', () => {
   });
 });
 
+describe('wrapCommand with limits', () => {
+  const limitsOnly = { roots: [], allowedRoots: [], tempDir: '/tmp' };
+
+  it('keeps the host filesystem read-write for a policy without hidden roots: /sys read-only, no private temp', () => {
+    const argv = wrapCommand(limitsOnly, ['true'], { workspace: '/srv/ws', hide: ['/srv/state'] });
+    const joined = argv.join(' ');
+    expect(joined).toContain('--unshare-ipc --bind / / --dev-bind /dev /dev --proc /proc --ro-bind /sys /sys');
+    expect(argv).not.toContain('--ro-bind /');
+    expect(joined).not.toContain('TMPDIR');
+    // Hidden state stays hidden, and the way to it is pinned like the way to a mount in a workspace.
+    expect(mountOrder(argv)).toEqual(['rw /', 'ro /sys', 'rw /srv', 'tmpfs /srv/state', 'rw /srv/ws']);
+  });
+
+  it('cuts the network off with a namespace of its own for network: false, and only then', () => {
+    expect(wrapCommand({ ...policy, network: false }, ['true'], { workspace: '/srv/work/ws' })).toContain(
+      '--unshare-net',
+    );
+    expect(wrapCommand({ ...policy, network: true }, ['true'], { workspace: '/srv/work/ws' })).not.toContain(
+      '--unshare-net',
+    );
+  });
+
+  it('refuses the limits only the kernelspec launcher can set up, naming the limit', () => {
+    for (const [limit, value] of [
+      ['memoryBytes', 1 << 30],
+      ['maxProcesses', 64],
+      ['cpuSeconds', 10],
+    ] as const) {
+      try {
+        wrapCommand({ ...limitsOnly, [limit]: value }, ['true'], { workspace: '/srv/ws' });
+        expect.unreachable();
+      } catch (error) {
+        expect(IsolationUnavailableError.isInstance(error)).toBe(true);
+        expect((error as IsolationUnavailableError).limit).toBe(limit);
+        expect((error as IsolationUnavailableError).reason).toBe('limit-unenforceable');
+      }
+    }
+    expect(() => wrapCommand({ ...limitsOnly, memoryBytes: -1 }, ['true'], { workspace: '/srv/ws' })).toThrow(
+      /policy\.memoryBytes/,
+    );
+  });
+});
+
 describe('wrapCommand under real bubblewrap', () => {
   let base: string;
   beforeEach(() => {
@@ -159,6 +203,24 @@ describe('wrapCommand under real bubblewrap', () => {
     expect(result.code).toBe(0);
     // /tmp holds only the way to the workspace (bound back), nothing else of the host's /tmp.
     expect(result.stdout.trim().split('\n')).toEqual([base.split('/')[2], 'T=/tmp']);
+  });
+
+  it('lets a limits-only command write the host filesystem but not /sys, and see only loopback without network', async () => {
+    const ws = join(base, 'ws');
+    mkdirSync(ws);
+    const outside = join(base, 'outside.txt');
+    const script = [
+      `echo written > ${outside}`,
+      'mkdir /sys/fs/cgroup/kw-escape 2>/dev/null && echo CGROUP-WRITTEN',
+      "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '",
+    ].join('\n');
+    const argv = wrapCommand({ roots: [], allowedRoots: [], network: false }, ['/bin/sh', '-c', script], {
+      workspace: ws,
+    });
+    const result = await runProcess(argv, { timeoutMs: 20_000 });
+    expect(result.code).toBe(0);
+    expect(result.stdout.trim().split('\n')).toEqual(['lo']);
+    expect(readdirSync(base)).toContain('outside.txt');
   });
 
   it('holds no capability and cannot unmount, rename or remove what hides a directory inside its workspace', async () => {

@@ -1,6 +1,11 @@
 import { dirname } from 'node:path';
 import { InvalidOptionsError, type ReadIsolationPolicy } from '@kernelwarden/core';
+import { IsolationUnavailableError } from './errors.js';
+import { type KernelLimits, LIMIT_LABELS, limitIssues } from './limits.js';
 import { depth, isAbsolutePath, isWithin } from './paths.js';
+
+/** A policy as the sandbox reads it: read isolation, and the limits it may carry. */
+export type SandboxPolicy = ReadIsolationPolicy & KernelLimits;
 
 /**
  * Environment variables removed from every sandboxed command: credentials a kernel could use to reach the
@@ -38,7 +43,8 @@ export interface WrapCommandOptions {
   setEnv?: Readonly<Record<string, string>>;
   /**
    * Directories replaced by a fresh, private tmpfs for this command; the first becomes `TMPDIR`.
-   * @defaultValue [policy.tempDir, '/tmp'] (the canonical system temporary directory, and /tmp)
+   * @defaultValue [policy.tempDir, '/tmp'] (the canonical system temporary directory, and /tmp); none for a policy
+   * without hidden roots
    */
   privateTemp?: readonly string[];
   /** Variables removed inside the sandbox. @defaultValue SANDBOX_UNSET_ENV */
@@ -55,11 +61,12 @@ interface MountOp {
 }
 
 /** Thrown-if-bad checks shared by `wrapCommand()` and the kernelspec installer. */
-export function checkWrapInputs(policy: ReadIsolationPolicy, argv: readonly string[], opts: WrapCommandOptions): void {
+export function checkWrapInputs(policy: SandboxPolicy, argv: readonly string[], opts: WrapCommandOptions): void {
   const issues: { path: string; message: string }[] = [];
   if (!policy || !Array.isArray(policy.roots) || !Array.isArray(policy.allowedRoots)) {
     issues.push({ path: 'policy', message: 'expected { roots, allowedRoots }' });
   } else {
+    issues.push(...limitIssues(policy, 'policy'));
     policy.roots.forEach((p, i) => {
       if (!isAbsolutePath(p) || p === '/')
         issues.push({ path: `policy.roots.${i}`, message: 'expected an absolute path other than /' });
@@ -90,7 +97,7 @@ export function checkWrapInputs(policy: ReadIsolationPolicy, argv: readonly stri
  * (`connectionOps`), so the kernelspec installer can put jupyter's `{connection_file}` there.
  */
 export function bwrapArguments(
-  policy: ReadIsolationPolicy,
+  policy: SandboxPolicy,
   opts: WrapCommandOptions,
   connectionOps: readonly string[],
 ): string[] {
@@ -101,10 +108,12 @@ export function bwrapArguments(
     .map((op, i) => ({ op, i }))
     .sort((a, b) => depth(a.op.path) - depth(b.op.path) || a.i - b.i);
 
-  const temp = privateTemp[0] ?? '/tmp';
-  const env: Record<string, string> = { TMPDIR: temp, TMP: temp, TEMP: temp, ...opts.setEnv };
+  const temp = privateTemp[0];
+  const env: Record<string, string> = { ...(temp ? { TMPDIR: temp, TMP: temp, TEMP: temp } : {}), ...opts.setEnv };
   return [
-    ...SANDBOX_BASE_ARGS,
+    ...SANDBOX_NAMESPACE_ARGS,
+    ...(policy.network === false ? ['--unshare-net'] : []),
+    ...(hostFilesystem(policy) ? HOST_ROOT_ARGS : READ_ONLY_ROOT_ARGS),
     ...ordered.flatMap(({ op }) => op.args),
     ...connectionOps,
     // The empty tmpfs over each hidden root goes read-only (non-recursive: binds inside keep their modes).
@@ -114,6 +123,14 @@ export function bwrapArguments(
     '--chdir',
     opts.workspace,
   ];
+}
+
+/**
+ * True for a policy without hidden roots (limits only): the sandbox then shows the filesystem as the user sees it,
+ * read-write, instead of read-only.
+ */
+export function hostFilesystem(policy: ReadIsolationPolicy): boolean {
+  return policy.roots.length === 0;
 }
 
 /** Every mount of a sandbox under `policy` and `opts` (the connection file's aside), in the order they are given. */
@@ -128,7 +145,10 @@ function mountOps(policy: ReadIsolationPolicy, opts: WrapCommandOptions): MountO
   for (const ro of opts.readOnly ?? []) ops.push({ path: ro, kind: 'read-only', args: ['--ro-bind', ro, ro] });
   ops.push({ path: opts.workspace, kind: 'read-write', args: ['--bind', opts.workspace, opts.workspace] });
   for (const rw of opts.readWrite ?? []) ops.push({ path: rw, kind: 'read-write', args: ['--bind', rw, rw] });
-  for (const pin of pinnedDirectories(ops)) ops.push({ path: pin, kind: 'read-write', args: ['--bind', pin, pin] });
+  // On the host's filesystem the whole tree is writable: pin the way to every mount, as in a workspace.
+  const root: MountOp[] = hostFilesystem(policy) ? [{ path: '/', kind: 'read-write', args: [] }] : [];
+  for (const pin of pinnedDirectories([...root, ...ops]))
+    ops.push({ path: pin, kind: 'read-write', args: ['--bind', pin, pin] });
   return ops;
 }
 
@@ -172,9 +192,12 @@ export function sandboxHostPaths(policy: ReadIsolationPolicy, opts: WrapCommandO
   ];
 }
 
-/** The private temporary directories of a command: `opts.privateTemp`, else the policy's temp dir and /tmp. */
-export function privateTempDirs(policy: ReadIsolationPolicy, opts: WrapCommandOptions): string[] {
-  const dirs = opts.privateTemp ?? [policy.tempDir ?? '/tmp', '/tmp'];
+/**
+ * The private temporary directories of a command: `opts.privateTemp`, else the policy's temp dir and /tmp (none for
+ * a policy without hidden roots, whose kernel keeps the host's).
+ */
+export function privateTempDirs(policy: ReadIsolationPolicy, opts: { privateTemp?: readonly string[] }): string[] {
+  const dirs = opts.privateTemp ?? (hostFilesystem(policy) ? [] : [policy.tempDir ?? '/tmp', '/tmp']);
   return [...new Set(dirs)];
 }
 
@@ -184,27 +207,62 @@ export function connectionFileArguments(connectionFile: string): string[] {
 }
 
 /**
- * What every sandbox starts from, the probe's included: its own user namespace with every capability dropped (the
- * effective, permitted, inheritable, ambient and bounding sets all empty, as root too, so nothing inside can unmount
- * or move what hides a directory, nor regain a capability by executing anything), it dies with its parent, sees only
- * its own processes and IPC, and the whole filesystem read-only with fresh /dev and /proc; mounts for the policy come
- * after it.
+ * The namespaces every sandbox starts with, the probe's included: its own user namespace with every capability
+ * dropped (the effective, permitted, inheritable, ambient and bounding sets all empty, as root too, so nothing inside
+ * can unmount or move what hides a directory, lift an rlimit or write a cgroup, nor regain a capability by executing
+ * anything), it dies with its parent, and sees only its own processes and IPC.
  */
-export const SANDBOX_BASE_ARGS: readonly string[] = [
+export const SANDBOX_NAMESPACE_ARGS: readonly string[] = Object.freeze([
   '--unshare-user',
   '--cap-drop',
   'ALL',
   '--die-with-parent',
   '--unshare-pid',
   '--unshare-ipc',
-  '--ro-bind',
+]);
+
+/** The filesystem of a read-isolation sandbox: everything read-only, fresh /dev and /proc. */
+const READ_ONLY_ROOT_ARGS: readonly string[] = ['--ro-bind', '/', '/', '--dev', '/dev', '--proc', '/proc'];
+
+/**
+ * The filesystem of a limits-only sandbox: the host's, read-write, with its devices (GPUs included), a fresh /proc,
+ * and /sys read-only, so the kernel cannot write its own cgroup (lift its limits or leave its cgroup) even as root.
+ */
+const HOST_ROOT_ARGS: readonly string[] = [
+  '--bind',
   '/',
   '/',
-  '--dev',
+  '--dev-bind',
+  '/dev',
   '/dev',
   '--proc',
   '/proc',
+  '--ro-bind',
+  '/sys',
+  '/sys',
 ];
+
+/**
+ * What a read-isolation sandbox starts from: `SANDBOX_NAMESPACE_ARGS` and the whole filesystem read-only with fresh
+ * /dev and /proc; mounts for the policy come after it.
+ */
+export const SANDBOX_BASE_ARGS: readonly string[] = Object.freeze([...SANDBOX_NAMESPACE_ARGS, ...READ_ONLY_ROOT_ARGS]);
+
+/**
+ * Refuses the resource limits a bare command line cannot carry: `memoryBytes`, `maxProcesses` and `cpuSeconds` are
+ * set by the kernelspec launcher at each launch (cgroups, rlimits), which `wrapCommand()` is not.
+ */
+function refuseResourceLimits(policy: SandboxPolicy): void {
+  for (const limit of ['memoryBytes', 'maxProcesses', 'cpuSeconds'] as const) {
+    if (policy?.[limit] !== undefined) {
+      throw new IsolationUnavailableError(
+        `wrapCommand() cannot enforce the ${LIMIT_LABELS[limit]}: it is set up at each kernel launch by the ` +
+          'kernelspec installIsolatedKernelSpec() writes; use that, or a policy without it',
+        { reason: 'limit-unenforceable', limit },
+      );
+    }
+  }
+}
 
 /**
  * Builds the command line that runs `argv` under bubblewrap with `policy` enforced: its own user namespace with no
@@ -214,14 +272,18 @@ export const SANDBOX_BASE_ARGS: readonly string[] = [
  * over the system temporary directory and `/tmp` (and `TMPDIR`) per command, a private PID and IPC namespace (so
  * `/proc/<pid>/environ` of the gateway is out of reach), `--die-with-parent`, and gateway credentials unset.
  *
+ * A policy without hidden roots keeps the host's filesystem, read-write (with /sys read-only), and no private temp;
+ * `network: false` adds a network namespace of its own (`--unshare-net`). `memoryBytes`, `maxProcesses` and
+ * `cpuSeconds` are refused with `IsolationUnavailableError`: only the kernelspec launcher sets them up.
+ *
  * Use it to launch any command under a policy (the kernelspec installer uses it for kernels). It is pure; check the
- * machine with `detectSandbox()` and the policy with `verifyIsolation()` first. The network is shared (kernels talk
- * to the gateway over loopback ZMQ). No `--new-session`: the gateway interrupts a kernel with SIGINT to its process
+ * machine with `detectSandbox()` and the policy with `verifyIsolation()` first. No `--new-session`: the gateway interrupts a kernel with SIGINT to its process
  * group, so the command stays in bwrap's group; `env --ignore-signal=INT` keeps that SIGINT from killing bwrap itself,
  * and `env --default-signal=INT` restores it for the command.
  */
-export function wrapCommand(policy: ReadIsolationPolicy, argv: readonly string[], opts: WrapCommandOptions): string[] {
+export function wrapCommand(policy: SandboxPolicy, argv: readonly string[], opts: WrapCommandOptions): string[] {
   checkWrapInputs(policy, argv, opts);
+  refuseResourceLimits(policy);
   const envPath = opts.envPath ?? '/usr/bin/env';
   const connection = opts.connectionFile ? connectionFileArguments(opts.connectionFile) : [];
   return [

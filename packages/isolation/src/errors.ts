@@ -1,4 +1,5 @@
 import { KernelwardenError } from '@kernelwarden/core';
+import type { LimitName } from './limits.js';
 
 /**
  * A read-isolation policy is unsafe or impossible to compute: a root that is or passes through a symbolic link,
@@ -34,21 +35,26 @@ export type IsolationUnavailableReason =
   /** The base kernelspec could not be read from the gateway (`prepareIsolatedKernel()`). */
   | 'base-kernelspec-unavailable'
   /** The self-test probe ran under the policy and could read what it must not, or not read what it must. */
-  | 'probe-failed';
+  | 'probe-failed'
+  /** A limit of the policy (`limit` names it) that nothing on this machine can enforce. */
+  | 'limit-unenforceable';
 
 /**
- * A read-isolation policy cannot be enforced, so the kernel is not started (never started unisolated).
- * `reason` says why; the message says what to do.
+ * A policy (read isolation or a limit) cannot be enforced, so the kernel is not started (never started without it).
+ * `reason` says why, `limit` which limit when it is one; the message says what to do.
  *
- * Thrown by `installIsolatedKernelSpec()`, `verifyIsolation()` and `assertSandbox()`.
+ * Thrown by `installIsolatedKernelSpec()`, `verifyIsolation()`, `assertSandbox()` and `wrapCommand()`.
  */
 export class IsolationUnavailableError extends KernelwardenError {
   static override readonly brand: string = 'IsolationUnavailableError';
   /** Why the policy cannot be enforced. */
   readonly reason: IsolationUnavailableReason;
+  /** The limit that cannot be enforced (reason `limit-unenforceable`). */
+  readonly limit: LimitName | undefined;
 
-  constructor(message: string, options: { reason: IsolationUnavailableReason; cause?: unknown }) {
+  constructor(message: string, options: { reason: IsolationUnavailableReason; limit?: LimitName; cause?: unknown }) {
     super(message, { code: 'ISOLATION_UNAVAILABLE', cause: options.cause });
     this.reason = options.reason;
+    this.limit = options.limit;
   }
 }

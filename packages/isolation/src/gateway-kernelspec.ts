@@ -4,9 +4,14 @@ import { type BaseKernelSpec, type InstallIsolatedKernelSpecOptions, installIsol
 
 /** A gateway as `LocalGateway.acquire()` returns it; a remote one has no `kernelSpecDir`. */
 export interface IsolationGateway {
+  /** The gateway's base URL. */
   baseUrl: string;
+  /** Its token, sent as `Authorization: token …`. */
   token?: string;
+  /** Its local kernelspec directory; absent for a remote gateway. */
   kernelSpecDir?: string;
+  /** The pid of its server, whose cgroups kernels' cgroups are made in (limits). */
+  pid?: number;
 }
 
 /** Options of `prepareIsolatedKernel()`. */
@@ -79,6 +84,7 @@ export async function prepareIsolatedKernel(opts: PrepareIsolatedKernelOptions):
     );
   }
   return installIsolatedKernelSpec({
+    ...(gateway.pid !== undefined ? { gatewayPid: gateway.pid } : {}),
     ...install,
     kernelSpecDir: gateway.kernelSpecDir,
     baseSpec: { ...spec, name: kernelName },

@@ -1,5 +1,7 @@
-export type { WrapCommandOptions } from './bubblewrap.js';
+export type { SandboxPolicy, WrapCommandOptions } from './bubblewrap.js';
 export { SANDBOX_UNSET_ENV, wrapCommand } from './bubblewrap.js';
+export type { CgroupController, CgroupControllerName, CgroupDetection, KernelLimitEvents } from './cgroup.js';
+export { kernelLimitEvents } from './cgroup.js';
 export type { IsolationUnavailableReason } from './errors.js';
 export { IsolationPolicyError, IsolationUnavailableError } from './errors.js';
 export type { IsolationGateway, PrepareIsolatedKernelOptions } from './gateway-kernelspec.js';
@@ -13,8 +15,20 @@ export {
   sweepIsolatedKernelSpecs,
   UNKNOWN_OWNER_MAX_AGE_MS,
 } from './kernelspec-cleanup.js';
-export type { IsolationPolicy, LabelledPath, ReadIsolationPolicyOptions } from './policy.js';
-export { createReadIsolationPolicy } from './policy.js';
+export type {
+  CgroupLimit,
+  DetectLimitsOptions,
+  LimitFacts,
+  LimitMechanism,
+  LimitPlan,
+  LimitStatus,
+  LimitSupport,
+} from './limit-support.js';
+export { detectLimits, planLimits } from './limit-support.js';
+export type { KernelLimits, LimitName } from './limits.js';
+export { MIN_MEMORY_BYTES, MIN_PROCESSES } from './limits.js';
+export type { IsolationPolicy, KernelPolicyOptions, LabelledPath, ReadIsolationPolicyOptions } from './policy.js';
+export { createKernelPolicy, createReadIsolationPolicy } from './policy.js';
 export type { IsolationReport, VerifyIsolationOptions } from './probe.js';
 export { verifyIsolation } from './probe.js';
 export type { DetectSandboxOptions, SandboxStatus } from './sandbox.js';

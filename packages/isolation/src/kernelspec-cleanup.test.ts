@@ -12,7 +12,7 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { removeIsolatedKernelSpecs, sweepIsolatedKernelSpecs } from './kernelspec-cleanup.js';
+import { removeIsolatedKernelSpec, removeIsolatedKernelSpecs, sweepIsolatedKernelSpecs } from './kernelspec-cleanup.js';
 import { currentOwner, ownerState, type SpecOwner } from './kernelspec-owner.js';
 
 let dir: string;
@@ -99,5 +99,36 @@ describe('removeIsolatedKernelSpecs', () => {
     expect(() => removeIsolatedKernelSpecs({ kernelSpecDir: dir, names: ['../python3'], inUse: [] })).toThrow(
       /not an isolated kernelspec name/,
     );
+  });
+});
+
+describe("the kernels' cgroups of a spec", () => {
+  it("go with the spec when they hold nothing; a busy one, or another spec's, stays", () => {
+    const name = `kw-iso-python3-${'a'.repeat(16)}`;
+    const cgroups = join(dir, 'cgroups');
+    mkdirSync(join(dir, name));
+    writeFileSync(
+      join(dir, name, 'kernel.json'),
+      JSON.stringify({ argv: ['x'], metadata: { kernelwarden: { limits: { cgroupDirs: [cgroups, 'relative'] } } } }),
+    );
+    // Plain directories stand in for cgroups: an empty one can be removed, one with a file in it (a process) cannot.
+    mkdirSync(join(cgroups, `kw-${'a'.repeat(16)}-k1`, 'kernel'), { recursive: true });
+    mkdirSync(join(cgroups, `kw-${'a'.repeat(16)}-k2`, 'kernel'), { recursive: true });
+    writeFileSync(join(cgroups, `kw-${'a'.repeat(16)}-k2`, 'kernel', 'cgroup.procs'), '1\n');
+    mkdirSync(join(cgroups, `kw-${'b'.repeat(16)}-k3`, 'kernel'), { recursive: true });
+    const started = Date.now();
+    expect(removeIsolatedKernelSpecs({ kernelSpecDir: dir, names: [name], inUse: [] }).removed).toEqual([name]);
+    // It waited a moment for the busy one to empty, no more.
+    expect(Date.now() - started).toBeLessThan(5_000);
+    expect(readdirSync(cgroups).sort()).toEqual([`kw-${'a'.repeat(16)}-k2`, `kw-${'b'.repeat(16)}-k3`]);
+    expect(existsSync(join(dir, name))).toBe(false);
+  });
+
+  it('are looked for only where the spec recorded them: a spec without limits removes nothing else', () => {
+    const name = spec(undefined);
+    const cgroups = join(dir, 'cgroups');
+    mkdirSync(join(cgroups, `kw-${name.slice(-16)}-k1`), { recursive: true });
+    removeIsolatedKernelSpec(dir, name);
+    expect(readdirSync(cgroups)).toEqual([`kw-${name.slice(-16)}-k1`]);
   });
 });

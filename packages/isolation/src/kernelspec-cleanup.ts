@@ -1,6 +1,7 @@
 import { readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { InvalidOptionsError } from '@kernelwarden/core';
+import { kernelCgroupBases, listKernelCgroups, removeEmptyKernelCgroups } from './cgroup.js';
 import { ownerState, parseOwner } from './kernelspec-owner.js';
 import { isAbsolutePath } from './paths.js';
 
@@ -21,6 +22,42 @@ function checkDir(kernelSpecDir: unknown): asserts kernelSpecDir is string {
   }
 }
 
+/** How long a removal waits for the processes of a spec's last kernel to leave its cgroups. */
+const CGROUP_DRAIN_MS = 1000;
+
+function pause(ms: number): void {
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
+}
+
+/**
+ * Removes the kernels' cgroups of spec `name` (`kw-<its hash>-*` in the directories its metadata records, and in
+ * this process's own cgroups) that hold no process, waiting up to a second for the processes of a kernel that was
+ * just shut down to be gone. Then removes the spec's folder.
+ */
+function removeSpecFolder(kernelSpecDir: string, name: string): void {
+  const dir = join(kernelSpecDir, name);
+  let recorded: string[] = [];
+  try {
+    const spec = JSON.parse(readFileSync(join(dir, 'kernel.json'), 'utf8')) as {
+      metadata?: { kernelwarden?: { limits?: { cgroupDirs?: unknown } } };
+    };
+    const dirs = spec.metadata?.kernelwarden?.limits?.cgroupDirs;
+    if (Array.isArray(dirs)) recorded = dirs.filter((d): d is string => isAbsolutePath(d));
+  } catch {
+    // no readable spec: only this process's own cgroups are looked at
+  }
+  if (recorded.length > 0) {
+    const tag = name.slice(-16);
+    const bases = [...recorded, ...kernelCgroupBases()];
+    for (let waited = 0; ; waited += 20) {
+      removeEmptyKernelCgroups(bases, tag);
+      if (listKernelCgroups(bases, { tag }).length === 0 || waited >= CGROUP_DRAIN_MS) break;
+      pause(20);
+    }
+  }
+  rmSync(dir, { recursive: true, force: true });
+}
+
 function checkName(name: unknown): asserts name is string {
   if (typeof name !== 'string' || !ISOLATED_SPEC_NAME.test(name)) {
     throw new InvalidOptionsError([{ path: 'name', message: 'not an isolated kernelspec name' }], {
@@ -30,8 +67,8 @@ function checkName(name: unknown): asserts name is string {
 }
 
 /**
- * Removes a kernelspec written by `installIsolatedKernelSpec()`, whoever uses it. Only names it made (`kw-iso-…`)
- * are accepted.
+ * Removes a kernelspec written by `installIsolatedKernelSpec()`, whoever uses it, and the empty cgroups its kernels
+ * had (limits). Only names it made (`kw-iso-…`) are accepted.
  *
  * Prefer `removeIsolatedKernelSpecs()` (which keeps a spec a running kernel still uses) when a session ends; use
  * this one when you know no kernel runs on the spec.
@@ -39,7 +76,7 @@ function checkName(name: unknown): asserts name is string {
 export function removeIsolatedKernelSpec(kernelSpecDir: string, name: string): void {
   checkDir(kernelSpecDir);
   checkName(name);
-  rmSync(join(kernelSpecDir, name), { recursive: true, force: true });
+  removeSpecFolder(kernelSpecDir, name);
 }
 
 /** Options of `removeIsolatedKernelSpecs()`. */
@@ -57,7 +94,7 @@ export interface RemoveIsolatedKernelSpecsOptions {
 
 /**
  * Removes the isolated kernelspecs a session installed, once it has shut its kernels down, except those a running
- * kernel still uses. Returns what it removed and what it kept; a kept spec is removed by a later
+ * kernel still uses, and the cgroups their kernels had (waiting up to a second for a kernel just shut down to leave). Returns what it removed and what it kept; a kept spec is removed by a later
  * `sweepIsolatedKernelSpecs()` once its kernel and its owner process are gone.
  *
  * Use it when a session (a CLI command, a server's conversation) ends.
@@ -76,7 +113,7 @@ export function removeIsolatedKernelSpecs(opts: RemoveIsolatedKernelSpecsOptions
       kept.push(name);
       continue;
     }
-    rmSync(join(opts.kernelSpecDir, name), { recursive: true, force: true });
+    removeSpecFolder(opts.kernelSpecDir, name);
     removed.push(name);
   }
   return { removed, kept };
@@ -102,7 +139,8 @@ export interface SweepIsolatedKernelSpecsOptions {
  * own): a `kw-iso-…` spec is removed when no kernel in `inUse` uses it and the process that installed it has
  * exited (same boot, same PID namespace; a reused pid is told apart by its start time). A spec whose owner cannot be
  * told (no owner record, another PID namespace) is removed once it is older than `unknownOwnerMaxAgeMs`. Specs of
- * live processes, this one's included, are never touched. Returns the names removed.
+ * live processes, this one's included, are never touched. The empty cgroups of a removed spec's kernels (limits) go
+ * with it. Returns the names removed.
  *
  * Use it before installing isolated kernelspecs into a shared kernelspec directory (the CLI does, on the first
  * isolated kernel of each command).
@@ -145,7 +183,7 @@ export function sweepIsolatedKernelSpecs(opts: SweepIsolatedKernelSpecsOptions):
     }
     if (state === 'alive') continue;
     if (state === 'unknown' && (writtenAt === undefined || now - writtenAt < maxAge)) continue;
-    rmSync(dir, { recursive: true, force: true });
+    removeSpecFolder(opts.kernelSpecDir, name);
     removed.push(name);
   }
   return removed;

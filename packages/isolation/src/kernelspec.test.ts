@@ -12,11 +12,13 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { IsolationPolicyError } from './errors.js';
+import type { CgroupController } from './cgroup.js';
+import { IsolationPolicyError, IsolationUnavailableError } from './errors.js';
 import { jupyterServerInterpreter, resolveKernelArgv } from './interpreter.js';
 import { installIsolatedKernelSpec } from './kernelspec.js';
 import { removeIsolatedKernelSpec } from './kernelspec-cleanup.js';
-import { createReadIsolationPolicy } from './policy.js';
+import type { LimitFacts } from './limit-support.js';
+import { createKernelPolicy, createReadIsolationPolicy } from './policy.js';
 import { findExecutable } from './sandbox.js';
 
 let base: string;
@@ -182,5 +184,121 @@ describe('a bare python in the base spec', () => {
       if (saved === undefined) delete process.env.KERNELWARDEN_JUPYTER_SERVER;
       else process.env.KERNELWARDEN_JUPYTER_SERVER = saved;
     }
+  });
+});
+
+/** Staged machine facts: cgroup v1 memory and pids under /sys/fs/cgroup (read-only inside any sandbox), as root. */
+function stagedFacts(over: Partial<LimitFacts> = {}): LimitFacts {
+  const v1 = (controller: 'memory' | 'pids'): CgroupController => ({
+    controller,
+    version: 1,
+    mount: `/sys/fs/cgroup/${controller}`,
+    mountRoot: '/',
+    key: controller,
+    up: 0,
+    base: '/sys/fs/cgroup',
+    files: [],
+  });
+  return {
+    sandbox: { available: true },
+    cgroups: { controllers: [v1('memory'), v1('pids')], problems: {} },
+    prlimitPath: '/usr/bin/prlimit',
+    root: true,
+    networkNamespace: { available: true },
+    ...over,
+  };
+}
+
+describe('installIsolatedKernelSpec with limits', () => {
+  const MiB = 1024 * 1024;
+
+  it('hands the limits to the launcher: cgroup lines, prlimit before bwrap, --unshare-net, and records them', async () => {
+    const policy = createKernelPolicy({
+      memoryBytes: 512 * MiB,
+      maxProcesses: 64,
+      cpuSeconds: 1.5,
+      network: false,
+      tempDir: temp,
+    });
+    const name = await installIsolatedKernelSpec({
+      kernelSpecDir: specDir,
+      baseSpec,
+      policy,
+      workspace: ws,
+      hideStateDir: false,
+      limitSupport: stagedFacts(),
+    });
+    const spec = JSON.parse(readFileSync(join(specDir, name, 'kernel.json'), 'utf8'));
+    const argv: string[] = spec.argv;
+    const at = argv.indexOf('{connection_file}');
+    // stat, the record's paths and ids, then the tag (the spec's own hash), the cgroup file and one line per controller.
+    expect(argv.slice(at + 4, at + 7)).toEqual([
+      name.slice(-16),
+      '/proc/self/cgroup',
+      [
+        `memory limit (memoryBytes)\t/sys/fs/cgroup/memory\t/\tmemory\t0\tmemory.limit_in_bytes=${512 * MiB}`,
+        'process limit (maxProcesses)\t/sys/fs/cgroup/pids\t/\tpids\t0\tpids.max=64',
+      ].join('\n'),
+    ]);
+    expect(argv.slice(at + 7, at + 11)).toEqual([
+      '/usr/bin/prlimit',
+      `--data=${512 * MiB}:${512 * MiB}`,
+      '--cpu=2:2',
+      '--',
+    ]);
+    expect(argv).toContain('--unshare-net');
+    // No hidden root: the host's filesystem, read-write, and no private temp.
+    expect(argv.join(' ')).toContain('--bind / / --dev-bind /dev /dev --proc /proc --ro-bind /sys /sys');
+    expect(argv).not.toContain('TMPDIR');
+    expect(spec.metadata.kernelwarden.limits).toEqual({
+      memoryBytes: 512 * MiB,
+      maxProcesses: 64,
+      cpuSeconds: 1.5,
+      network: false,
+      mechanisms: {
+        memoryBytes: ['cgroup-v1', 'rlimit'],
+        maxProcesses: ['cgroup-v1'],
+        cpuSeconds: ['rlimit'],
+        network: ['network-namespace'],
+      },
+      cgroupDirs: ['/sys/fs/cgroup'],
+    });
+    // Other limits make another spec.
+    const other = await installIsolatedKernelSpec({
+      kernelSpecDir: specDir,
+      baseSpec,
+      policy: createKernelPolicy({ memoryBytes: 256 * MiB, tempDir: temp }),
+      workspace: ws,
+      hideStateDir: false,
+      limitSupport: stagedFacts(),
+    });
+    expect(other).not.toBe(name);
+  });
+
+  it('refuses a limit nothing here can enforce before writing anything', async () => {
+    const error = await installIsolatedKernelSpec({
+      kernelSpecDir: specDir,
+      baseSpec,
+      policy: createReadIsolationPolicy({ roots: [{ path: data, label: 'data' }], maxProcesses: 64, tempDir: temp }),
+      workspace: ws,
+      privateTemp: [temp],
+      hideStateDir: false,
+      limitSupport: stagedFacts({ cgroups: { controllers: [], problems: { pids: 'staged: none' } } }),
+    }).catch((e: unknown) => e);
+    expect(IsolationUnavailableError.isInstance(error)).toBe(true);
+    expect(error).toMatchObject({ reason: 'limit-unenforceable', limit: 'maxProcesses' });
+    expect(readdirSync(specDir)).toEqual([]);
+  });
+
+  it('names the malformed limit field of a hand-made policy', async () => {
+    const error = await installIsolatedKernelSpec({
+      kernelSpecDir: specDir,
+      baseSpec,
+      policy: { roots: [], allowedRoots: [], tempDir: temp, memoryBytes: 12 },
+      workspace: ws,
+      hideStateDir: false,
+      limitSupport: stagedFacts(),
+    }).catch((e: unknown) => e);
+    expect(error).toMatchObject({ name: 'InvalidOptionsError', path: 'policy.memoryBytes' });
   });
 });

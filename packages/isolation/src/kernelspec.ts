@@ -2,8 +2,16 @@ import { createHash, randomBytes } from 'node:crypto';
 import { mkdirSync, readFileSync, realpathSync, renameSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { InvalidOptionsError, type ReadIsolationPolicy } from '@kernelwarden/core';
-import { bwrapArguments, checkWrapInputs, privateTempDirs, sandboxHostPaths } from './bubblewrap.js';
+import { InvalidOptionsError } from '@kernelwarden/core';
+import {
+  bwrapArguments,
+  checkWrapInputs,
+  hostFilesystem,
+  privateTempDirs,
+  type SandboxPolicy,
+  sandboxHostPaths,
+} from './bubblewrap.js';
+import { parseMountInfo } from './cgroup.js';
 import { IsolationPolicyError, IsolationUnavailableError } from './errors.js';
 import { resolveKernelArgv } from './interpreter.js';
 import { currentOwner } from './kernelspec-owner.js';
@@ -14,6 +22,8 @@ import {
   launchCheckArguments,
   recordPaths,
 } from './launch-check.js';
+import { detectLimits, type LimitFacts, type LimitPlan, planLimits } from './limit-support.js';
+import { hasLimits, requestedLimits } from './limits.js';
 import { isAbsolutePath, isWithin } from './paths.js';
 import { verifyIsolation } from './probe.js';
 import { assertSandbox, type DetectSandboxOptions, findExecutable } from './sandbox.js';
@@ -47,15 +57,21 @@ export interface InstallIsolatedKernelSpecOptions extends DetectSandboxOptions {
   kernelSpecDir: string | undefined;
   /** The kernelspec whose argv is wrapped. */
   baseSpec: BaseKernelSpec;
-  /** The policy to enforce (from `createReadIsolationPolicy()` or `teamReadPolicy()`). */
-  policy: ReadIsolationPolicy;
+  /**
+   * The policy to enforce (from `createReadIsolationPolicy()`, `createKernelPolicy()` or `teamReadPolicy()`): hidden
+   * directories, limits (`memoryBytes`, `maxProcesses`, `cpuSeconds`, `network`), or both.
+   */
+  policy: SandboxPolicy;
   /** The kernel's working directory: read-write, and its current directory. */
   workspace: string;
   /** More directories the kernel may write (bound read-write). @defaultValue [] */
   extraReadWrite?: readonly string[];
   /** More directories hidden like the policy's roots, e.g. the gateway's state directory. @defaultValue [] */
   hide?: readonly string[];
-  /** Directories given a private tmpfs per kernel. @defaultValue [policy.tempDir, '/tmp'] */
+  /**
+   * Directories given a private tmpfs per kernel.
+   * @defaultValue [policy.tempDir, '/tmp'], none for a policy without hidden roots
+   */
   privateTemp?: readonly string[];
   /**
    * Also hide kernelwarden's state directory (where `LocalGateway` keeps its token): `KERNELWARDEN_STATE_DIR`, else
@@ -67,6 +83,43 @@ export interface InstallIsolatedKernelSpecOptions extends DetectSandboxOptions {
    * @defaultValue the interpreter `jupyter-server` on the search path runs on
    */
   pythonExecutable?: string;
+  /**
+   * The pid of the jupyter-server that will launch the kernels (a LocalGateway lease's `pid`): kernels' cgroups are
+   * made in its cgroups, so that is where `detectLimits()` looks. @defaultValue process.pid
+   */
+  gatewayPid?: number;
+  /**
+   * What this machine can enforce (`detectLimits()`'s answer, or facts staged by a test); given, nothing is detected.
+   * @defaultValue detectLimits({ pid: gatewayPid }) when the policy has limits
+   */
+  limitSupport?: LimitFacts;
+}
+
+/**
+ * Read-only binds for every cgroup hierarchy mounted outside /sys, which a limits-only sandbox (the host's
+ * filesystem, read-write) would otherwise leave writable to a kernel running as root.
+ */
+function cgroupMountsOutsideSys(): string[] {
+  let text = '';
+  try {
+    text = readFileSync('/proc/self/mountinfo', 'utf8');
+  } catch {
+    return [];
+  }
+  return [...new Set(parseMountInfo(text).map((m) => m.point))].filter((p) => p !== '/sys' && !isWithin(p, '/sys'));
+}
+
+/** The prlimit command that sets every rlimit of `plan` (soft and hard alike) and runs the rest. */
+function prlimitPrefix(plan: LimitPlan | undefined): string[] {
+  if (!plan?.prlimitPath) return [];
+  const set = (name: string, value: number | undefined) => (value === undefined ? [] : [`--${name}=${value}:${value}`]);
+  return [
+    plan.prlimitPath,
+    ...set('data', plan.rlimits.data),
+    ...set('nproc', plan.rlimits.nproc),
+    ...set('cpu', plan.rlimits.cpu),
+    '--',
+  ];
 }
 
 /** kernelwarden's state directory, as `LocalGateway` chooses it: `KERNELWARDEN_STATE_DIR`, XDG, or the default. */
@@ -99,7 +152,7 @@ function validateBase(spec: BaseKernelSpec): void {
  * Refuses a kernel whose interpreter would be hidden by the policy: it would only fail later, as a kernel that
  * dies at start-up, with a far less helpful message.
  */
-function checkInterpreterVisible(policy: ReadIsolationPolicy, command: string, searchPath: string | undefined): void {
+function checkInterpreterVisible(policy: SandboxPolicy, command: string, searchPath: string | undefined): void {
   const lexical = isAbsolutePath(command) ? command : findExecutable(command, searchPath);
   if (!lexical) return;
   let real = lexical;
@@ -139,7 +192,10 @@ function canonicalExisting(path: string, what: string, field: string): string {
  * that directory a fresh, empty tmpfs, so it cannot also be the kernel's own folder, and binding it back would share
  * the host's temporary directory with the kernel. A directory below it is fine: it is bound into the private one.
  */
-function checkWorkspaceNotTemp(policy: ReadIsolationPolicy, wrap: { workspace: string; readWrite: string[] }): void {
+function checkWorkspaceNotTemp(
+  policy: SandboxPolicy,
+  wrap: { workspace: string; readWrite: string[]; privateTemp?: readonly string[] },
+): void {
   const temps = new Set<string>();
   for (const dir of privateTempDirs(policy, wrap)) {
     temps.add(dir);
@@ -181,6 +237,14 @@ function checkWorkspaceNotTemp(policy: ReadIsolationPolicy, wrap: { workspace: s
  * link or removed. At launch, the gateway's runtime directory (other kernels' keys, the server's token) is hidden and
  * only this kernel's connection file is bound back. A workspace that is itself a private temporary directory (the
  * system temporary directory) is refused with `IsolationPolicyError`.
+ *
+ * Limits (`memoryBytes`, `maxProcesses`, `cpuSeconds`, `network: false`) are planned with `detectLimits()` (or
+ * `limitSupport`) and `planLimits()`: one nothing here can enforce is refused with `IsolationUnavailableError`
+ * (reason `limit-unenforceable`, `limit` naming it) before anything is written. At every launch the launcher makes
+ * the kernel's cgroup `kw-<spec hash>-<kernel id>` in the gateway's cgroup (reused by restarts), sets its limits and
+ * joins it before exec'ing `prlimit` (the rlimits) and bwrap (`--unshare-net`); a launch that cannot set a limit up
+ * fails with a one-line reason naming it. A policy without hidden roots keeps the host's filesystem read-write
+ * (with /sys read-only) and the host's temporary directory.
  */
 export async function installIsolatedKernelSpec(opts: InstallIsolatedKernelSpecOptions): Promise<string> {
   if (opts.kernelSpecDir === undefined || opts.kernelSpecDir === '') {
@@ -217,6 +281,7 @@ export async function installIsolatedKernelSpec(opts: InstallIsolatedKernelSpecO
       canonicalExisting(dir, 'read-write directory', `extraReadWrite.${i}`),
     ),
     hide,
+    ...(hostFilesystem(opts.policy) ? { readOnly: cgroupMountsOutsideSys() } : {}),
     ...(opts.privateTemp ? { privateTemp: opts.privateTemp } : {}),
   };
   checkWrapInputs(opts.policy, argvBase, wrap);
@@ -225,8 +290,23 @@ export async function installIsolatedKernelSpec(opts: InstallIsolatedKernelSpecO
     checkKernelSpecPath(path);
   checkInterpreterVisible(opts.policy, argvBase[0]!, opts.searchPath ?? process.env.PATH);
   const sandbox = await assertSandbox(opts);
+  // Each limit by the strongest mechanism here, or a refusal naming the first one nothing can enforce.
+  const plan = hasLimits(opts.policy)
+    ? planLimits(
+        opts.policy,
+        opts.limitSupport ??
+          (await detectLimits({
+            pid: opts.gatewayPid,
+            searchPath: opts.searchPath,
+            signal: opts.signal,
+            timeoutMs: opts.timeoutMs,
+          })),
+      )
+    : undefined;
+  const cgroupDirs = [...new Set(plan?.cgroups.map((c) => c.controller.base) ?? [])];
   await verifyIsolation(opts.policy, {
     ...wrap,
+    cgroupDirs,
     searchPath: opts.searchPath,
     signal: opts.signal,
     timeoutMs: opts.timeoutMs,
@@ -235,13 +315,14 @@ export async function installIsolatedKernelSpec(opts: InstallIsolatedKernelSpecO
   const record = recordPaths(sandboxHostPaths(opts.policy, wrap));
   const owner = currentOwner();
 
-  const argv = [
+  const argvWith = (tag: string) => [
     '/bin/sh',
     '-c',
     LAUNCH_SCRIPT,
     'kernelwarden-isolated-kernel',
     '{connection_file}',
-    ...launchCheckArguments(sandbox.statPath, record),
+    ...launchCheckArguments(sandbox.statPath, record, { tag, limits: plan?.cgroups ?? [] }),
+    ...prlimitPrefix(plan),
     sandbox.envPath,
     '--ignore-signal=INT',
     sandbox.bwrapPath,
@@ -251,18 +332,21 @@ export async function installIsolatedKernelSpec(opts: InstallIsolatedKernelSpecO
     '--default-signal=INT',
     ...argvBase,
   ];
+  const limits = requestedLimits(opts.policy);
   const identity = JSON.stringify({
     base: opts.baseSpec,
     roots: opts.policy.roots,
     allowedRoots: opts.policy.allowedRoots,
     tempDir: opts.policy.tempDir,
-    argv,
+    limits,
+    // The kernels' cgroups are named after this hash, which cannot cover itself.
+    argv: argvWith('0'.repeat(16)),
     owner,
   });
   const hash = createHash('sha256').update(identity).digest('hex').slice(0, 16);
   const name = `kw-iso-${opts.baseSpec.name.toLowerCase()}-${hash}`;
   const spec = {
-    argv,
+    argv: argvWith(hash),
     display_name: `${opts.baseSpec.display_name} (isolated)`,
     language: opts.baseSpec.language,
     ...(opts.baseSpec.env ? { env: opts.baseSpec.env } : {}),
@@ -275,6 +359,16 @@ export async function installIsolatedKernelSpec(opts: InstallIsolatedKernelSpecO
         allowedRoots: opts.policy.allowedRoots,
         workspace,
         owner,
+        ...(plan
+          ? {
+              limits: {
+                ...limits,
+                mechanisms: plan.mechanisms,
+                // Where this spec's kernels' cgroups are made: removed with the spec once empty.
+                cgroupDirs,
+              },
+            }
+          : {}),
       },
     },
   };

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { InvalidOptionsError } from '@kernelwarden/core';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { IsolationPolicyError } from './errors.js';
-import { createReadIsolationPolicy } from './policy.js';
+import { createKernelPolicy, createReadIsolationPolicy } from './policy.js';
 
 let base: string;
 let temp: string;
@@ -124,6 +124,74 @@ describe('createReadIsolationPolicy', () => {
     } catch (error) {
       expect(IsolationPolicyError.isInstance(error)).toBe(true);
       expect((error as IsolationPolicyError).code).toBe('ISOLATION_POLICY');
+    }
+  });
+});
+
+describe('createKernelPolicy', () => {
+  it('makes a limits-only policy: no roots, the limits kept, network: true left out as the default it is', () => {
+    const policy = createKernelPolicy({
+      memoryBytes: 512 * 1024 * 1024,
+      maxProcesses: 64,
+      cpuSeconds: 2.5,
+      network: true,
+      tempDir: temp,
+    });
+    expect(policy).toEqual({
+      roots: [],
+      allowedRoots: [],
+      tempDir: temp,
+      memoryBytes: 512 * 1024 * 1024,
+      maxProcesses: 64,
+      cpuSeconds: 2.5,
+    });
+    expect('network' in policy).toBe(false);
+    expect(Object.isFrozen(policy)).toBe(true);
+    expect(createKernelPolicy({ network: false, tempDir: temp }).network).toBe(false);
+  });
+
+  it('combines limits with hidden roots, checked as createReadIsolationPolicy checks them', () => {
+    const data = dir('data');
+    expect(createKernelPolicy({ roots: [{ path: data, label: 'data' }], network: false, tempDir: temp })).toEqual({
+      roots: [data],
+      allowedRoots: [],
+      tempDir: temp,
+      network: false,
+    });
+    expect(
+      createReadIsolationPolicy({ roots: [{ path: data, label: 'data' }], memoryBytes: 1 << 30, tempDir: temp }),
+    ).toMatchObject({ roots: [data], memoryBytes: 1 << 30 });
+    expect(() => createKernelPolicy({ roots: [{ path: base, label: 'all' }], tempDir: temp })).toThrow(
+      /must not overlap the canonical system temporary directory/,
+    );
+  });
+
+  it('names the field of every malformed limit', () => {
+    const cases: [Record<string, unknown>, string, RegExp][] = [
+      [{ memoryBytes: 0 }, 'memoryBytes', /at least 268435456 bytes \(256 MiB\)/],
+      [{ memoryBytes: 1.5e9 + 0.5 }, 'memoryBytes', /whole number/],
+      [{ memoryBytes: '512M' }, 'memoryBytes', /whole number/],
+      [{ maxProcesses: 4 }, 'maxProcesses', /at least 16/],
+      [{ maxProcesses: Number.NaN }, 'maxProcesses', /whole number/],
+      [{ cpuSeconds: 0 }, 'cpuSeconds', /above 0/],
+      [{ cpuSeconds: Number.POSITIVE_INFINITY }, 'cpuSeconds', /above 0/],
+      [{ network: 'no' }, 'network', /true or false/],
+    ];
+    for (const [limits, path, message] of cases) {
+      try {
+        createKernelPolicy({ ...limits, tempDir: temp } as never);
+        expect.unreachable();
+      } catch (error) {
+        expect(InvalidOptionsError.isInstance(error), path).toBe(true);
+        expect((error as InvalidOptionsError).path).toBe(path);
+        expect((error as Error).message).toMatch(message);
+      }
+    }
+    try {
+      createReadIsolationPolicy({ roots: [{ path: dir('d'), label: 'd' }], cpuSeconds: -1, tempDir: temp });
+      expect.unreachable();
+    } catch (error) {
+      expect((error as InvalidOptionsError).path).toBe('cpuSeconds');
     }
   });
 });

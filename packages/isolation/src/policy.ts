@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { resolve } from 'node:path';
 import { InvalidOptionsError, type ReadIsolationPolicy } from '@kernelwarden/core';
 import { IsolationPolicyError } from './errors.js';
+import { type KernelLimits, limitIssues, requestedLimits } from './limits.js';
 import { inspectPath, isAbsolutePath, isWithin, overlaps } from './paths.js';
 
 /** A directory named in a policy, with the label its error messages use ("team data directory"). */
@@ -13,8 +14,8 @@ export interface LabelledPath {
   label: string;
 }
 
-/** Options of `createReadIsolationPolicy()`. */
-export interface ReadIsolationPolicyOptions {
+/** Options of `createReadIsolationPolicy()`: the directories to hide, and optionally limits (`KernelLimits`). */
+export interface ReadIsolationPolicyOptions extends KernelLimits {
   /** Directories hidden from the kernel: it sees each as an empty, read-only directory. At least one. */
   roots: readonly LabelledPath[];
   /**
@@ -30,20 +31,29 @@ export interface ReadIsolationPolicyOptions {
 }
 
 /**
- * A checked read-isolation policy: canonical absolute paths, frozen. Hand it to `KernelSession({ readIsolation })`,
- * `wrapCommand()` or `installIsolatedKernelSpec()`.
+ * Options of `createKernelPolicy()`: hidden directories, limits, or both. Without `roots` the kernel sees the
+ * filesystem as its user does (read-write), and only the gateway's own state is kept from it.
  */
-export interface IsolationPolicy extends ReadIsolationPolicy {
+export interface KernelPolicyOptions extends Omit<ReadIsolationPolicyOptions, 'roots'> {
+  /** Directories hidden from the kernel (each seen as an empty, read-only directory). @defaultValue [] */
+  roots?: readonly LabelledPath[];
+}
+
+/**
+ * A checked policy: canonical absolute paths and validated limits, frozen. Hand it to
+ * `KernelSession({ readIsolation })`, `wrapCommand()` or `installIsolatedKernelSpec()`.
+ */
+export interface IsolationPolicy extends ReadIsolationPolicy, KernelLimits {
   readonly roots: readonly string[];
   readonly allowedRoots: readonly string[];
   /** The canonical system temporary directory the roots were checked against. */
   readonly tempDir: string;
 }
 
-function validate(opts: ReadIsolationPolicyOptions): void {
+function validate(opts: KernelPolicyOptions, rootsRequired: boolean, subject: string): void {
   const issues: { path: string; message: string }[] = [];
   if (opts === null || typeof opts !== 'object') {
-    throw new InvalidOptionsError([{ path: '', message: 'expected an object' }], { subject: 'read-isolation policy' });
+    throw new InvalidOptionsError([{ path: '', message: 'expected an object' }], { subject });
   }
   const checkList = (list: unknown, name: string, required: boolean) => {
     if (list === undefined && !required) return;
@@ -63,11 +73,12 @@ function validate(opts: ReadIsolationPolicyOptions): void {
         issues.push({ path: `${name}.${i}.label`, message: 'expected a non-empty label' });
     });
   };
-  checkList(opts.roots, 'roots', true);
+  checkList(opts.roots, 'roots', rootsRequired);
   checkList(opts.allowedRoots, 'allowedRoots', false);
   if (opts.tempDir !== undefined && !isAbsolutePath(opts.tempDir))
     issues.push({ path: 'tempDir', message: 'expected an absolute path' });
-  if (issues.length > 0) throw new InvalidOptionsError(issues, { subject: 'read-isolation policy' });
+  issues.push(...limitIssues(opts));
+  if (issues.length > 0) throw new InvalidOptionsError(issues, { subject });
 }
 
 /** Checks that `entry` names an existing directory reached through no symbolic link; returns its canonical path. */
@@ -114,10 +125,30 @@ export function canonicalTempDir(tempDir?: string): string {
  * `IsolationPolicyError` for a root or allowed root that is or passes through a symbolic link
  * (`<label> cannot be isolated`), roots that nest (`must not overlap`), a root overlapping the system temporary
  * directory (`must not overlap the canonical system temporary directory`), an allowed root that contains a hidden
- * root, or a missing directory; `InvalidOptionsError` for malformed options.
+ * root, or a missing directory; `InvalidOptionsError` for malformed options. Limit fields (`memoryBytes`,
+ * `maxProcesses`, `cpuSeconds`, `network`) are checked and kept, as `createKernelPolicy()` does.
  */
 export function createReadIsolationPolicy(opts: ReadIsolationPolicyOptions): IsolationPolicy {
-  validate(opts);
+  validate(opts, true, 'read-isolation policy');
+  return buildPolicy(opts);
+}
+
+/**
+ * Computes a kernel policy from hidden directories, limits, or both: `createReadIsolationPolicy()` without the need
+ * for a hidden root. A policy without roots is a limits-only policy: the kernel runs in the same sandbox (no
+ * capability, its own PID namespace, the gateway's secrets out of reach) but sees the filesystem as its user does.
+ *
+ * Use it for `--memory`-style limits with or without `--hide`. The limits are enforced by
+ * `installIsolatedKernelSpec()`, which refuses (`IsolationUnavailableError`, reason `limit-unenforceable`) a limit
+ * nothing on the machine can enforce. Throws `InvalidOptionsError` for a malformed field (its path, e.g.
+ * `memoryBytes`), and `IsolationPolicyError` like `createReadIsolationPolicy()`.
+ */
+export function createKernelPolicy(opts: KernelPolicyOptions): IsolationPolicy {
+  validate(opts, false, 'kernel policy');
+  return buildPolicy({ ...opts, roots: opts.roots ?? [] });
+}
+
+function buildPolicy(opts: ReadIsolationPolicyOptions): IsolationPolicy {
   const tempDir = canonicalTempDir(opts.tempDir);
   const roots = opts.roots.map((r) => ({ label: r.label, path: canonicalDirectory(r) }));
   for (const root of roots) {
@@ -165,5 +196,6 @@ export function createReadIsolationPolicy(opts: ReadIsolationPolicyOptions): Iso
     roots: Object.freeze(roots.map((r) => r.path)),
     allowedRoots: Object.freeze(allowed),
     tempDir,
+    ...requestedLimits(opts),
   });
 }

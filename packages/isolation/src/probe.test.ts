@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { IsolationUnavailableError } from './errors.js';
-import { createReadIsolationPolicy } from './policy.js';
+import { createKernelPolicy, createReadIsolationPolicy } from './policy.js';
 import { verifyIsolation } from './probe.js';
 import { findExecutable } from './sandbox.js';
 
@@ -93,5 +93,31 @@ describe('verifyIsolation', () => {
     expect(message).toContain(`the sandbox could unmount ${temp}`);
     expect(message).toContain(`a file in hidden root ${data} was readable`);
     expect(readdirSync(data).sort()).toEqual(['secret.txt', 'sessions']);
+  });
+
+  it('checks a limits-only sandbox: hidden state empty, loopback only without network, cgroup dirs out of reach', async () => {
+    const state = join(base, 'state');
+    mkdirSync(state);
+    writeFileSync(join(state, 'token'), 'secret');
+    const policy = createKernelPolicy({ network: false, memoryBytes: 512 * 1024 * 1024, tempDir: temp });
+    const cgroupDirs = ['/sys/fs/cgroup'];
+    const report = await verifyIsolation(policy, { workspace: ws, hide: [state], cgroupDirs });
+    expect(report.checks).toEqual(
+      expect.arrayContaining([
+        `hidden ${state}: listing empty`,
+        'network: loopback only',
+        'cgroup /sys/fs/cgroup: not writable',
+      ]),
+    );
+    expect(report.checks.some((c) => c.endsWith(': private'))).toBe(false);
+  });
+
+  it('refuses with probe-failed a sandbox that could write where the limits live', async () => {
+    // The workspace is writable from the sandbox: named as a cgroup directory, the probe must catch it.
+    const policy = createKernelPolicy({ tempDir: temp });
+    const error = await verifyIsolation(policy, { workspace: ws, cgroupDirs: [ws] }).catch((e: unknown) => e);
+    expect(error).toMatchObject({ name: 'IsolationUnavailableError', reason: 'probe-failed' });
+    expect((error as Error).message).toContain(`the sandbox could make a cgroup in ${ws}`);
+    expect((error as Error).message).toContain(`the sandbox could move itself into the cgroup ${ws}`);
   });
 });

@@ -1,8 +1,13 @@
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readdirSync, rmSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative, sep } from 'node:path';
-import type { ReadIsolationPolicy } from '@kernelwarden/core';
-import { checkWrapInputs, privateTempDirs, type WrapCommandOptions, wrapCommand } from './bubblewrap.js';
+import {
+  checkWrapInputs,
+  privateTempDirs,
+  type SandboxPolicy,
+  type WrapCommandOptions,
+  wrapCommand,
+} from './bubblewrap.js';
 import { IsolationUnavailableError } from './errors.js';
 import { isWithin } from './paths.js';
 import { canonicalTempDir } from './policy.js';
@@ -10,7 +15,13 @@ import { assertSandbox, type DetectSandboxOptions } from './sandbox.js';
 import { runProcess } from './subprocess.js';
 
 /** Options of `verifyIsolation()`: the same sandbox options the kernel will get, plus the probe's own. */
-export interface VerifyIsolationOptions extends WrapCommandOptions, DetectSandboxOptions {}
+export interface VerifyIsolationOptions extends WrapCommandOptions, DetectSandboxOptions {
+  /**
+   * cgroup directories the kernel's limits live in (where kernels' cgroups are made): the probe must be unable to
+   * make a cgroup there or move itself into one. @defaultValue []
+   */
+  cgroupDirs?: readonly string[];
+}
 
 /** What the probe checked; every entry passed when `verifyIsolation()` resolves. */
 export interface IsolationReport {
@@ -62,7 +73,12 @@ function undoAttempts(targets: readonly string[], prefix: string): string[] {
  * holds every capability over a copy of the sandbox's mounts: the kernel locks those mounts together, so it must
  * neither unmount one nor bind a hidden root's parent somewhere (without what covers the root) and read through it.
  */
-function nestedScript(targets: readonly string[], canaries: readonly Canary[], hostTemp: string, temp: string): string {
+function nestedScript(
+  targets: readonly string[],
+  canaries: readonly Canary[],
+  hostTemp: string | undefined,
+  temp: string,
+): string {
   const lines = [...undoAttempts(targets, 'nested ')];
   canaries.forEach((c, i) => {
     if (!c.file) return;
@@ -74,7 +90,8 @@ function nestedScript(targets: readonly string[], canaries: readonly Canary[], h
         `if cat ${quote(through)} >/dev/null 2>&1; then echo 'nested bind ${i} LEAK'; fi`,
     );
   });
-  lines.push(`if [ -e ${quote(hostTemp)} ]; then echo 'nested temp SHARED'; fi`, `echo 'nested done'`);
+  if (hostTemp) lines.push(`if [ -e ${quote(hostTemp)} ]; then echo 'nested temp SHARED'; fi`);
+  lines.push(`echo 'nested done'`);
   return lines.join('\n');
 }
 
@@ -101,18 +118,27 @@ function expectedNames(root: string, binds: readonly string[]): Set<string> {
  * The self-test: runs a probe process under `policy` exactly as a kernel would be wrapped, and resolves only if it
  * could not read a canary in any hidden root (directly, nor through a symbolic link planted in a probe directory),
  * listed nothing there but the way to what is bound back, could read every allowed root, could write in the
- * workspace, and did not see the host's temporary directory. Otherwise it throws `IsolationUnavailableError`
- * (`reason: 'probe-failed'`, or the sandbox's own reason).
+ * workspace, and did not see the host's temporary directory (when it gets a private one). With `network: false` it
+ * must have no network interface but loopback; with `cgroupDirs` it must be unable to write them. Otherwise it throws
+ * `IsolationUnavailableError` (`reason: 'probe-failed'`, or the sandbox's own reason). Resource limits
+ * (`memoryBytes`, `maxProcesses`, `cpuSeconds`) are not applied to the probe: they are set up at each launch.
  *
  * Use it before the first launch under a policy; `installIsolatedKernelSpec()` runs it for you. It writes a canary
  * file in each writable hidden root, one in the system temporary directory and a probe directory there, and removes
  * them all before it settles.
  */
 export async function verifyIsolation(
-  policy: ReadIsolationPolicy,
+  fullPolicy: SandboxPolicy,
   opts: VerifyIsolationOptions,
 ): Promise<IsolationReport> {
-  checkWrapInputs(policy, ['/bin/sh'], opts);
+  checkWrapInputs(fullPolicy, ['/bin/sh'], opts);
+  const policy: SandboxPolicy = {
+    roots: fullPolicy.roots,
+    allowedRoots: fullPolicy.allowedRoots,
+    ...(fullPolicy.tempDir !== undefined ? { tempDir: fullPolicy.tempDir } : {}),
+    ...(fullPolicy.network === false ? { network: false } : {}),
+  };
+  const { cgroupDirs = [], ...wrapOptions } = opts;
   const sandbox = await assertSandbox(opts);
   const tempDir = policy.tempDir ?? canonicalTempDir();
   const token = randomBytes(6).toString('hex');
@@ -147,8 +173,9 @@ export async function verifyIsolation(
       probeDir,
     ];
     const writeProbe = join(opts.workspace, `.kernelwarden-probe-${token}`);
-    const temp = privateTempDirs(policy, opts)[0] ?? '/tmp';
-    const undoTargets = [...policy.roots, ...(opts.hide ?? []), ...privateTempDirs(policy, opts)];
+    const privateTemp = privateTempDirs(policy, opts);
+    const temp = privateTemp[0] ?? '/tmp';
+    const undoTargets = [...policy.roots, ...(opts.hide ?? []), ...privateTemp];
     const lines: string[] = [
       // What the sandbox holds: every capability set must be empty, the bounding set included.
       `while read -r k v; do case $k in Cap*) echo "cap $k $v";; esac; done < /proc/self/status`,
@@ -156,7 +183,7 @@ export async function verifyIsolation(
       ...undoAttempts(undoTargets, ''),
       // The same from a user namespace of its own (where a process holds every capability over a copy of the mounts).
       'if command -v unshare >/dev/null 2>&1; then',
-      `  unshare --user --mount --keep-caps /bin/sh -c ${quote(nestedScript(undoTargets, canaries, hostTemp, temp))} 2>/dev/null`,
+      `  unshare --user --mount --keep-caps /bin/sh -c ${quote(nestedScript(undoTargets, canaries, privateTemp.length > 0 ? hostTemp : undefined, temp))} 2>/dev/null`,
       'fi',
     ];
     canaries.forEach((c, i) => {
@@ -170,13 +197,29 @@ export async function verifyIsolation(
     lines.push(
       `if (: > ${quote(writeProbe)}) 2>/dev/null; then rm -f ${quote(writeProbe)}; else echo 'workspace UNWRITABLE'; fi`,
     );
-    lines.push(`if [ -e ${quote(hostTemp)} ]; then echo 'temp SHARED'; fi`);
-    lines.push(
-      `if (: > ${quote(join(temp, '.kernelwarden-probe'))}) 2>/dev/null; then :; else echo 'temp UNWRITABLE'; fi`,
-    );
+    if (privateTemp.length > 0) {
+      lines.push(`if [ -e ${quote(hostTemp)} ]; then echo 'temp SHARED'; fi`);
+      lines.push(
+        `if (: > ${quote(join(temp, '.kernelwarden-probe'))}) 2>/dev/null; then :; else echo 'temp UNWRITABLE'; fi`,
+      );
+    }
+    (opts.hide ?? []).forEach((hidden, i) => {
+      lines.push(`for n in $(ls -A ${quote(hidden)} 2>/dev/null); do echo "hidden ${i} $n"; done`);
+    });
+    if (policy.network === false) {
+      // /proc/net/dev lists the interfaces of the sandbox's network namespace: only loopback may be there.
+      lines.push(`tail -n +3 /proc/net/dev 2>/dev/null | while IFS=: read -r n rest; do echo "netif $(echo $n)"; done`);
+    }
+    cgroupDirs.forEach((dir, i) => {
+      const escapee = join(dir, `kw-escape-${token}`);
+      lines.push(
+        `if mkdir ${quote(escapee)} 2>/dev/null; then echo 'cgroup ${i} WRITABLE'; rmdir ${quote(escapee)}; fi`,
+        `if (echo $$ > ${quote(join(dir, 'cgroup.procs'))}) 2>/dev/null; then echo 'cgroup ${i} JOINED'; fi`,
+      );
+    });
     lines.push(`echo 'probe done'`);
     const argv = wrapCommand(policy, ['/bin/sh', '-c', lines.join('\n')], {
-      ...opts,
+      ...wrapOptions,
       bwrapPath: sandbox.bwrapPath,
       envPath: sandbox.envPath,
       readOnly: [...(opts.readOnly ?? []), probeDir],
@@ -240,7 +283,28 @@ export async function verifyIsolation(
     if (out.includes('workspace UNWRITABLE')) failures.push(`the workspace ${opts.workspace} was not writable`);
     if (out.includes('temp SHARED')) failures.push(`the system temporary directory ${tempDir} was visible`);
     if (out.includes('temp UNWRITABLE')) failures.push(`the private temporary directory ${temp} was not writable`);
-    checks.push(`workspace ${opts.workspace}: writable`, `${temp}: private`);
+    checks.push(`workspace ${opts.workspace}: writable`);
+    if (privateTemp.length > 0) checks.push(`${temp}: private`);
+    (opts.hide ?? []).forEach((hidden, i) => {
+      const allowedNames = expectedNames(hidden, binds);
+      const listed = out.filter((l) => l.startsWith(`hidden ${i} `)).map((l) => l.slice(`hidden ${i} `.length));
+      const extra = listed.filter((n) => !allowedNames.has(n));
+      if (extra.length > 0) failures.push(`hidden directory ${hidden} listed ${extra.slice(0, 3).join(', ')}`);
+      checks.push(`hidden ${hidden}: listing empty`);
+    });
+    if (policy.network === false) {
+      const interfaces = out.filter((l) => l.startsWith('netif ')).map((l) => l.slice('netif '.length));
+      const others = interfaces.filter((n) => n !== 'lo');
+      if (!interfaces.includes('lo') && others.length === 0)
+        failures.push('the sandbox could not tell its network interfaces');
+      else if (others.length > 0) failures.push(`the sandbox has network interfaces (${others.join(', ')})`);
+      checks.push('network: loopback only');
+    }
+    cgroupDirs.forEach((dir, i) => {
+      if (out.includes(`cgroup ${i} WRITABLE`)) failures.push(`the sandbox could make a cgroup in ${dir}`);
+      if (out.includes(`cgroup ${i} JOINED`)) failures.push(`the sandbox could move itself into the cgroup ${dir}`);
+      checks.push(`cgroup ${dir}: not writable`);
+    });
     if (failures.length > 0) {
       throw new IsolationUnavailableError(
         `The isolation probe failed, so no kernel is started under this policy: ${failures.join('; ')}`,

@@ -4,12 +4,16 @@ export type { AbortScope, DeadlineOptions } from './deadline.js';
 export { abortScope, effectiveTimeout, raceSignal, withDeadline } from './deadline.js';
 export type { KernelwardenErrorOptions } from './errors.js';
 export { DeadlineExceededError, InvalidOptionsError, isTimeoutError, KernelwardenError } from './errors.js';
+export type { EventMapOf, Listener, Unsubscribe } from './events.js';
+export { TypedEmitter } from './events.js';
+export { emptyResult } from './result.js';
 export type {
   ExecuteError,
   ExecuteOptions,
   ExecuteResult,
   InputRequest,
   KernelHandle,
+  KillOutcome,
   Output,
   ReadIsolationPolicy,
 } from './types.js';

@@ -1,14 +1,13 @@
 import { once } from 'node:events';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { type JupyterMessage, V1_SUBPROTOCOL } from '@kernelwarden/jupyter-protocol';
 import { afterEach, describe, expect, it } from 'vitest';
 import { WebSocketServer, WebSocket as WsWebSocket } from 'ws';
 import { GatewayAuthError } from './errors.js';
 import { GatewayClient, type WebSocketClass } from './gateway-client.js';
 import { GatewayKernel } from './gateway-kernel.js';
 import { type KernelReplies, type KernelScript, scriptedKernel } from './kernel-script.test-fixture.js';
-import type { JupyterMessage } from './message.js';
-import { V1_SUBPROTOCOL } from './wire-v1.js';
 
 /** A loopback ws server speaking the channels protocol with a scripted kernel; counts the pongs it receives. */
 async function kernelServer(opts: { rejectUpgrade?: number; script?: KernelScript } = {}) {

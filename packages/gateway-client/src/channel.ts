@@ -1,9 +1,8 @@
 import { type Clock, sleep, type Timer } from '@kernelwarden/core';
+import { encodeFrame, type JupyterMessage, V1_SUBPROTOCOL } from '@kernelwarden/jupyter-protocol';
 import { GatewayAuthError, GatewayUnavailableError, type ProtocolError } from './errors.js';
 import type { WebSocketClass } from './gateway-client.js';
-import type { JupyterMessage } from './message.js';
-import { decodeLegacy, encodeLegacy } from './wire-legacy.js';
-import { decodeV1, encodeV1, V1_SUBPROTOCOL } from './wire-v1.js';
+import { decodeFrame } from './wire.js';
 
 /** Which wire format to use: `'auto'` offers v1 and falls back to legacy when the server does not pick it. */
 export type WireProtocol = 'auto' | 'v1' | 'legacy';
@@ -137,7 +136,7 @@ export class KernelChannel {
       this.#queue.push(msg);
       return;
     }
-    socket.send(this.#format === 'v1' ? encodeV1(msg) : encodeLegacy(msg));
+    socket.send(encodeFrame(msg, this.#format));
   }
 
   /** Closes the socket for good (no reconnect). Idempotent. */
@@ -237,11 +236,7 @@ export class KernelChannel {
   #receive(data: unknown): void {
     let msg: JupyterMessage;
     try {
-      if (this.#format === 'v1') {
-        msg = decodeV1(toBytes(data, true) as Uint8Array);
-      } else {
-        msg = decodeLegacy(toBytes(data, false));
-      }
+      msg = decodeFrame(toBytes(data, this.#format === 'v1'), this.#format);
     } catch (error) {
       this.#opts.onProtocolError(error as ProtocolError);
       return;

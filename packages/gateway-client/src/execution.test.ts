@@ -1,7 +1,7 @@
 import type { ExecuteResult } from '@kernelwarden/core';
+import { createMessage } from '@kernelwarden/jupyter-protocol';
 import { describe, expect, it } from 'vitest';
 import { CellExecution, DEFAULT_OUTPUT_CAPS, type OutputCaps } from './execution.js';
-import { createMessage } from './message.js';
 
 function run(feed: (execution: CellExecution) => void, caps: OutputCaps = DEFAULT_OUTPUT_CAPS): ExecuteResult {
   let result: ExecuteResult | undefined;

@@ -1,5 +1,5 @@
 import type { ExecuteError, ExecuteOptions, ExecuteResult, Output } from '@kernelwarden/core';
-import type { JupyterMessage } from './message.js';
+import type { JupyterMessage } from '@kernelwarden/jupyter-protocol';
 
 /**
  * How long a cell waits for its `execute_reply` once the kernel went `idle` for it: ipykernel replies before it

@@ -1,6 +1,7 @@
 import { getEventListeners } from 'node:events';
 import type { ExecuteResult } from '@kernelwarden/core';
 import { InvalidOptionsError } from '@kernelwarden/core';
+import { createMessage, encodeV1, type JupyterMessage } from '@kernelwarden/jupyter-protocol';
 import { FakeWebSocket, type FetchHook, hookFetch, ManualClock } from '@kernelwarden/testkit';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { KernelDiedError, KernelStartError } from './errors.js';
@@ -8,7 +9,6 @@ import { DEFAULT_REPLY_GRACE_MS } from './execution.js';
 import type { WebSocketClass } from './gateway-client.js';
 import { GatewayKernel, type GatewayKernelStartOptions } from './gateway-kernel.js';
 import { type KernelScript, scriptedKernel } from './kernel-script.test-fixture.js';
-import { createMessage, type JupyterMessage } from './message.js';
 
 const BASE = 'http://127.0.0.1:9999';
 const OPEN = 1;
@@ -495,8 +495,8 @@ describe('GatewayKernel kernel death and connection loss', () => {
 
   it('reconnects with the same session id and drops replayed duplicates', async () => {
     using _hook = gatewayFetch('k');
-    let request!: (req: import('./message.js').JupyterMessage) => void;
-    const sent = new Promise<import('./message.js').JupyterMessage>((r) => (request = r));
+    let request!: (req: JupyterMessage) => void;
+    const sent = new Promise<JupyterMessage>((r) => (request = r));
     KernelSocket.script = { execute: (req) => request(req) };
     await using kernel = await start({ reconnect: { initialDelayMs: 1 } });
     const reconnected = new Promise<void>((r) => kernel.on('reconnected', () => r()));
@@ -520,7 +520,6 @@ describe('GatewayKernel kernel death and connection loss', () => {
       parent_header: req.header,
       content: { name: 'stdout', text: 'line 2\n' },
     };
-    const { encodeV1 } = await import('./wire-v1.js');
     second.receive(encodeV1(duplicate));
     second.receive(encodeV1(duplicate));
     second.kernel.replies.ok(req);

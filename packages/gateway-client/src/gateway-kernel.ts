@@ -12,6 +12,7 @@ import {
   systemClock,
   type Timer,
 } from '@kernelwarden/core';
+import { createMessage, type JupyterMessage } from '@kernelwarden/jupyter-protocol';
 import { z } from 'zod';
 import { KernelChannel, type ReconnectPolicy, type WireProtocol } from './channel.js';
 import { type KernelDeathReason, KernelDiedError, KernelStartError } from './errors.js';
@@ -23,7 +24,6 @@ import {
   KernelEvents,
   type KernelStatus,
 } from './kernel-events.js';
-import { createMessage, type JupyterMessage } from './message.js';
 import { MessageSequence } from './message-sequence.js';
 import {
   type CleanupRetryPolicy,

@@ -1,3 +1,5 @@
+export type { ChannelName, JupyterMessage, MessageHeader } from '@kernelwarden/jupyter-protocol';
+export { createMessage, encodeLegacy, encodeV1, V1_SUBPROTOCOL } from '@kernelwarden/jupyter-protocol';
 export type { ReconnectPolicy, WireProtocol } from './channel.js';
 export type { KernelDeathReason } from './errors.js';
 export {
@@ -26,8 +28,5 @@ export { GatewayKernel } from './gateway-kernel.js';
 export type { GatewayKernelEventMap, GatewayKernelListener, KernelStatus } from './kernel-events.js';
 export { LOCAL_GATEWAY_SERVER_CONFIG } from './local-gateway/server-config.js';
 export * from './local-gateway.js';
-export type { ChannelName, JupyterMessage, MessageHeader } from './message.js';
-export { createMessage } from './message.js';
 export type { CleanupRetryPolicy } from './start-cleanup.js';
-export { decodeLegacy, encodeLegacy } from './wire-legacy.js';
-export { decodeV1, encodeV1, V1_SUBPROTOCOL } from './wire-v1.js';
+export { decodeLegacy, decodeV1 } from './wire.js';

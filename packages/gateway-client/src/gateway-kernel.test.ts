@@ -5,9 +5,9 @@ import { createMessage, encodeV1, type JupyterMessage } from '@kernelwarden/jupy
 import { FakeWebSocket, type FetchHook, hookFetch, ManualClock } from '@kernelwarden/testkit';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { KernelDiedError, KernelStartError } from './errors.js';
-import { DEFAULT_REPLY_GRACE_MS } from './execution.js';
 import type { WebSocketClass } from './gateway-client.js';
 import { GatewayKernel, type GatewayKernelStartOptions } from './gateway-kernel.js';
+import { DEFAULT_REPLY_GRACE_MS } from './gateway-kernel-options.js';
 import { type KernelScript, scriptedKernel } from './kernel-script.test-fixture.js';
 
 const BASE = 'http://127.0.0.1:9999';

@@ -20,13 +20,12 @@ describe('wire (the shared codec, reported as ProtocolError)', () => {
 
   it("throws ProtocolError with the codec's WireFormatError as cause on a malformed frame", () => {
     for (const decode of [() => decodeV1(new Uint8Array([1, 2])), () => decodeLegacy('{"no": "channel"}')]) {
-      const error = (() => {
-        try {
-          decode();
-        } catch (e) {
-          return e;
-        }
-      })();
+      let error: unknown;
+      try {
+        decode();
+      } catch (e) {
+        error = e;
+      }
       expect(ProtocolError.isInstance(error)).toBe(true);
       expect((error as ProtocolError).code).toBe('PROTOCOL');
       expect(WireFormatError.isInstance((error as ProtocolError).cause)).toBe(true);

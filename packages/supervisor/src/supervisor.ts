@@ -307,23 +307,20 @@ export class KernelSupervisor<K extends SupervisedKernel = SupervisedKernel> {
    * Restarts the kernel (same object, fresh interpreter) only while `lease` is current, and returns the new lease
    * (generation + 1) — or `undefined` when the lease is stale or the slot changed during the restart. A restart that
    * fails empties the slot (`endedReason: 'restart_failed'`) and rejects with `KernelRestartError`.
+   *
+   * With `alreadyRestarted` (the kernel's `kill()` resolved `{ restarted: true }`: it already runs a fresh
+   * interpreter), `restart()` is not called: only the next generation is published.
    */
-  async restartIfCurrent(lease: Lease<K>, opts: { signal?: AbortSignal } = {}): Promise<Lease<K> | undefined> {
+  async restartIfCurrent(
+    lease: Lease<K>,
+    opts: { signal?: AbortSignal; alreadyRestarted?: boolean } = {},
+  ): Promise<Lease<K> | undefined> {
     if (!this.isCurrent(lease)) return undefined;
     const s = this.#slot(lease.slot);
     if (s.restarting?.leaseId === lease.id) return s.restarting.promise;
     const kernel = lease.kernel;
     const run = async (): Promise<Lease<K> | undefined> => {
-      if (typeof kernel.restart !== 'function') {
-        await this.shutdownIfCurrent(lease, 'restart_failed');
-        throw new KernelRestartError(lease.slot, 'the kernel has no restart()');
-      }
-      try {
-        await kernel.restart(opts.signal ? { signal: opts.signal } : undefined);
-      } catch (error) {
-        await this.shutdownIfCurrent(lease, 'restart_failed');
-        throw new KernelRestartError(lease.slot, messageOf(error), error);
-      }
+      if (!opts.alreadyRestarted) await this.#restartKernel(lease, opts.signal);
       if (!this.isCurrent(lease)) return undefined;
       if (!isAlive(kernel)) {
         await this.shutdownIfCurrent(lease, 'restart_failed');
@@ -341,6 +338,20 @@ export class KernelSupervisor<K extends SupervisedKernel = SupervisedKernel> {
     });
     s.restarting = { leaseId: lease.id, promise };
     return promise;
+  }
+
+  async #restartKernel(lease: Lease<K>, signal: AbortSignal | undefined): Promise<void> {
+    const kernel = lease.kernel;
+    if (typeof kernel.restart !== 'function') {
+      await this.shutdownIfCurrent(lease, 'restart_failed');
+      throw new KernelRestartError(lease.slot, 'the kernel has no restart()');
+    }
+    try {
+      await kernel.restart(signal ? { signal } : undefined);
+    } catch (error) {
+      await this.shutdownIfCurrent(lease, 'restart_failed');
+      throw new KernelRestartError(lease.slot, messageOf(error), error);
+    }
   }
 
   /**

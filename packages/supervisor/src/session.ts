@@ -1,14 +1,17 @@
 import {
   type Clock,
+  type EventMapOf,
   type ExecuteOptions,
   type ExecuteResult,
+  emptyResult,
   InvalidOptionsError,
   type ReadIsolationPolicy,
   raceSignal,
+  TypedEmitter,
 } from '@kernelwarden/core';
 import { BackgroundCells, type BackgroundPeek } from './background.js';
 import { BootstrapError, ClosedError, SessionStoppedError } from './errors.js';
-import { TypedEmitter, type Unsubscribe } from './events.js';
+import type { Unsubscribe } from './events.js';
 import { type CellExecutor, plainExecutor } from './executor.js';
 import type { LanguageSlot, LanguageSlotContext } from './language-slot.js';
 import type { Lease, SlotStatus, SupervisedKernel } from './lease.js';
@@ -176,7 +179,7 @@ export class KernelSession<K extends SupervisedKernel = SupervisedKernel, H = un
   readonly #cwd: string | undefined;
   readonly #readIsolation: ReadIsolationPolicy | undefined;
   readonly #barrier = new TurnBarrier();
-  readonly #events = new TypedEmitter<KernelStatusEvent>();
+  readonly #events = new TypedEmitter<EventMapOf<KernelStatusEvent>>();
   readonly #background: BackgroundCells;
   #host: { value: H } | undefined;
   #desiredEnv: string | undefined;
@@ -706,7 +709,7 @@ export class KernelSession<K extends SupervisedKernel = SupervisedKernel, H = un
     if (s.leaseId !== undefined) event.leaseId = s.leaseId;
     if (slot === PYTHON_SLOT && this.#activeEnv !== undefined) event.env = this.#activeEnv;
     if (endedReason !== undefined) event.endedReason = endedReason;
-    this.#events.emit(event);
+    this.#events.emit(event.type, event);
   }
 }
 
@@ -735,17 +738,7 @@ function stopReason(message: string): Error {
 }
 
 function baseResult(cellId: string | undefined): ExecuteResult {
-  return {
-    status: 'aborted',
-    cellId: cellId ?? globalThis.crypto.randomUUID(),
-    stdout: '',
-    stderr: '',
-    outputs: [],
-    cancelled: false,
-    timedOut: false,
-    stdinRequested: false,
-    truncated: false,
-  };
+  return emptyResult(cellId ?? globalThis.crypto.randomUUID(), { status: 'aborted' });
 }
 
 function cancelledResult(cellId: string | undefined): ExecuteResult {

@@ -1,14 +1,16 @@
 import {
   type Clock,
+  type EventMapOf,
   effectiveTimeout,
   InvalidOptionsError,
   isClock,
   raceSignal,
   systemClock,
   type Timer,
+  TypedEmitter,
 } from '@kernelwarden/core';
 import { BuildCancelledError, ClosedError, KernelFactoryError, KernelRestartError } from './errors.js';
-import { TypedEmitter, type Unsubscribe } from './events.js';
+import type { Unsubscribe } from './events.js';
 import type { EndedReason, Lease, SlotStatus, SupervisedKernel } from './lease.js';
 import { isAlive, WarmPool, type WarmPoolOptions } from './pool.js';
 
@@ -138,7 +140,7 @@ export class KernelSupervisor<K extends SupervisedKernel = SupervisedKernel> {
   readonly #handOvers = new WeakMap<object, number>();
   /** The hand-over of each kernel that was shut down (or is being shut down). */
   readonly #shutDown = new WeakMap<object, number>();
-  readonly #events = new TypedEmitter<SupervisorEvent<K>>();
+  readonly #events = new TypedEmitter<EventMapOf<SupervisorEvent<K>>>();
   readonly #clock: Clock;
   readonly #idleTtlMs: number | undefined;
   readonly #shutdownTimeoutMs: number | undefined;
@@ -154,6 +156,10 @@ export class KernelSupervisor<K extends SupervisedKernel = SupervisedKernel> {
   /** True once `shutdownAll()` was called. */
   get closed(): boolean {
     return this.#closed;
+  }
+
+  #emit(event: SupervisorEvent<K>): void {
+    this.#events.emit(event.type, event);
   }
 
   /** Listens to one kind of event; returns the function that stops listening. */
@@ -330,7 +336,7 @@ export class KernelSupervisor<K extends SupervisedKernel = SupervisedKernel> {
       const next: Lease<K> = { slot: s.name, key: lease.key, generation: s.generation, id: newLeaseId(), kernel };
       s.current = next;
       this.#touch(s);
-      this.#events.emit({ type: 'restarted', slot: s.name, lease: next, previous: lease });
+      this.#emit({ type: 'restarted', slot: s.name, lease: next, previous: lease });
       return next;
     };
     const promise = run().finally(() => {
@@ -524,7 +530,7 @@ export class KernelSupervisor<K extends SupervisedKernel = SupervisedKernel> {
     const build = { slot: s.name, key, controller, waiters: 0 } as Build<K>;
     s.builds.add(build);
     const fail = (failure: unknown): unknown => {
-      this.#events.emit({ type: 'build_failed', slot: s.name, key, error: failure });
+      this.#emit({ type: 'build_failed', slot: s.name, key, error: failure });
       return failure;
     };
     const run = async (): Promise<AcquireResult<K>> => {
@@ -606,7 +612,7 @@ export class KernelSupervisor<K extends SupervisedKernel = SupervisedKernel> {
     s.manualStop = false;
     s.endedReason = undefined;
     this.#touch(s);
-    this.#events.emit({ type: 'published', slot: s.name, lease, outcome, ...(previous ? { previous } : {}) });
+    this.#emit({ type: 'published', slot: s.name, lease, outcome, ...(previous ? { previous } : {}) });
     return previous ? { lease, outcome, previous } : { lease, outcome };
   }
 
@@ -618,7 +624,7 @@ export class KernelSupervisor<K extends SupervisedKernel = SupervisedKernel> {
     s.current = undefined;
     s.manualStop = manual;
     s.endedReason = reason;
-    this.#events.emit({ type: 'ended', slot: s.name, lease, reason, manual });
+    this.#emit({ type: 'ended', slot: s.name, lease, reason, manual });
     return lease;
   }
 

@@ -3,17 +3,19 @@ import { emptyResult } from './result.js';
 
 describe('emptyResult', () => {
   it('is an ok result with no output and every flag off', () => {
-    expect(emptyResult('c1')).toStrictEqual({
-      status: 'ok',
-      cellId: 'c1',
-      stdout: '',
-      stderr: '',
-      outputs: [],
-      cancelled: false,
-      timedOut: false,
-      stdinRequested: false,
-      truncated: false,
-    });
+    const result = emptyResult('c1');
+    expect(Object.keys(result)).toEqual([
+      'status',
+      'cellId',
+      'stdout',
+      'stderr',
+      'outputs',
+      'cancelled',
+      'timedOut',
+      'stdinRequested',
+      'truncated',
+    ]);
+    expect(Object.values(result)).toEqual(['ok', 'c1', '', '', [], false, false, false, false]);
   });
 
   it('lays the given fields over the defaults and keeps the field order', () => {

@@ -1,4 +1,4 @@
-import type { ExecuteOptions, ExecuteResult } from '@kernelwarden/core';
+import { type ExecuteOptions, type ExecuteResult, emptyResult } from '@kernelwarden/core';
 import { KernelSession, type KernelStatusEvent } from '@kernelwarden/supervisor';
 import { ManualClock, RecordingKernel } from '@kernelwarden/testkit';
 import { describe, expect, it } from 'vitest';
@@ -14,17 +14,7 @@ describe('createWatchdog as a KernelSession executor', () => {
     const kernel = new RecordingKernel('python', {
       execute: async (code: string, opts: ExecuteOptions, k: RecordingKernel): Promise<ExecuteResult> => {
         if (code === 'hang()') await k.executeRelease.wait();
-        return {
-          status: 'ok',
-          cellId: opts.cellId ?? '',
-          stdout: code,
-          stderr: '',
-          outputs: [],
-          cancelled: false,
-          timedOut: false,
-          stdinRequested: false,
-          truncated: false,
-        };
+        return emptyResult(opts.cellId ?? '', { stdout: code });
       },
     });
     const bootstrapped: number[] = [];

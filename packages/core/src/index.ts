@@ -4,14 +4,18 @@ export type { AbortScope, DeadlineOptions } from './deadline.js';
 export { abortScope, effectiveTimeout, raceSignal, withDeadline } from './deadline.js';
 export type { KernelwardenErrorOptions } from './errors.js';
 export { DeadlineExceededError, InvalidOptionsError, isTimeoutError, KernelwardenError } from './errors.js';
+export type { EventMapOf, Listener, Unsubscribe } from './events.js';
+export { TypedEmitter } from './events.js';
 export type { OptionsSchema, OptionsSchemaIssue, ParseOptionsContext } from './options.js';
 export { parseOptions } from './options.js';
+export { emptyResult } from './result.js';
 export type {
   ExecuteError,
   ExecuteOptions,
   ExecuteResult,
   InputRequest,
   KernelHandle,
+  KillOutcome,
   Output,
   ReadIsolationPolicy,
 } from './types.js';

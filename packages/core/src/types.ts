@@ -89,6 +89,20 @@ export interface ExecuteResult {
 }
 
 /**
+ * What a `KernelHandle.kill()` did to the kernel.
+ *
+ * A caller that kills in order to restart (the watchdog) reads it to skip a restart the kill already made.
+ */
+export interface KillOutcome {
+  /**
+   * True when the kill already gave the handle a fresh interpreter (a Jupyter server's kill is a restart): the
+   * handle is alive with no state, and a `restart()` would only start another interpreter. False when the
+   * interpreter is stopped and `restart()` brings it back.
+   */
+  restarted: boolean;
+}
+
+/**
  * One running kernel, whatever drives it: a gateway kernel, a fake, or a user's own implementation.
  *
  * The supervisor, watchdog and session accept anything with the subset of it they need.
@@ -102,8 +116,11 @@ export interface KernelHandle {
   execute(code: string, opts?: ExecuteOptions): Promise<ExecuteResult>;
   /** Asks the kernel to interrupt the running cell; says whether the request was delivered. */
   interrupt(opts?: { signal?: AbortSignal }): Promise<{ delivered: boolean }>;
-  /** Hard stop of the interpreter; `restart()` may follow. */
-  kill(opts?: { signal?: AbortSignal }): Promise<void>;
+  /**
+   * Hard stop of the interpreter; `restart()` may follow. Resolves with what the kill did when the kernel can tell
+   * (`{ restarted: true }`: it already runs a fresh interpreter), else with nothing.
+   */
+  kill(opts?: { signal?: AbortSignal }): Promise<KillOutcome | void>;
   /** Same handle, fresh interpreter state. */
   restart(opts?: { signal?: AbortSignal }): Promise<void>;
   /** Stops the kernel for good. Never throws: `confirmed` says whether the stop is known to have happened. */

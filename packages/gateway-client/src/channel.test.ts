@@ -1,57 +1,65 @@
 import { once } from 'node:events';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { systemClock } from '@kernelwarden/core';
+import {
+  createMessage,
+  decodeFrame,
+  encodeFrame,
+  type JupyterMessage,
+  V1_SUBPROTOCOL,
+  type WireFormat,
+} from '@kernelwarden/jupyter-protocol';
 import { afterEach, describe, expect, it } from 'vitest';
-import { WebSocketServer, WebSocket as WsWebSocket } from 'ws';
-import { GatewayAuthError } from './errors.js';
-import { GatewayClient, type WebSocketClass } from './gateway-client.js';
-import { GatewayKernel } from './gateway-kernel.js';
-import { type KernelReplies, type KernelScript, scriptedKernel } from './kernel-script.test-fixture.js';
-import type { JupyterMessage } from './message.js';
-import { V1_SUBPROTOCOL } from './wire-v1.js';
+import { WebSocket, WebSocketServer, type WebSocket as WsWebSocket } from 'ws';
+import { KernelChannel, type KernelChannelOptions } from './channel.js';
+import { GatewayAuthError, GatewayUnavailableError, type ProtocolError } from './errors.js';
+import type { WebSocketClass } from './gateway-client.js';
 
-/** A loopback ws server speaking the channels protocol with a scripted kernel; counts the pongs it receives. */
-async function kernelServer(opts: { rejectUpgrade?: number; script?: KernelScript } = {}) {
+/** A loopback channels endpoint: records what clients send, sends what the test says, drops sockets on cue. */
+async function channelsServer(opts: { v1?: boolean; rejectUpgrade?: number } = {}) {
   const server: Server = createServer();
   const wss = new WebSocketServer({
     noServer: true,
-    handleProtocols: (protocols) => (protocols.has(V1_SUBPROTOCOL) ? V1_SUBPROTOCOL : false),
+    handleProtocols: (protocols) => (opts.v1 !== false && protocols.has(V1_SUBPROTOCOL) ? V1_SUBPROTOCOL : false),
   });
-  const state = { pongs: 0, replies: undefined as KernelReplies | undefined, sockets: [] as WsWebSocket[] };
-  const pongWaiters: (() => void)[] = [];
+  const sockets: WsWebSocket[] = [];
+  const received: JupyterMessage[] = [];
+  const urls: string[] = [];
+  const waiters: (() => void)[] = [];
   server.on('upgrade', (req, socket, head) => {
     if (opts.rejectUpgrade) {
       socket.end(`HTTP/1.1 ${opts.rejectUpgrade} Forbidden\r\nContent-Length: 0\r\n\r\n`);
       return;
     }
+    urls.push(req.url ?? '');
     wss.handleUpgrade(req, socket, head, (ws) => {
-      state.sockets.push(ws);
-      const kernel = scriptedKernel(opts.script ?? {}, (frame) => ws.send(frame));
-      state.replies = kernel.replies;
-      ws.on('message', (data, isBinary) => kernel.handle(isBinary ? data : data.toString()));
-      ws.on('pong', () => {
-        state.pongs++;
-        for (const w of pongWaiters.splice(0)) w();
+      sockets.push(ws);
+      const format: WireFormat = ws.protocol === V1_SUBPROTOCOL ? 'v1' : 'legacy';
+      ws.on('message', (data, isBinary) => {
+        received.push(decodeFrame(isBinary ? new Uint8Array(data as Buffer) : data.toString(), format));
+        for (const w of waiters.splice(0)) w();
       });
     });
   });
   server.listen(0, '127.0.0.1');
   await once(server, 'listening');
-  const baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  const fetch = (async (input: string | URL | Request, init?: RequestInit) => {
-    const method = init?.method ?? 'GET';
-    if (method === 'POST' && String(input).endsWith('/api/kernels')) {
-      return new Response(JSON.stringify({ id: 'k1', name: 'python3' }), { status: 201 });
-    }
-    return new Response(null, { status: 204 });
-  }) as typeof globalThis.fetch;
+  const port = (server.address() as AddressInfo).port;
   return {
-    baseUrl,
-    fetch,
-    state,
-    pongArrived: () => new Promise<void>((r) => pongWaiters.push(r)),
+    url: `ws://127.0.0.1:${port}/api/kernels/k/channels?session_id=s`,
+    sockets,
+    received,
+    urls,
+    /** Sends `msg` on the newest socket in its negotiated format. */
+    send(msg: JupyterMessage) {
+      const ws = sockets.at(-1) as WsWebSocket;
+      ws.send(encodeFrame(msg, ws.protocol === V1_SUBPROTOCOL ? 'v1' : 'legacy'));
+    },
+    async nextReceived(): Promise<void> {
+      await new Promise<void>((resolve) => waiters.push(resolve));
+    },
     async [Symbol.asyncDispose]() {
-      for (const ws of state.sockets) ws.terminate();
+      for (const ws of sockets) ws.terminate();
       wss.close();
       server.close();
       server.closeAllConnections();
@@ -59,222 +67,212 @@ async function kernelServer(opts: { rejectUpgrade?: number; script?: KernelScrip
   };
 }
 
-/** The `ws` WebSocket with a counter on `pong()`, so the test sees what the client sends, synchronously. */
-const sent = { pongs: 0 };
-class CountingWebSocket extends WsWebSocket {
-  override pong(...args: Parameters<WsWebSocket['pong']>): void {
-    sent.pongs++;
-    super.pong(...args);
-  }
+type ChannelsServer = Awaited<ReturnType<typeof channelsServer>>;
+
+/** A channel on `server` whose callbacks are recorded. */
+function channelOn(server: ChannelsServer, extra: Partial<KernelChannelOptions> = {}) {
+  const log: string[] = [];
+  const messages: JupyterMessage[] = [];
+  const errors: ProtocolError[] = [];
+  let lost: Error | undefined;
+  const reconnected: (() => void)[] = [];
+  const channel = new KernelChannel({
+    WebSocket: WebSocket as unknown as WebSocketClass,
+    url: server.url,
+    sessionId: 'client-session',
+    headers: {},
+    where: 'kernel k at test',
+    protocol: 'auto',
+    reconnect: { attempts: 3, initialDelayMs: 5, maxDelayMs: 20 },
+    clock: systemClock,
+    onMessage: (msg) => messages.push(msg),
+    onProtocolError: (error) => errors.push(error),
+    onReconnecting: (attempt) => log.push(`reconnecting ${attempt}`),
+    onReconnected: () => {
+      log.push('reconnected');
+      for (const r of reconnected.splice(0)) r();
+    },
+    onLost: (error) => {
+      lost = error;
+      log.push('lost');
+    },
+    ...extra,
+  });
+  channels.push(channel);
+  return {
+    channel,
+    log,
+    messages,
+    errors,
+    lost: () => lost,
+    reconnected: () => new Promise<void>((resolve) => reconnected.push(resolve)),
+  };
 }
 
+const channels: KernelChannel[] = [];
 afterEach(() => {
-  sent.pongs = 0;
+  for (const channel of channels.splice(0)) channel.close();
 });
 
-describe('stall workaround (unsolicited pong)', () => {
-  it('sends a pong after each message received while a request is pending, and none while idle', async () => {
-    await using server = await kernelServer();
-    const client = new GatewayClient({
-      baseUrl: server.baseUrl,
-      fetch: server.fetch,
-      WebSocket: CountingWebSocket as unknown as WebSocketClass,
-    });
-    await using kernel = await GatewayKernel.start({ gateway: client });
-    expect(kernel.protocol).toBe('v1');
+const until = async (check: () => boolean, ms = 2000) => {
+  const end = Date.now() + ms;
+  while (!check()) {
+    if (Date.now() > end) throw new Error('condition not met in time');
+    await new Promise((r) => setTimeout(r, 2));
+  }
+};
+const kernelMessage = (id: string, text: string) => {
+  const msg = createMessage('iopub', 'stream', 'kernel-session', { name: 'stdout', text });
+  msg.header.msg_id = id;
+  return msg;
+};
 
-    // Nothing pending: unsolicited messages are not acknowledged with pongs.
-    sent.pongs = 0;
-    // Three unsolicited messages, then a malformed frame: its protocol-error event says all of them were handled.
-    const handled = new Promise<void>((resolve) => kernel.on('protocol-error', () => resolve()));
-    for (const state of ['busy', 'idle', 'busy']) {
-      server.state.replies?.send('iopub', 'status', { execution_state: state });
-    }
-    server.state.sockets.at(-1)?.send(new Uint8Array([1, 2, 3]));
-    await handled;
-    expect(sent.pongs).toBe(0);
-
-    // A cell: busy, execute_reply, idle. Pongs follow the messages received while it is pending (one per read:
-    // messages that arrive together share one), none after idle.
-    const arrived = server.pongArrived();
-    const result = await kernel.execute('print(1)');
-    expect(result.status).toBe('ok');
-    expect(sent.pongs).toBeGreaterThanOrEqual(1);
-    expect(sent.pongs).toBeLessThanOrEqual(2);
+describe('KernelChannel', () => {
+  it('negotiates v1, sends requests and hands every message over in arrival order', async () => {
+    await using server = await channelsServer();
+    const { channel, messages } = channelOn(server);
+    await channel.open();
+    expect(channel.format).toBe('v1');
+    expect(channel.isOpen).toBe(true);
+    const request = createMessage('shell', 'kernel_info_request', 'client-session', {});
+    const arrived = server.nextReceived();
+    channel.send(request);
     await arrived;
-    expect(server.state.pongs).toBeGreaterThan(0);
+    expect(server.received[0]?.header.msg_id).toBe(request.header.msg_id);
+    for (let i = 0; i < 5; i++) server.send(kernelMessage(`m${i}`, `${i}`));
+    await until(() => messages.length === 5);
+    expect(messages.map((m) => m.content.text)).toEqual(['0', '1', '2', '3', '4']);
+    expect(channel.received).toBe(5);
   });
 
-  it('does not acknowledge a flood: the first 64 messages of a chatty cell get a pong each, then only a pause after the reply', async () => {
-    // 400 stream messages, each written on its own a tick apart (one read each), a 60 ms pause, the reply, another
-    // 60 ms pause, then the idle.
-    const counts: number[] = [];
-    await using server = await kernelServer({
-      script: {
-        execute: (req, r) => {
-          r.send('iopub', 'status', { execution_state: 'busy' }, req);
-          let n = 0;
-          const next = () => {
-            if (n < 400) {
-              r.send('iopub', 'stream', { name: 'stdout', text: `${n++}\n` }, req);
-              setImmediate(next);
-              return;
-            }
-            counts.push(sent.pongs);
-            setTimeout(() => {
-              counts.push(sent.pongs);
-              r.send('shell', 'execute_reply', { status: 'ok', execution_count: 1 }, req);
-              setTimeout(() => {
-                counts.push(sent.pongs);
-                r.send('iopub', 'status', { execution_state: 'idle' }, req);
-              }, 60);
-            }, 60);
-          };
-          setImmediate(next);
-        },
-      },
-    });
-    const client = new GatewayClient({
-      baseUrl: server.baseUrl,
-      fetch: server.fetch,
-      WebSocket: CountingWebSocket as unknown as WebSocketClass,
-    });
-    await using kernel = await GatewayKernel.start({ gateway: client });
-    sent.pongs = 0;
-    const result = await kernel.execute('flood');
-    expect(result.stdout.split('\n').length).toBe(401);
-    const [duringFlood, afterFloodPause, afterReplyPause] = counts as [number, number, number];
-    // 64 immediate pongs at most while the flood flows — not one per message — and none in its pause.
-    expect(duringFlood).toBeGreaterThanOrEqual(1);
-    expect(duringFlood).toBeLessThanOrEqual(64);
-    expect(afterFloodPause).toBe(duringFlood);
-    // After the reply, a pause gets its pong: the idle that the server's Nagle may hold back is released.
-    expect(afterReplyPause).toBeGreaterThan(afterFloodPause);
-    // Nothing pending: no pong.
-    sent.pongs = 0;
-    await new Promise((r) => setTimeout(r, 50));
-    expect(sent.pongs).toBe(0);
+  it("falls back to legacy when the server does not pick v1, with 'auto'", async () => {
+    await using server = await channelsServer({ v1: false });
+    const { channel, messages } = channelOn(server);
+    await channel.open();
+    expect(channel.format).toBe('legacy');
+    server.send(kernelMessage('a', 'legacy text'));
+    await until(() => messages.length === 1);
+    expect(messages[0]?.content.text).toBe('legacy text');
   });
 
-  it('sends no pong at all when turned off', async () => {
-    await using server = await kernelServer();
-    const client = new GatewayClient({
-      baseUrl: server.baseUrl,
-      fetch: server.fetch,
-      WebSocket: CountingWebSocket as unknown as WebSocketClass,
-    });
-    await using kernel = await GatewayKernel.start({ gateway: client, stallWorkaround: false });
-    await kernel.execute('print(1)');
-    await kernel.execute('print(2)');
-    expect(sent.pongs).toBe(0);
-  });
-});
-
-describe('waiting for a lost idle', () => {
-  it('does not take an idle that waits in the socket behind a blocked event loop for a lost one', async () => {
-    await using server = await kernelServer({
-      script: {
-        execute: (req, r) => {
-          r.send('iopub', 'status', { execution_state: 'busy' }, req);
-          r.send('shell', 'execute_reply', { status: 'ok', execution_count: 1 }, req);
-          // In a check phase after the reply was read: the idle is written, then the event loop is blocked past
-          // idleGraceMs. In the next loop iteration the grace timer is due (timers phase) before the socket is read
-          // (poll phase).
-          setTimeout(() => {
-            setImmediate(() => {
-              r.send('iopub', 'status', { execution_state: 'idle' }, req);
-              const until = performance.now() + 200;
-              while (performance.now() < until) {
-                // blocked
-              }
-            });
-          }, 20);
-        },
-      },
-    });
-    await using kernel = await GatewayKernel.start({
-      gateway: { baseUrl: server.baseUrl, fetch: server.fetch },
-      idleGraceMs: 50,
-    });
-    const result = await kernel.execute('x');
-    expect(result.status).toBe('ok');
-    expect(result.outputDropped).toBeUndefined();
-  });
-});
-
-describe('heartbeat', () => {
-  it('reopens a socket that hangs without closing, and the pending cell completes on the new one', async () => {
-    let request: JupyterMessage | undefined;
-    await using server = await kernelServer({
-      script: {
-        execute: (req, r) => {
-          request = req;
-          r.send('iopub', 'status', { execution_state: 'busy' }, req);
-          // The connection hangs: the server neither reads (no pong to our ping) nor sends.
-          server.state.sockets.at(-1)?.pause();
-        },
-      },
-    });
-    await using kernel = await GatewayKernel.start({
-      gateway: { baseUrl: server.baseUrl, fetch: server.fetch },
-      livenessPollMs: 20,
-      heartbeatMs: 100,
-      reconnect: { initialDelayMs: 1 },
-    });
-    const events: string[] = [];
-    kernel.on('reconnecting', () => events.push('reconnecting'));
-    kernel.on('reconnected', () => {
-      events.push('reconnected');
-      // What the server replays on the new socket.
-      const req = request as JupyterMessage;
-      server.state.replies?.send('iopub', 'stream', { name: 'stdout', text: 'after\n' }, req);
-      server.state.replies?.send('shell', 'execute_reply', { status: 'ok', execution_count: 1 }, req);
-      server.state.replies?.send('iopub', 'status', { execution_state: 'idle' }, req);
-    });
-    const result = await kernel.execute('x');
-    expect(result).toMatchObject({ status: 'ok', stdout: 'after\n' });
-    expect(events).toEqual(['reconnecting', 'reconnected']);
-    expect(server.state.sockets.length).toBe(2);
+  it('drops replayed duplicates of kernel messages, but never the server’s own messages under this session', async () => {
+    await using server = await channelsServer();
+    const { channel, messages } = channelOn(server);
+    await channel.open();
+    server.send(kernelMessage('dup', 'once'));
+    server.send(kernelMessage('dup', 'once'));
+    const own = createMessage('iopub', 'status', 'client-session', { execution_state: 'restarting' });
+    own.header.msg_id = 'server-0';
+    server.send(own);
+    server.send(own);
+    server.send(kernelMessage('last', 'end'));
+    await until(() => messages.some((m) => m.header.msg_id === 'last'));
+    expect(messages.map((m) => m.header.msg_id)).toEqual(['dup', 'server-0', 'server-0', 'last']);
   });
 
-  it('leaves a silent cell on a healthy socket alone: pings are answered, nothing reconnects', async () => {
-    await using server = await kernelServer({
-      script: {
-        execute: (req, r) => {
-          r.send('iopub', 'status', { execution_state: 'busy' }, req);
-          setTimeout(() => r.ok(req, { stdout: 'slept\n' }), 600);
-        },
-      },
-    });
-    await using kernel = await GatewayKernel.start({
-      gateway: { baseUrl: server.baseUrl, fetch: server.fetch },
-      livenessPollMs: 20,
-      heartbeatMs: 100,
-    });
-    let pings = 0;
-    server.state.sockets.at(-1)?.on('ping', () => pings++);
-    const events: string[] = [];
-    kernel.on('reconnecting', () => events.push('reconnecting'));
-    const result = await kernel.execute('import time; time.sleep(0.6)');
-    expect(result).toMatchObject({ status: 'ok', stdout: 'slept\n' });
-    expect(pings).toBeGreaterThanOrEqual(2);
-    expect(events).toEqual([]);
+  it('reports a malformed frame as a protocol error and keeps reading', async () => {
+    await using server = await channelsServer();
+    const { channel, messages, errors } = channelOn(server);
+    await channel.open();
+    server.sockets.at(-1)?.send(new Uint8Array([1, 2, 3]));
+    server.send(kernelMessage('after', 'still here'));
+    await until(() => messages.length === 1);
+    expect(errors).toHaveLength(1);
+    expect(errors[0]?.code).toBe('PROTOCOL');
   });
-});
 
-describe('channels socket errors', () => {
-  it('turns a 403 on the WebSocket upgrade into GatewayAuthError and deletes the kernel', async () => {
-    await using server = await kernelServer({ rejectUpgrade: 403 });
-    const deletes: string[] = [];
-    const fetch = (async (input: string | URL | Request, init?: RequestInit) => {
-      if (init?.method === 'DELETE') deletes.push(String(input));
-      return server.fetch(input, init);
-    }) as typeof globalThis.fetch;
-    const error = await GatewayKernel.start({ gateway: { baseUrl: server.baseUrl, token: 'tok-xyz', fetch } }).catch(
-      (e: unknown) => e,
-    );
+  it('reconnects with the same URL after a drop, queueing requests sent meanwhile', async () => {
+    await using server = await channelsServer();
+    const { channel, log, reconnected } = channelOn(server);
+    await channel.open();
+    const back = reconnected();
+    server.sockets.at(-1)?.terminate();
+    await until(() => log.includes('reconnecting 1'));
+    expect(channel.isReconnecting).toBe(true);
+    const queued = createMessage('shell', 'execute_request', 'client-session', { code: '1' });
+    channel.send(queued);
+    await back;
+    await until(() => server.received.some((m) => m.header.msg_id === queued.header.msg_id));
+    expect(server.urls).toEqual([server.urls[0], server.urls[0]]);
+    expect(log).toEqual(['reconnecting 1', 'reconnected']);
+  });
+
+  it('gives up after the reconnect budget and reports the loss once', async () => {
+    const server = await channelsServer();
+    const { channel, log, lost } = channelOn(server);
+    await channel.open();
+    await server[Symbol.asyncDispose]();
+    await until(() => log.includes('lost'));
+    expect(log).toEqual(['reconnecting 1', 'reconnecting 2', 'reconnecting 3', 'lost']);
+    expect(GatewayUnavailableError.isInstance(lost())).toBe(true);
+    expect(channel.isOpen).toBe(false);
+  });
+
+  it('turns a 403 on the upgrade into GatewayAuthError, and does not fall back to legacy', async () => {
+    await using server = await channelsServer({ rejectUpgrade: 403 });
+    const { channel } = channelOn(server);
+    const error = await channel.open().catch((e: unknown) => e);
     expect(GatewayAuthError.isInstance(error)).toBe(true);
-    expect((error as Error).message).not.toContain('tok-xyz');
-    expect(deletes).toEqual([`${server.baseUrl}/api/kernels/k1`]);
+    expect(server.urls).toEqual([]);
+  });
+
+  it('pings and tracks when it last heard from the socket; a pong counts as heard', async () => {
+    await using server = await channelsServer();
+    const { channel } = channelOn(server);
+    await channel.open();
+    expect(channel.canPing).toBe(true);
+    expect(channel.canPong).toBe(true);
+    const before = channel.lastHeardAt;
+    await new Promise((r) => setTimeout(r, 5));
+    channel.ping();
+    expect(channel.pingSentAt).toBeDefined();
+    await until(() => channel.pingSentAt === undefined);
+    expect(channel.lastHeardAt).toBeGreaterThan(before);
+    const pongs = new Promise<void>((resolve) => server.sockets.at(-1)?.once('pong', () => resolve()));
+    channel.pong();
+    await pongs;
+  });
+
+  it('terminates a socket taken for hung and reopens it', async () => {
+    await using server = await channelsServer();
+    const { channel, log, reconnected } = channelOn(server);
+    await channel.open();
+    const back = reconnected();
+    channel.dropHung(new Error('answered no ping'));
+    await back;
+    expect(server.sockets).toHaveLength(2);
+    expect(log).toEqual(['reconnecting 1', 'reconnected']);
+  });
+
+  it('reopen() replaces the socket on purpose without reporting a drop; close() is final', async () => {
+    await using server = await channelsServer();
+    const { channel, log } = channelOn(server);
+    await channel.open();
+    await channel.reopen();
+    expect(server.sockets).toHaveLength(2);
+    expect(log).toEqual([]);
+    channel.close();
+    channel.close();
+    channel.send(createMessage('shell', 'kernel_info_request', 'client-session', {}));
+    await channel.reopen();
+    expect(server.sockets).toHaveLength(2);
+    expect(channel.isOpen).toBe(false);
+  });
+
+  it('builds its URL and headers from the client for a kernel', async () => {
+    const { GatewayClient } = await import('./gateway-client.js');
+    const client = new GatewayClient({ baseUrl: 'http://127.0.0.1:1/base', token: 'tok' });
+    const channel = KernelChannel.forKernel(
+      client,
+      'k 1',
+      'sess',
+      { protocol: 'legacy', reconnect: { attempts: 0, initialDelayMs: 1, maxDelayMs: 1 }, clock: systemClock },
+      { onMessage() {}, onProtocolError() {}, onReconnecting() {}, onReconnected() {}, onLost() {} },
+    );
+    channels.push(channel);
+    const error = await channel.open().catch((e: unknown) => e);
+    expect(GatewayUnavailableError.isInstance(error)).toBe(true);
+    expect((error as Error).message).toContain('kernel k 1 at http://127.0.0.1:1/base');
+    expect((error as Error).message).not.toContain('tok');
   });
 });

@@ -1,9 +1,10 @@
-import { type Clock, sleep, type Timer } from '@kernelwarden/core';
+import { type Clock, sleep } from '@kernelwarden/core';
+import { encodeFrame, type JupyterMessage, V1_SUBPROTOCOL } from '@kernelwarden/jupyter-protocol';
 import { GatewayAuthError, GatewayUnavailableError, type ProtocolError } from './errors.js';
-import type { WebSocketClass } from './gateway-client.js';
-import type { JupyterMessage } from './message.js';
-import { decodeLegacy, encodeLegacy } from './wire-legacy.js';
-import { decodeV1, encodeV1, V1_SUBPROTOCOL } from './wire-v1.js';
+import { toBytes } from './frame-bytes.js';
+import type { GatewayClient, WebSocketClass } from './gateway-client.js';
+import { connectError, errorOf } from './socket-errors.js';
+import { decodeFrame } from './wire.js';
 
 /** Which wire format to use: `'auto'` offers v1 and falls back to legacy when the server does not pick it. */
 export type WireProtocol = 'auto' | 'v1' | 'legacy';
@@ -32,14 +33,8 @@ export interface KernelChannelOptions {
   /** What errors name: the gateway's base URL and the kernel id (never the token). */
   where: string;
   protocol: WireProtocol;
-  stallWorkaround: boolean;
   reconnect: ReconnectPolicy;
   clock: Clock;
-  /**
-   * Whether to acknowledge the messages just read (see `GatewayKernel`): `'now'` at once, `'quiet'` once the socket
-   * has been silent for `QUIET_PONG_MS` (a flood needs no pongs while it flows), `false` not at all.
-   */
-  pongMode(): 'now' | 'quiet' | false;
   onMessage(msg: JupyterMessage): void;
   onProtocolError(error: ProtocolError): void;
   onReconnecting(attempt: number, delayMs: number, cause: unknown): void;
@@ -47,40 +42,21 @@ export interface KernelChannelOptions {
   onLost(error: Error): void;
 }
 
+/** How many message ids are remembered to drop replayed duplicates. */
 const DEDUPE_WINDOW = 4096;
-/** In `'quiet'` pong mode, how long the socket must be silent before the pong. */
-const QUIET_PONG_MS = 3;
 const OPEN = 1;
 
 /**
  * One kernel's channels WebSocket: negotiates the wire format, decodes frames strictly in arrival order, drops
- * replayed duplicates, reconnects with the same session id after a drop, and (with the `ws` library) sends an
- * unsolicited pong after each received message while a request is pending, which defeats the server's
- * Nagle / delayed-ACK stall.
+ * replayed duplicates, and reconnects with the same session id after a drop (requests sent meanwhile are queued).
+ * With the `ws` library it can also ping (for `Heartbeat`) and send unsolicited pongs (for `PongPolicy`); when to
+ * do either is theirs to decide.
  */
 export class KernelChannel {
   #opts: KernelChannelOptions;
   #socket: WebSocket | undefined;
   #format: 'v1' | 'legacy' = 'v1';
   #pong: (() => void) | undefined;
-  #pongQueued = false;
-  /** Sends the pong queued by the messages of one read (one pong acknowledges them all). */
-  #flushPong = (): void => {
-    this.#pongQueued = false;
-    this.#pong?.();
-  };
-  /** The quiet-pong timer, and when the last message arrived while it was armed. */
-  #quietTimer: Timer | undefined;
-  #lastReceiveAt = 0;
-  #onQuiet = (): void => {
-    this.#quietTimer = undefined;
-    const silentFor = this.#opts.clock.now() - this.#lastReceiveAt;
-    if (silentFor >= QUIET_PONG_MS) {
-      if (this.#opts.pongMode() !== false) this.#pong?.();
-      return;
-    }
-    this.#quietTimer = this.#opts.clock.setTimer(this.#onQuiet, QUIET_PONG_MS - silentFor);
-  };
   /** Heartbeat: when the socket was last heard from (a message or a pong), and when an unanswered ping went out. */
   #lastHeardAt = 0;
   #pingSentAt: number | undefined;
@@ -99,6 +75,31 @@ export class KernelChannel {
     this.#opts = opts;
   }
 
+  /** The channels socket of kernel `kernelId` on `client`'s gateway, under `sessionId`. */
+  static forKernel(
+    client: GatewayClient,
+    kernelId: string,
+    sessionId: string,
+    opts: { protocol: WireProtocol; reconnect: ReconnectPolicy; clock: Clock },
+    handlers: Pick<
+      KernelChannelOptions,
+      'onMessage' | 'onProtocolError' | 'onReconnecting' | 'onReconnected' | 'onLost'
+    >,
+  ): KernelChannel {
+    const target = client.channelsTarget(kernelId, sessionId);
+    return new KernelChannel({
+      WebSocket: client.WebSocket,
+      url: target.url,
+      sessionId,
+      headers: target.headers,
+      where: `kernel ${kernelId} at ${client.baseUrl}`,
+      protocol: opts.protocol,
+      reconnect: opts.reconnect,
+      clock: opts.clock,
+      ...handlers,
+    });
+  }
+
   /** The negotiated wire format. */
   get format(): 'v1' | 'legacy' {
     return this.#format;
@@ -112,6 +113,46 @@ export class KernelChannel {
   /** True while a dropped socket is being reopened. */
   get isReconnecting(): boolean {
     return this.#reconnecting;
+  }
+
+  /** The sockets can send unsolicited pongs (the `ws` library's can; WHATWG sockets cannot). */
+  get canPong(): boolean {
+    return this.#pong !== undefined;
+  }
+
+  /** Sends an unsolicited pong on the socket; never throws. */
+  pong(): void {
+    this.#pong?.();
+  }
+
+  /** The sockets can ping (the `ws` library's can). */
+  get canPing(): boolean {
+    return this.#ping !== undefined;
+  }
+
+  /** Clock time of the last message or pong received, or of the socket's open. */
+  get lastHeardAt(): number {
+    return this.#lastHeardAt;
+  }
+
+  /** Clock time of a ping nothing answered yet (anything heard clears it). */
+  get pingSentAt(): number | undefined {
+    return this.#pingSentAt;
+  }
+
+  /** Sends a ping and records when. */
+  ping(): void {
+    if (!this.#ping) return;
+    this.#pingSentAt = this.#opts.clock.now();
+    this.#ping();
+  }
+
+  /**
+   * Terminates a socket taken for hung (a connection can hang without closing: half-open TCP, a stalled proxy) and
+   * reopens it like a dropped one.
+   */
+  dropHung(cause: Error): void {
+    this.#dropped(cause, true);
   }
 
   /** Opens the socket, negotiating the format; rejects with the signal's reason on abort. */
@@ -137,7 +178,7 @@ export class KernelChannel {
       this.#queue.push(msg);
       return;
     }
-    socket.send(this.#format === 'v1' ? encodeV1(msg) : encodeLegacy(msg));
+    socket.send(encodeFrame(msg, this.#format));
   }
 
   /** Closes the socket for good (no reconnect). Idempotent. */
@@ -145,8 +186,6 @@ export class KernelChannel {
     if (this.#closed) return;
     this.#closed = true;
     this.#closeController.abort();
-    this.#quietTimer?.cancel();
-    this.#quietTimer = undefined;
     this.#queue = [];
     const socket = this.#socket;
     this.#socket = undefined;
@@ -216,7 +255,7 @@ export class KernelChannel {
     }
     const pong = (socket as unknown as { pong?: () => void }).pong;
     this.#pong =
-      this.#opts.stallWorkaround && typeof pong === 'function'
+      typeof pong === 'function'
         ? () => {
             try {
               pong.call(socket);
@@ -237,11 +276,7 @@ export class KernelChannel {
   #receive(data: unknown): void {
     let msg: JupyterMessage;
     try {
-      if (this.#format === 'v1') {
-        msg = decodeV1(toBytes(data, true) as Uint8Array);
-      } else {
-        msg = decodeLegacy(toBytes(data, false));
-      }
+      msg = decodeFrame(toBytes(data, this.#format === 'v1'), this.#format);
     } catch (error) {
       this.#opts.onProtocolError(error as ProtocolError);
       return;
@@ -258,41 +293,11 @@ export class KernelChannel {
     this.received++;
     this.#heard();
     this.#opts.onMessage(msg);
-    if (!this.#pong || this.#pongQueued) return;
-    const mode = this.#opts.pongMode();
-    if (mode === 'now') {
-      this.#pongQueued = true;
-      queueMicrotask(this.#flushPong);
-    } else if (mode === 'quiet') {
-      this.#lastReceiveAt = this.#opts.clock.now();
-      this.#quietTimer ??= this.#opts.clock.setTimer(this.#onQuiet, QUIET_PONG_MS);
-    }
   }
 
   #heard(): void {
     this.#lastHeardAt = this.#opts.clock.now();
     this.#pingSentAt = undefined;
-  }
-
-  /**
-   * The heartbeat, called periodically while requests are pending (with the `ws` library only: WHATWG sockets cannot
-   * ping). A socket silent for `silentMs` is pinged; one that answers neither the ping nor with a message within
-   * `silentMs` more is taken for dead — a connection can hang without closing (a half-open TCP connection, a
-   * stalled proxy) — and is reopened like a dropped one.
-   */
-  checkHeartbeat(silentMs: number): void {
-    if (silentMs <= 0 || !this.#ping || !this.isOpen) return;
-    const now = this.#opts.clock.now();
-    if (this.#pingSentAt !== undefined) {
-      if (now - this.#pingSentAt >= silentMs) {
-        this.#dropped(new Error(`the channels WebSocket answered no ping for ${silentMs} ms`), true);
-      }
-      return;
-    }
-    if (now - this.#lastHeardAt >= silentMs) {
-      this.#pingSentAt = now;
-      this.#ping();
-    }
   }
 
   #dropped(cause: unknown, hung = false): void {
@@ -416,51 +421,4 @@ function detach(socket: WebSocket): void {
   socket.onmessage = null;
   socket.onclose = null;
   socket.onerror = () => {};
-}
-
-function errorOf(event: unknown): unknown {
-  const inner = (event as { error?: unknown } | undefined)?.error;
-  if (inner !== undefined) return inner;
-  const message = (event as { message?: unknown } | undefined)?.message;
-  if (typeof message === 'string') return new Error(message);
-  return event;
-}
-
-function connectError(cause: unknown, where: string): Error {
-  const text = cause instanceof Error ? cause.message : String(cause);
-  const status = /Unexpected server response: (\d+)/.exec(text)?.[1];
-  if (status === '401' || status === '403') {
-    return new GatewayAuthError(
-      `Gateway refused the token (${status}) when opening the channels WebSocket of ${where}: check the token`,
-      { status: Number(status), url: where, cause },
-    );
-  }
-  const reason = status ? `HTTP ${status}` : text;
-  return new GatewayUnavailableError(`Could not open the channels WebSocket of ${where} (${reason})`, {
-    url: where,
-    cause,
-  });
-}
-
-function toBytes(data: unknown, binaryOnly: boolean): string | Uint8Array {
-  if (data instanceof Uint8Array) return data;
-  if (data instanceof ArrayBuffer) return new Uint8Array(data);
-  if (ArrayBuffer.isView(data)) return new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
-  if (typeof data === 'string') {
-    if (binaryOnly) return new TextEncoder().encode(data);
-    return data;
-  }
-  if (Array.isArray(data)) {
-    const chunks = data as Uint8Array[];
-    let total = 0;
-    for (const c of chunks) total += c.byteLength;
-    const out = new Uint8Array(total);
-    let at = 0;
-    for (const c of chunks) {
-      out.set(c, at);
-      at += c.byteLength;
-    }
-    return out;
-  }
-  return new Uint8Array(0);
 }

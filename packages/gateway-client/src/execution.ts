@@ -1,136 +1,128 @@
-import type { ExecuteError, ExecuteOptions, ExecuteResult, Output } from '@kernelwarden/core';
-import type { JupyterMessage } from './message.js';
-
-/**
- * How long a cell waits for its `execute_reply` once the kernel went `idle` for it: ipykernel replies before it
- * goes idle, so a reply that has not come by then never will (its handler failed, e.g. on code with a NUL).
- */
-export const DEFAULT_REPLY_GRACE_MS = 3000;
+import { type ExecuteError, type ExecuteOptions, type ExecuteResult, emptyResult } from '@kernelwarden/core';
+import type { JupyterMessage } from '@kernelwarden/jupyter-protocol';
+import { CellOutput, type OutputCaps } from './cell-output.js';
+import type { SequenceMark } from './message-sequence.js';
 
 /** The `ename` of the error a cell settles with when its kernel went idle without replying. */
 export const MISSING_REPLY_ENAME = 'KernelProtocolError';
 
-/** How much of a cell's output a result keeps. Memory stays bounded by these, not by the cell's output size. */
-export interface OutputCaps {
-  /** Characters of stdout (and, separately, of stderr) kept. @defaultValue 1048576 (1 MiB) */
-  maxStreamChars: number;
-  /** Entries kept in `outputs` (consecutive stream chunks of one stream share an entry). @defaultValue 1000 */
-  maxOutputs: number;
-}
-
-/** The caps used when `GatewayKernel.start()` is not given `outputCaps`. */
-export const DEFAULT_OUTPUT_CAPS: OutputCaps = { maxStreamChars: 1_048_576, maxOutputs: 1000 };
-
 const DROP_NOTICES = ['IOPub data rate exceeded', 'IOPub message rate exceeded'];
 
-/** Chunks appended before they are joined into one string. */
-const FOLD_EVERY = 512;
-
-/**
- * Text built from many small chunks. `a += b` per chunk would keep one rope node per chunk alive until the string
- * is read (V8 cons strings): ~30 bytes per 5-byte line of a chatty cell, several times the capped text itself.
- * Chunks are joined every `FOLD_EVERY` instead, so memory stays close to the text's own size.
- */
-class TextBuffer {
-  #folded = '';
-  #parts: string[] = [];
-  length = 0;
-
-  append(text: string): void {
-    this.#parts.push(text);
-    this.length += text.length;
-    if (this.#parts.length >= FOLD_EVERY) this.#fold();
-  }
-
-  toString(): string {
-    this.#fold();
-    return this.#folded;
-  }
-
-  #fold(): void {
-    if (this.#parts.length === 0) return;
-    this.#folded += this.#parts.join('');
-    this.#parts = [];
-  }
+/** What a new `CellExecution` is told. */
+export interface CellExecutionInit {
+  /** The `msg_id` of its `execute_request`. */
+  msgId: string;
+  cellId: string;
+  /** The caller's options (`onOutput`, `onInput` are used). */
+  opts: ExecuteOptions;
+  caps: OutputCaps;
+  /** Where the kernel's message numbers stood when the request was sent (see `MessageSequence`). */
+  sequenceMark: SequenceMark;
+  /** Called once when the cell learns that the server dropped some of its output. */
+  onDropped?: () => void;
 }
 
 /**
- * One running cell: collects its outputs under the caps and completes once both its `execute_reply` and its
- * `status: idle` arrived (in either order). Internal to the kernel.
+ * One cell from its request to its result. It reads its own messages (`iopub`, `reply`), assembles its output
+ * (`CellOutput`), and owns every way it can settle: `complete()` with what it collected, `abort()` when the caller
+ * stopped waiting or the kernel restarted under it, `completeWithoutReply()` when the kernel went idle and never
+ * replied, `fail()` when the kernel cannot answer. It settles once; later calls do nothing. Internal to the kernel.
  */
 export class CellExecution {
   readonly msgId: string;
   readonly cellId: string;
-  readonly opts: ExecuteOptions;
-  replied = false;
-  idle = false;
-  /** The kernel went idle first and the reply grace is running. */
-  awaitingReply = false;
-  settled = false;
-  status: ExecuteResult['status'] = 'ok';
-  executionCount: number | undefined;
-  error: ExecuteError | undefined;
-  #stdout = new TextBuffer();
-  #stderr = new TextBuffer();
-  outputs: Output[] = [];
-  truncated = false;
-  stdinRequested = false;
-  outputDropped = false;
-  /** Where the kernel's message numbers stood when the request was sent (see `MessageSequence`). */
-  sequenceMark: { source: string | undefined; max: number } | undefined;
-  /** Messages of this cell received so far (iopub and reply). */
-  messages = 0;
-  /** The channels socket dropped while this cell was pending. */
-  crossedReconnect = false;
-  #caps: OutputCaps;
-  #lastStream: Extract<Output, { type: 'stream' }> | undefined;
-  /** The text of `#lastStream`, written into it when another entry follows or the cell completes. */
-  #lastStreamText: TextBuffer | undefined;
-  #onDropped: (() => void) | undefined;
-  readonly #resolve: (result: ExecuteResult) => void;
-  readonly #reject: (error: unknown) => void;
-  /** Called once when the execution settles, whatever the way (cleans up listeners and timers). */
-  onSettled: (() => void) | undefined;
+  /** Resolves with the result, or rejects with the error of `fail()`. */
+  readonly result: Promise<ExecuteResult>;
+  readonly #opts: ExecuteOptions;
+  readonly #output: CellOutput;
+  readonly #sequenceMark: SequenceMark;
+  readonly #onDropped: (() => void) | undefined;
+  readonly #cleanups: (() => void)[] = [];
+  #resolve!: (result: ExecuteResult) => void;
+  #reject!: (error: unknown) => void;
+  #settled = false;
+  #replied = false;
+  #idle = false;
+  #awaitingReply = false;
+  #messages = 0;
+  #crossedReconnect = false;
+  #status: ExecuteResult['status'] = 'ok';
+  #executionCount: number | undefined;
+  #error: ExecuteError | undefined;
+  #stdinRequested = false;
+  #outputDropped = false;
 
-  constructor(
-    msgId: string,
-    cellId: string,
-    opts: ExecuteOptions,
-    caps: OutputCaps,
-    resolve: (result: ExecuteResult) => void,
-    reject: (error: unknown) => void,
-    onDropped?: () => void,
-  ) {
-    this.msgId = msgId;
-    this.cellId = cellId;
-    this.opts = opts;
-    this.#caps = caps;
-    this.#resolve = resolve;
-    this.#reject = reject;
-    this.#onDropped = onDropped;
+  constructor(init: CellExecutionInit) {
+    this.msgId = init.msgId;
+    this.cellId = init.cellId;
+    this.#opts = init.opts;
+    this.#sequenceMark = init.sequenceMark;
+    this.#onDropped = init.onDropped;
+    this.#output = new CellOutput(init.caps, init.opts.onOutput);
+    this.result = new Promise<ExecuteResult>((resolve, reject) => {
+      this.#resolve = resolve;
+      this.#reject = reject;
+    });
   }
 
-  /** Handles an iopub message whose parent is this cell; returns true when the cell is complete. */
+  /** True once the cell resolved or rejected. */
+  get settled(): boolean {
+    return this.#settled;
+  }
+
+  /** Its `execute_reply` arrived. */
+  get replied(): boolean {
+    return this.#replied;
+  }
+
+  /** Its `status: idle` arrived. */
+  get idle(): boolean {
+    return this.#idle;
+  }
+
+  /** Messages of this cell received so far (iopub and reply). */
+  get messages(): number {
+    return this.#messages;
+  }
+
+  /** The channels socket dropped while this cell was pending. */
+  get crossedReconnect(): boolean {
+    return this.#crossedReconnect;
+  }
+
+  /** Where the kernel's message numbers stood when its request was sent. */
+  get sequenceMark(): SequenceMark {
+    return this.#sequenceMark;
+  }
+
+  /** The caller's stdin answerer, when it gave one. */
+  get onInput(): ExecuteOptions['onInput'] {
+    return this.#opts.onInput;
+  }
+
+  /** Registers `cleanup` to run once when the cell settles, whatever the way (listeners, timers). */
+  onSettled(cleanup: () => void): void {
+    if (this.#settled) cleanup();
+    else this.#cleanups.push(cleanup);
+  }
+
+  /** Handles an iopub message whose parent is this cell; returns true when the cell has both reply and idle. */
   iopub(msg: JupyterMessage): boolean {
-    this.messages++;
+    this.#messages++;
     const content = msg.content;
     switch (msg.header.msg_type) {
       case 'status':
-        if (content.execution_state === 'idle') this.idle = true;
+        if (content.execution_state === 'idle') this.#idle = true;
         break;
       case 'stream':
         this.#stream(content.name === 'stderr' ? 'stderr' : 'stdout', String(content.text ?? ''));
         break;
       case 'display_data':
       case 'update_display_data':
-        this.#rich({
-          type: 'display_data',
-          data: asRecord(content.data),
-          metadata: asRecord(content.metadata),
-        });
+        this.#output.rich({ type: 'display_data', data: asRecord(content.data), metadata: asRecord(content.metadata) });
         break;
       case 'execute_result':
-        this.#rich({
+        this.#output.rich({
           type: 'execute_result',
           data: asRecord(content.data),
           metadata: asRecord(content.metadata),
@@ -139,56 +131,69 @@ export class CellExecution {
         break;
       case 'error': {
         const error = toError(content);
-        this.error ??= error;
-        this.#rich({ type: 'error', ...error });
+        this.#error ??= error;
+        this.#output.rich({ type: 'error', ...error });
         break;
       }
       default:
         break;
     }
-    return this.replied && this.idle;
+    return this.#replied && this.#idle;
   }
 
-  /** Handles the cell's `execute_reply`; returns true when the cell is complete. */
+  /** Handles the cell's `execute_reply`; returns true when the cell has both reply and idle. */
   reply(msg: JupyterMessage): boolean {
-    this.messages++;
+    this.#messages++;
     const content = msg.content;
-    this.replied = true;
-    if (typeof content.execution_count === 'number') this.executionCount = content.execution_count;
+    this.#replied = true;
+    if (typeof content.execution_count === 'number') this.#executionCount = content.execution_count;
     if (content.status === 'error') {
-      this.status = 'error';
-      this.error ??= toError(content);
+      this.#status = 'error';
+      this.#error ??= toError(content);
     } else if (content.status === 'abort' || content.status === 'aborted') {
       // IRkernel answers an interrupted cell with `abort` and no error message.
-      this.status = 'aborted';
+      this.#status = 'aborted';
     } else {
-      this.status = 'ok';
+      this.#status = 'ok';
     }
-    return this.replied && this.idle;
+    return this.#replied && this.#idle;
   }
 
-  /** Resolves with the collected result. */
-  complete(extra: Partial<ExecuteResult> = {}): void {
-    if (this.settled) return;
-    this.settled = true;
-    this.onSettled?.();
-    this.#closeStreamEntry();
-    const result: ExecuteResult = {
-      status: this.status,
-      cellId: this.cellId,
-      stdout: this.#stdout.toString(),
-      stderr: this.#stderr.toString(),
-      outputs: this.outputs,
-      cancelled: false,
-      timedOut: false,
-      stdinRequested: this.stdinRequested,
-      truncated: this.truncated,
-      ...extra,
-    };
-    if (this.executionCount !== undefined) result.executionCount = this.executionCount;
-    if (this.error !== undefined && result.status === 'error') result.error = this.error;
-    if (this.outputDropped) result.outputDropped = true;
-    this.#resolve(result);
+  /** Notes that the channels socket dropped while the cell was pending (its output may have a hole). */
+  markCrossedReconnect(): void {
+    this.#crossedReconnect = true;
+  }
+
+  /** Notes that the kernel asked for input during the cell. */
+  markStdinRequested(): void {
+    this.#stdinRequested = true;
+  }
+
+  /** Records that the server dropped some of this cell's output (once; tells `onDropped`). */
+  markDropped(): void {
+    if (this.#outputDropped) return;
+    this.#outputDropped = true;
+    this.#onDropped?.();
+  }
+
+  /** Starts the wait for a reply after the idle; false when that wait already runs. */
+  beginReplyWait(): boolean {
+    if (this.#awaitingReply) return false;
+    this.#awaitingReply = true;
+    return true;
+  }
+
+  /** Resolves with what the cell collected and the kernel's verdict. */
+  complete(): void {
+    this.#resolveWith({ status: this.#status });
+  }
+
+  /**
+   * Resolves with status `'aborted'` and what the cell collected so far: the caller stopped waiting (`cancelled`,
+   * maybe `timedOut`), or the kernel was restarted or shut down under it.
+   */
+  abort(flags: { cancelled?: boolean; timedOut?: boolean } = {}): void {
+    this.#resolveWith({ status: 'aborted', ...flags });
   }
 
   /**
@@ -196,93 +201,49 @@ export class CellExecution {
    * `'error'`, `error.ename` `'KernelProtocolError'`, and an `evalue` saying so.
    */
   completeWithoutReply(graceMs: number): void {
-    this.status = 'error';
+    this.#status = 'error';
     const evalue = `the kernel went idle without replying to the cell (no execute_reply within ${graceMs} ms of its status: idle); it failed to handle the request, so the cell may not have run`;
-    this.error = { ename: MISSING_REPLY_ENAME, evalue, traceback: [] };
+    this.#error = { ename: MISSING_REPLY_ENAME, evalue, traceback: [] };
     this.complete();
-  }
-
-  /** Records that the server dropped some of this cell's output (once; emits the kernel's event). */
-  markDropped(): void {
-    if (this.outputDropped) return;
-    this.outputDropped = true;
-    this.#onDropped?.();
   }
 
   /** Rejects (the kernel cannot answer any more). */
   fail(error: unknown): void {
-    if (this.settled) return;
-    this.settled = true;
-    this.onSettled?.();
+    if (!this.#settle()) return;
     this.#reject(error);
   }
 
-  #emit(output: Output): void {
-    const onOutput = this.opts.onOutput;
-    if (!onOutput) return;
-    try {
-      onOutput(output);
-    } catch {
-      // a throwing listener must not break the protocol handling
-    }
+  #resolveWith(fields: Partial<ExecuteResult>): void {
+    if (!this.#settle()) return;
+    const result = emptyResult(this.cellId, {
+      ...this.#output.collected(),
+      stdinRequested: this.#stdinRequested,
+      ...fields,
+    });
+    if (this.#executionCount !== undefined) result.executionCount = this.#executionCount;
+    if (this.#error !== undefined && result.status === 'error') result.error = this.#error;
+    if (this.#outputDropped) result.outputDropped = true;
+    this.#resolve(result);
+  }
+
+  /** Marks the cell settled and runs its cleanups; false when it already was. */
+  #settle(): boolean {
+    if (this.#settled) return false;
+    this.#settled = true;
+    for (const cleanup of this.#cleanups.splice(0)) cleanup();
+    return true;
   }
 
   #stream(name: 'stdout' | 'stderr', text: string): void {
     if (
       name === 'stderr' &&
-      !this.outputDropped &&
+      !this.#outputDropped &&
       text.includes('rate exceeded') &&
       DROP_NOTICES.some((n) => text.includes(n))
     ) {
       this.markDropped();
     }
-    this.#emit({ type: 'stream', name, text });
-    const kept = name === 'stdout' ? this.#stdout.length : this.#stderr.length;
-    const room = this.#caps.maxStreamChars - kept;
-    if (room <= 0) {
-      if (text.length > 0) this.truncated = true;
-      return;
-    }
-    let piece = text;
-    if (piece.length > room) {
-      piece = piece.slice(0, room);
-      this.truncated = true;
-    }
-    if (name === 'stdout') this.#stdout.append(piece);
-    else this.#stderr.append(piece);
-    const last = this.#lastStream;
-    if (last && last.name === name && this.outputs[this.outputs.length - 1] === last) {
-      this.#lastStreamText?.append(piece);
-      return;
-    }
-    this.#closeStreamEntry();
-    if (this.outputs.length >= this.#caps.maxOutputs) {
-      this.truncated = true;
-      return;
-    }
-    const entry: Extract<Output, { type: 'stream' }> = { type: 'stream', name, text: '' };
-    const entryText = new TextBuffer();
-    entryText.append(piece);
-    this.outputs.push(entry);
-    this.#lastStream = entry;
-    this.#lastStreamText = entryText;
-  }
-
-  /** Writes the open stream entry's text into it. */
-  #closeStreamEntry(): void {
-    if (this.#lastStream && this.#lastStreamText) this.#lastStream.text = this.#lastStreamText.toString();
-    this.#lastStream = undefined;
-    this.#lastStreamText = undefined;
-  }
-
-  #rich(output: Output): void {
-    this.#closeStreamEntry();
-    this.#emit(output);
-    if (this.outputs.length >= this.#caps.maxOutputs) {
-      this.truncated = true;
-      return;
-    }
-    this.outputs.push(output);
+    this.#output.stream(name, text);
   }
 }
 

@@ -8,54 +8,15 @@ import {
   KernelStartError,
   ProtocolError,
 } from './errors.js';
-import { parseOptions } from './validation.js';
+import {
+  type GatewayClientOptions,
+  type KernelDiagnostics,
+  type KernelOwnership,
+  resolveGatewayClientOptions,
+  type WebSocketClass,
+} from './gateway-client-options.js';
 
-/**
- * Told which kernels this process created and deleted, so an embedded gateway can clean up after a process that
- * died (`LocalGateway` leases provide one).
- */
-export interface KernelOwnership {
-  /** Called after each successful create, with the new kernel's id. */
-  created(id: string): void;
-  /** Called after each confirmed delete (2xx, 404 or 410). */
-  deleted(id: string): void;
-}
-
-/**
- * What a gateway on this machine can tell about one of its kernels beyond REST (`LocalGateway` leases provide it).
- * `GatewayKernel.start()` uses it to notice at once that a starting kernel's process exited, and to say why.
- */
-export interface KernelDiagnostics {
-  /** False when no process of the kernel runs; true when one does; undefined when it cannot tell. */
-  processAlive(kernelId: string): boolean | undefined;
-  /** The last lines of stderr written since the kernel started (oldest first; empty when unknown), never the token. */
-  stderrTail(kernelId: string): string[];
-}
-
-/** A WHATWG-style WebSocket class (the `ws` package's class, the global one, or a test fake). */
-export type WebSocketClass = new (
-  url: string,
-  protocols?: string | string[],
-  options?: { headers?: Record<string, string> },
-) => WebSocket;
-
-/** Options of `new GatewayClient()`. */
-export interface GatewayClientOptions {
-  /** The server's base URL, e.g. `http://127.0.0.1:8888` (a base path is kept). */
-  baseUrl: string;
-  /** Sent as `Authorization: token …`; never printed. */
-  token?: string;
-  /** The fetch to use. @defaultValue globalThis.fetch (looked up at each call, so test hooks apply) */
-  fetch?: typeof fetch;
-  /** The WebSocket class for kernel channels. @defaultValue the `ws` package's WebSocket */
-  WebSocket?: WebSocketClass;
-  /** Deadline of each REST request; `0` disables it. @defaultValue 10000 */
-  requestTimeoutMs?: number;
-  /** Told about every kernel this client creates or deletes. */
-  ownership?: KernelOwnership;
-  /** Process and stderr diagnostics of the gateway's kernels, when it runs on this machine. */
-  diagnostics?: KernelDiagnostics;
-}
+export type { GatewayClientOptions, KernelDiagnostics, KernelOwnership, WebSocketClass };
 
 /** Options every REST call accepts. */
 export interface RequestOptions {
@@ -99,34 +60,6 @@ export type KernelSpecModel = z.output<typeof kernelSpecModel>;
 /** The answer of `GET /api/kernelspecs`. */
 export type KernelSpecsModel = z.output<typeof kernelSpecsModel>;
 
-const optionsSchema = z.object({
-  baseUrl: z.string().refine((s) => URL.canParse(s) && /^https?:$/.test(new URL(s).protocol), 'must be an http(s) URL'),
-  token: z.string().optional(),
-  fetch: z.custom<typeof fetch>((v) => typeof v === 'function', 'must be a function').optional(),
-  WebSocket: z.custom<WebSocketClass>((v) => typeof v === 'function', 'must be a WebSocket class').optional(),
-  requestTimeoutMs: z.number().min(0).optional(),
-  ownership: z
-    .custom<KernelOwnership>(
-      (v) =>
-        typeof v === 'object' &&
-        v !== null &&
-        typeof (v as KernelOwnership).created === 'function' &&
-        typeof (v as KernelOwnership).deleted === 'function',
-      'must have created(id) and deleted(id) functions',
-    )
-    .optional(),
-  diagnostics: z
-    .custom<KernelDiagnostics>(
-      (v) =>
-        typeof v === 'object' &&
-        v !== null &&
-        typeof (v as KernelDiagnostics).processAlive === 'function' &&
-        typeof (v as KernelDiagnostics).stderrTail === 'function',
-      'must have processAlive(id) and stderrTail(id) functions',
-    )
-    .optional(),
-});
-
 /**
  * A REST client for a Jupyter Server or Kernel Gateway: kernelspecs and the kernel lifecycle, each call with a
  * deadline and an `AbortSignal`.
@@ -148,12 +81,12 @@ export class GatewayClient {
   readonly #requestTimeoutMs: number;
 
   constructor(options: GatewayClientOptions) {
-    const opts = parseOptions(optionsSchema, options, 'GatewayClient options');
-    this.baseUrl = opts.baseUrl.replace(/\/+$/, '');
-    this.#token = opts.token || undefined;
+    const opts = resolveGatewayClientOptions(options);
+    this.baseUrl = opts.baseUrl;
+    this.#token = opts.token;
     this.#fetch = opts.fetch;
-    this.WebSocket = opts.WebSocket ?? (WsWebSocket as unknown as WebSocketClass);
-    this.#requestTimeoutMs = opts.requestTimeoutMs ?? 10_000;
+    this.WebSocket = opts.WebSocket;
+    this.#requestTimeoutMs = opts.requestTimeoutMs;
     this.ownership = opts.ownership;
     this.diagnostics = opts.diagnostics;
   }

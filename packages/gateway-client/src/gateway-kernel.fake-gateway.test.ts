@@ -58,20 +58,18 @@ describe('GatewayKernel against FakeGateway', () => {
     expect(gw.kernels.size).toBe(0);
   });
 
-  it('restart() right after kill() costs no second kernel start; after a cell it restarts again', async () => {
+  it('kill() says it left a fresh interpreter (one server restart); restart() always restarts', async () => {
     await using gw = await FakeGateway.start();
     await using kernel = await GatewayKernel.start({ gateway: { baseUrl: gw.baseUrl, token: gw.token } });
     const restarts = () => gw.requests.filter((r) => r.method === 'POST' && r.path.endsWith('/restart')).length;
-    await kernel.kill();
+    await expect(kernel.kill()).resolves.toEqual({ restarted: true });
     expect(restarts()).toBe(1);
-    await kernel.restart();
-    expect(restarts()).toBe(1);
+    expect(kernel.isAlive()).toBe(true);
     expect(kernel.status).toBe('idle');
+    expect((await kernel.execute('print(1)')).stdout).toBe('1\n');
     await kernel.restart();
     expect(restarts()).toBe(2);
-    await kernel.kill();
-    await kernel.execute('print(1)');
     await kernel.restart();
-    expect(restarts()).toBe(4);
+    expect(restarts()).toBe(3);
   });
 });

@@ -1,14 +1,14 @@
 import { getEventListeners } from 'node:events';
 import type { ExecuteResult } from '@kernelwarden/core';
 import { InvalidOptionsError } from '@kernelwarden/core';
+import { createMessage, encodeV1, type JupyterMessage } from '@kernelwarden/jupyter-protocol';
 import { FakeWebSocket, type FetchHook, hookFetch, ManualClock } from '@kernelwarden/testkit';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { KernelDiedError, KernelStartError } from './errors.js';
-import { DEFAULT_REPLY_GRACE_MS } from './execution.js';
-import type { WebSocketClass } from './gateway-client.js';
+import type { GatewayClientOptions, WebSocketClass } from './gateway-client.js';
 import { GatewayKernel, type GatewayKernelStartOptions } from './gateway-kernel.js';
+import { DEFAULT_REPLY_GRACE_MS } from './gateway-kernel-options.js';
 import { type KernelScript, scriptedKernel } from './kernel-script.test-fixture.js';
-import { createMessage, type JupyterMessage } from './message.js';
 
 const BASE = 'http://127.0.0.1:9999';
 const OPEN = 1;
@@ -495,8 +495,8 @@ describe('GatewayKernel kernel death and connection loss', () => {
 
   it('reconnects with the same session id and drops replayed duplicates', async () => {
     using _hook = gatewayFetch('k');
-    let request!: (req: import('./message.js').JupyterMessage) => void;
-    const sent = new Promise<import('./message.js').JupyterMessage>((r) => (request = r));
+    let request!: (req: JupyterMessage) => void;
+    const sent = new Promise<JupyterMessage>((r) => (request = r));
     KernelSocket.script = { execute: (req) => request(req) };
     await using kernel = await start({ reconnect: { initialDelayMs: 1 } });
     const reconnected = new Promise<void>((r) => kernel.on('reconnected', () => r()));
@@ -520,7 +520,6 @@ describe('GatewayKernel kernel death and connection loss', () => {
       parent_header: req.header,
       content: { name: 'stdout', text: 'line 2\n' },
     };
-    const { encodeV1 } = await import('./wire-v1.js');
     second.receive(encodeV1(duplicate));
     second.receive(encodeV1(duplicate));
     second.kernel.replies.ok(req);
@@ -685,10 +684,12 @@ describe('GatewayKernel start cleanup', () => {
     });
   }
 
-  it('rejects an aborted start at once with the reason, and retries a hanging DELETE in the background until confirmed', async () => {
-    const clock = new ManualClock();
-    const { state, hook, ownership } = hangingDeletes('kernel-stuck', (n) => n >= 3);
-    using _hook = hook;
+  /** A start whose prelude never answers, on the manual clock, recording ownership; `abort` cancels it. */
+  function stalledStart(
+    clock: ManualClock,
+    ownership: GatewayClientOptions['ownership'],
+    cleanupRetry: GatewayKernelStartOptions['cleanupRetry'],
+  ) {
     const stalled = stalledPrelude();
     const controller = new AbortController();
     const starting = GatewayKernel.start({
@@ -703,8 +704,16 @@ describe('GatewayKernel start cleanup', () => {
       clock,
       livenessPollMs: 0,
       cleanupTimeoutMs: 1_000,
-      cleanupRetry: { initialDelayMs: 500, maxDelayMs: 500 },
+      cleanupRetry,
     });
+    return { stalled, starting, abort: (reason: Error) => controller.abort(reason) };
+  }
+
+  it('rejects an aborted start at once with the reason, and retries a hanging DELETE in the background until confirmed', async () => {
+    const clock = new ManualClock();
+    const { state, hook, ownership } = hangingDeletes('kernel-stuck', (n) => n >= 3);
+    using _hook = hook;
+    const { stalled, starting, abort } = stalledStart(clock, ownership, { initialDelayMs: 500, maxDelayMs: 500 });
     let outcome: unknown = 'pending';
     starting.then(
       () => (outcome = 'resolved'),
@@ -712,7 +721,7 @@ describe('GatewayKernel start cleanup', () => {
     );
     await stalled;
     const reason = new Error('cancel startup');
-    controller.abort(reason);
+    abort(reason);
     await settleIo();
     // At once: no clock time passed, the first DELETE still hangs.
     expect(outcome).toBe(reason);
@@ -736,25 +745,11 @@ describe('GatewayKernel start cleanup', () => {
     const clock = new ManualClock();
     const { state, hook, ownership } = hangingDeletes('kernel-unreachable');
     using _hook = hook;
-    const stalled = stalledPrelude();
-    const controller = new AbortController();
-    const starting = GatewayKernel.start({
-      gateway: {
-        baseUrl: BASE,
-        token: 'secret-token',
-        WebSocket: KernelSocket as unknown as WebSocketClass,
-        ownership,
-      },
-      prelude: 'x = 1',
-      signal: controller.signal,
-      clock,
-      livenessPollMs: 0,
-      cleanupTimeoutMs: 1_000,
-      cleanupRetry: { attempts: 4, initialDelayMs: 100, maxDelayMs: 400 },
-    });
+    const retry = { attempts: 4, initialDelayMs: 100, maxDelayMs: 400 };
+    const { stalled, starting, abort } = stalledStart(clock, ownership, retry);
     const settled = starting.catch((error: unknown) => error);
     await stalled;
-    controller.abort(new Error('cancel startup'));
+    abort(new Error('cancel startup'));
     expect(await settled).toMatchObject({ message: 'cancel startup' });
     // Backoff 100, 200, 400 between four attempts of 1 s each.
     await clock.advance(1_000 + 100);

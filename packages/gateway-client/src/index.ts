@@ -1,3 +1,7 @@
+export type { ChannelName, JupyterMessage, MessageHeader } from '@kernelwarden/jupyter-protocol';
+export { createMessage, encodeLegacy, encodeV1, V1_SUBPROTOCOL } from '@kernelwarden/jupyter-protocol';
+export type { OutputCaps } from './cell-output.js';
+export { DEFAULT_OUTPUT_CAPS } from './cell-output.js';
 export type { ReconnectPolicy, WireProtocol } from './channel.js';
 export type { KernelDeathReason } from './errors.js';
 export {
@@ -8,26 +12,48 @@ export {
   KernelStartError,
   ProtocolError,
 } from './errors.js';
-export type { OutputCaps } from './execution.js';
-export { DEFAULT_OUTPUT_CAPS, DEFAULT_REPLY_GRACE_MS, MISSING_REPLY_ENAME } from './execution.js';
+export { MISSING_REPLY_ENAME } from './execution.js';
+export type { KernelModel, KernelSpecModel, KernelSpecsModel, RequestOptions } from './gateway-client.js';
+export { GatewayClient } from './gateway-client.js';
 export type {
   GatewayClientOptions,
   KernelDiagnostics,
-  KernelModel,
   KernelOwnership,
-  KernelSpecModel,
-  KernelSpecsModel,
-  RequestOptions,
+  ResolvedGatewayClientOptions,
   WebSocketClass,
-} from './gateway-client.js';
-export { GatewayClient } from './gateway-client.js';
-export type { GatewayKernelStartOptions, KernelInfo } from './gateway-kernel.js';
+} from './gateway-client-options.js';
+export { DEFAULT_REQUEST_TIMEOUT_MS, resolveGatewayClientOptions } from './gateway-client-options.js';
 export { GatewayKernel } from './gateway-kernel.js';
+export type { GatewayKernelStartOptions, ResolvedGatewayKernelOptions } from './gateway-kernel-options.js';
+export {
+  DEFAULT_CLEANUP_RETRY,
+  DEFAULT_CLEANUP_TIMEOUT_MS,
+  DEFAULT_CREATE_ATTEMPTS,
+  DEFAULT_CREATE_RETRY_DELAY_MS,
+  DEFAULT_HEARTBEAT_MS,
+  DEFAULT_IDLE_GRACE_MS,
+  DEFAULT_INTERRUPT_DRAIN_MS,
+  DEFAULT_IOPUB_NUDGE_MS,
+  DEFAULT_IOPUB_NUDGES,
+  DEFAULT_KERNEL_INFO_RETRY_MS,
+  DEFAULT_KERNEL_NAME,
+  DEFAULT_LIVENESS_POLL_MS,
+  DEFAULT_LIVENESS_TIMEOUT_MS,
+  DEFAULT_PROTOCOL,
+  DEFAULT_RECONNECT,
+  DEFAULT_RECOVERY,
+  DEFAULT_REPLY_GRACE_MS,
+  DEFAULT_RESTART_TIMEOUT_MS,
+  DEFAULT_SHUTDOWN_TIMEOUT_MS,
+  DEFAULT_STALL_WORKAROUND,
+  DEFAULT_STARTUP_TIMEOUT_MS,
+  DEFAULT_STOP_ON_ERROR,
+  resolveGatewayKernelOptions,
+} from './gateway-kernel-options.js';
+export type { KernelInfo } from './handshake.js';
 export type { GatewayKernelEventMap, GatewayKernelListener, KernelStatus } from './kernel-events.js';
 export { LOCAL_GATEWAY_SERVER_CONFIG } from './local-gateway/server-config.js';
 export * from './local-gateway.js';
-export type { ChannelName, JupyterMessage, MessageHeader } from './message.js';
-export { createMessage } from './message.js';
+export type { RecoveryPolicy } from './restart-recovery.js';
 export type { CleanupRetryPolicy } from './start-cleanup.js';
-export { decodeLegacy, encodeLegacy } from './wire-legacy.js';
-export { decodeV1, encodeV1, V1_SUBPROTOCOL } from './wire-v1.js';
+export { decodeLegacy, decodeV1 } from './wire.js';

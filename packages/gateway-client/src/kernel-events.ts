@@ -21,37 +21,3 @@ export interface GatewayKernelEventMap {
 
 /** A listener of event `K`. */
 export type GatewayKernelListener<K extends keyof GatewayKernelEventMap> = (event: GatewayKernelEventMap[K]) => void;
-
-/**
- * A minimal typed event emitter: `on()` returns an unsubscribe function; a throwing listener never breaks the
- * kernel.
- */
-export class KernelEvents {
-  #listeners = new Map<keyof GatewayKernelEventMap, Set<(event: never) => void>>();
-
-  /** Subscribes `listener` to `type`; returns a function that unsubscribes it. */
-  on<K extends keyof GatewayKernelEventMap>(type: K, listener: GatewayKernelListener<K>): () => void {
-    let set = this.#listeners.get(type);
-    if (!set) this.#listeners.set(type, (set = new Set()));
-    set.add(listener as (event: never) => void);
-    return () => this.off(type, listener);
-  }
-
-  /** Unsubscribes `listener` from `type`. */
-  off<K extends keyof GatewayKernelEventMap>(type: K, listener: GatewayKernelListener<K>): void {
-    this.#listeners.get(type)?.delete(listener as (event: never) => void);
-  }
-
-  /** Calls every listener of `type` with `event`. */
-  emit<K extends keyof GatewayKernelEventMap>(type: K, event: GatewayKernelEventMap[K]): void {
-    const set = this.#listeners.get(type);
-    if (!set) return;
-    for (const listener of [...set]) {
-      try {
-        (listener as GatewayKernelListener<K>)(event);
-      } catch {
-        // listeners cannot break the kernel
-      }
-    }
-  }
-}

@@ -1,7 +1,5 @@
 // Test fixture (not exported): a scripted Jupyter kernel that answers channel frames, for fakes and local ws servers.
-import { createMessage, type JupyterMessage } from './message.js';
-import { decodeLegacy, encodeLegacy } from './wire-legacy.js';
-import { decodeV1, encodeV1 } from './wire-v1.js';
+import { createMessage, decodeFrame, encodeFrame, type JupyterMessage } from '@kernelwarden/jupyter-protocol';
 
 export type Frame = string | Uint8Array;
 
@@ -32,9 +30,8 @@ export interface KernelScript {
   other?(request: JupyterMessage, replies: KernelReplies): void;
 }
 
-export function decodeFrame(frame: unknown, format: 'v1' | 'legacy'): JupyterMessage {
-  const bytes = typeof frame === 'string' ? frame : toUint8(frame);
-  return format === 'v1' ? decodeV1(bytes as Uint8Array) : decodeLegacy(bytes);
+export function decodeClientFrame(frame: unknown, format: 'v1' | 'legacy'): JupyterMessage {
+  return decodeFrame(typeof frame === 'string' ? frame : toUint8(frame), format);
 }
 
 function toUint8(data: unknown): Uint8Array {
@@ -53,7 +50,7 @@ export function scriptedKernel(
   const requests: JupyterMessage[] = [];
   let executes = 0;
   let infos = 0;
-  const encode = (msg: JupyterMessage) => (format === 'v1' ? encodeV1(msg) : encodeLegacy(msg));
+  const encode = (msg: JupyterMessage) => encodeFrame(msg, format);
   const replies: KernelReplies = {
     send(channel, msgType, content, parent) {
       if (channel === 'iopub' && infos < (script.iopubAfterInfos ?? 0)) return;
@@ -84,7 +81,7 @@ export function scriptedKernel(
     requests,
     replies,
     handle(frame) {
-      const request = decodeFrame(frame, format);
+      const request = decodeClientFrame(frame, format);
       requests.push(request);
       const type = request.header.msg_type;
       if (type === 'kernel_info_request') {

@@ -1,3 +1,11 @@
+/** Where a kernel's message numbers stood at one moment: see `MessageSequence.mark()`. */
+export interface SequenceMark {
+  /** The kernel process's id prefix, or undefined before its first message. */
+  source: string | undefined;
+  /** The highest number seen from it. */
+  max: number;
+}
+
 /** How far below the highest number a missing one is still remembered. */
 const HOLE_WINDOW = 2048;
 
@@ -43,12 +51,12 @@ export class MessageSequence {
   }
 
   /** A mark to pass to `missingSince` later: where the numbers of the current kernel process stand now. */
-  mark(): { source: string | undefined; max: number } {
+  mark(): SequenceMark {
     return { source: this.#source, max: this.#max };
   }
 
   /** How many numbers after `mark` (up to the highest seen) never arrived; 0 when the kernel process changed. */
-  missingSince(mark: { source: string | undefined; max: number }): number {
+  missingSince(mark: SequenceMark): number {
     if (this.#source === undefined) return 0;
     // A mark taken before any message of this kernel counts from its first message we saw.
     if (mark.source !== undefined && mark.source !== this.#source) return 0;

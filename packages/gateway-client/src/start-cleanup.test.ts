@@ -1,6 +1,7 @@
 import { ManualClock } from '@kernelwarden/testkit';
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_CLEANUP_RETRY, deleteUntilConfirmed } from './start-cleanup.js';
+import { DEFAULT_CLEANUP_RETRY } from './gateway-kernel-options.js';
+import { deleteUntilConfirmed } from './start-cleanup.js';
 
 describe('deleteUntilConfirmed', () => {
   it('sends the first DELETE at once and stops at the first confirmation', async () => {

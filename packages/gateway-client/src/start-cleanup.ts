@@ -10,12 +10,6 @@ export interface CleanupRetryPolicy {
   maxDelayMs: number;
 }
 
-/** The default `cleanupRetry` of `GatewayKernel.start()`: 6 DELETEs over about 8 s plus their own bounds. */
-export const DEFAULT_CLEANUP_RETRY: CleanupRetryPolicy = { attempts: 6, initialDelayMs: 250, maxDelayMs: 4_000 };
-
-/** The default `cleanupTimeoutMs` of `GatewayKernel.start()`: the bound on each cleanup DELETE. */
-export const DEFAULT_CLEANUP_TIMEOUT_MS = 2_000;
-
 /** A cleanup in progress: the first attempt's outcome, and the outcome once every retry is done. */
 export interface Cleanup {
   /** True when the first DELETE was confirmed. */

@@ -8,9 +8,9 @@ export interface StartWatchOptions {
   kernelId: string;
   kernelName: string;
   clock: Clock;
-  /** How often the kernel's process is looked for (with `client.diagnostics`). @defaultValue 500 */
+  /** How often the kernel's process is looked for (with `client.diagnostics`). @defaultValue {@link START_PROCESS_POLL_MS} */
   processPollMs?: number;
-  /** How often `GET /api/kernels/{id}` is asked. @defaultValue 1000 */
+  /** How often `GET /api/kernels/{id}` is asked. @defaultValue {@link START_REST_POLL_MS} */
   restPollMs?: number;
 }
 
@@ -27,6 +27,13 @@ export interface StartWatch {
 /** Consecutive polls that must find no process before the kernel counts as exited (a `/proc` scan can race). */
 const MISSES = 2;
 
+/** While a kernel starts, how often its process is looked for: 500 ms. */
+export const START_PROCESS_POLL_MS = 500;
+/** While a kernel starts, how often REST is asked about it: 1 s. */
+export const START_REST_POLL_MS = 1000;
+/** The shortest deadline of one of those REST requests (it is at least the poll interval): 2 s. */
+export const START_REST_TIMEOUT_MS = 2000;
+
 /**
  * Watches a kernel from its create until it first answers, so that one whose process exits while starting (a
  * bad kernelspec, a missing module) fails the start within seconds instead of at the start deadline. jupyter-server
@@ -39,8 +46,8 @@ const MISSES = 2;
  */
 export function watchKernelStart(opts: StartWatchOptions): StartWatch {
   const { client, kernelId, kernelName, clock } = opts;
-  const processPollMs = opts.processPollMs ?? 500;
-  const restPollMs = opts.restPollMs ?? 1000;
+  const processPollMs = opts.processPollMs ?? START_PROCESS_POLL_MS;
+  const restPollMs = opts.restPollMs ?? START_REST_POLL_MS;
   const diagnostics = client.diagnostics;
   let reject!: (error: KernelStartError) => void;
   const failed = new Promise<never>((_, r) => {
@@ -94,7 +101,7 @@ export function watchKernelStart(opts: StartWatchOptions): StartWatch {
     if (stopped || restInFlight) return;
     restInFlight = true;
     try {
-      const model = await client.getKernel(kernelId, { timeoutMs: Math.max(restPollMs, 2000) });
+      const model = await client.getKernel(kernelId, { timeoutMs: Math.max(restPollMs, START_REST_TIMEOUT_MS) });
       if (!model) fail('the server no longer lists it (its restarter gave up restarting it)');
       else if (model.execution_state === 'dead') fail('the server reports it dead');
     } catch {

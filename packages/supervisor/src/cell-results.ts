@@ -1,19 +1,9 @@
-import type { ExecuteResult } from '@kernelwarden/core';
+import { emptyResult as coreEmptyResult, type ExecuteResult } from '@kernelwarden/core';
 import { type KernelUnavailableError, UNAVAILABLE_KEY } from './errors.js';
 
 /** The result of a cell that produced nothing: `status: 'aborted'`, no output, every flag false. */
 export function emptyResult(cellId: string | undefined): ExecuteResult {
-  return {
-    status: 'aborted',
-    cellId: cellId ?? globalThis.crypto.randomUUID(),
-    stdout: '',
-    stderr: '',
-    outputs: [],
-    cancelled: false,
-    timedOut: false,
-    stdinRequested: false,
-    truncated: false,
-  };
+  return coreEmptyResult(cellId ?? globalThis.crypto.randomUUID(), { status: 'aborted' });
 }
 
 /** A cell cancelled before or while it ran (a stop, a close, the caller's signal). */

@@ -1,8 +1,15 @@
-import { type ExecuteOptions, type ExecuteResult, InvalidOptionsError, raceSignal } from '@kernelwarden/core';
+import {
+  type EventMapOf,
+  type ExecuteOptions,
+  type ExecuteResult,
+  InvalidOptionsError,
+  raceSignal,
+  TypedEmitter,
+} from '@kernelwarden/core';
 import { BackgroundCells, type BackgroundPeek } from './background.js';
 import { cancelledResult } from './cell-results.js';
 import { ClosedError, SessionStoppedError } from './errors.js';
-import { TypedEmitter, type Unsubscribe } from './events.js';
+import type { Unsubscribe } from './events.js';
 import type { CellRunRequest } from './executor.js';
 import type { Lease, SupervisedKernel } from './lease.js';
 import { PythonSlot } from './python-slot.js';
@@ -39,7 +46,7 @@ export class KernelSession<K extends SupervisedKernel = SupervisedKernel, H = un
   readonly #python: PythonSlot<K, H>;
   readonly #slots: SessionSlots<K, H>;
   readonly #intents = new SessionIntents();
-  readonly #events = new TypedEmitter<KernelStatusEvent>();
+  readonly #events = new TypedEmitter<EventMapOf<KernelStatusEvent>>();
   readonly #background: BackgroundCells;
   #host: { value: H } | undefined;
 
@@ -357,7 +364,7 @@ export class KernelSession<K extends SupervisedKernel = SupervisedKernel, H = un
     if (s.leaseId !== undefined) event.leaseId = s.leaseId;
     if (slot === PYTHON_SLOT && this.#python.activeEnv !== undefined) event.env = this.#python.activeEnv;
     if (endedReason !== undefined) event.endedReason = endedReason;
-    this.#events.emit(event);
+    this.#events.emit(event.type, event);
   }
 }
 

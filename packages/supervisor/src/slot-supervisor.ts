@@ -100,7 +100,7 @@ export interface SlotSupervisor<K extends SupervisedKernel = SupervisedKernel> {
   /** Hard-stops the kernel only while `lease` is current. */
   killIfCurrent(lease: Lease<K>, opts?: WaitOptions): Promise<boolean>;
   /** Restarts the kernel only while `lease` is current; the new lease, or `undefined` for a stale one. */
-  restartIfCurrent(lease: Lease<K>, opts?: WaitOptions): Promise<Lease<K> | undefined>;
+  restartIfCurrent(lease: Lease<K>, opts?: WaitOptions & { alreadyRestarted?: boolean }): Promise<Lease<K> | undefined>;
   /** Empties the slot and shuts the kernel down, only while `lease` is current. */
   shutdownIfCurrent(lease: Lease<K>, reason?: EndedReason, opts?: WaitOptions): Promise<boolean>;
   /** Stops `slot` (or every slot): cancels its builds, empties it and shuts its kernel down. */

@@ -180,6 +180,17 @@ describe('KernelSupervisor exact-lease operations', () => {
     expect(sup.status('python').generation).toBe(1);
   });
 
+  it('publishes the next generation without restart() when told the kill already restarted the kernel', async () => {
+    const sup = new KernelSupervisor<RecordingKernel>();
+    const kernel = new RecordingKernel('k', { killRestarts: true });
+    const before = await sup.ensure('python', 'base', () => kernel);
+    expect(await kernel.kill()).toEqual({ restarted: true });
+    const after = await sup.restartIfCurrent(before, { alreadyRestarted: true });
+    expect(after).toMatchObject({ kernel, generation: 1, key: 'base' });
+    expect(kernel.restartCalls).toBe(0);
+    expect(sup.lease('python')).toBe(after);
+  });
+
   it('treat the lease a restart replaced as stale, although it names the same kernel object', async () => {
     const sup = new KernelSupervisor<RecordingKernel>();
     const kernel = new RecordingKernel('k');

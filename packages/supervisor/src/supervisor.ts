@@ -1,6 +1,6 @@
-import { type Clock, InvalidOptionsError, raceSignal } from '@kernelwarden/core';
+import { type Clock, type EventMapOf, InvalidOptionsError, raceSignal, TypedEmitter } from '@kernelwarden/core';
 import { ClosedError, KernelRestartError, messageOf } from './errors.js';
-import { TypedEmitter, type Unsubscribe } from './events.js';
+import type { Unsubscribe } from './events.js';
 import { KernelBuild } from './kernel-build.js';
 import { KernelShutdowns } from './kernel-shutdowns.js';
 import { type EndedReason, isAlive, type Lease, type SlotStatus, type SupervisedKernel } from './lease.js';
@@ -31,7 +31,11 @@ import { WarmPools } from './warm-pools.js';
 export class KernelSupervisor<K extends SupervisedKernel = SupervisedKernel> implements SlotSupervisor<K> {
   readonly #slots = new Map<string, SlotRecord<K>>();
   readonly #pools: WarmPools<K>;
-  readonly #events = new TypedEmitter<SupervisorEvent<K>>();
+  readonly #events = new TypedEmitter<EventMapOf<SupervisorEvent<K>>>();
+
+  #emit(event: SupervisorEvent<K>): void {
+    this.#events.emit(event.type, event);
+  }
   readonly #clock: Clock;
   readonly #idleTtlMs: number | undefined;
   readonly #shutdowns: KernelShutdowns<K>;
@@ -167,23 +171,20 @@ export class KernelSupervisor<K extends SupervisedKernel = SupervisedKernel> imp
    * Restarts the kernel (same object, fresh interpreter) only while `lease` is current, and returns the new lease
    * (generation + 1) — or `undefined` when the lease is stale or the slot changed during the restart. A restart that
    * fails empties the slot (`endedReason: 'restart_failed'`) and rejects with `KernelRestartError`.
+   *
+   * With `alreadyRestarted` (the kernel's `kill()` resolved `{ restarted: true }`: it already runs a fresh
+   * interpreter), `restart()` is not called: only the next generation is published.
    */
-  async restartIfCurrent(lease: Lease<K>, opts: { signal?: AbortSignal } = {}): Promise<Lease<K> | undefined> {
+  async restartIfCurrent(
+    lease: Lease<K>,
+    opts: { signal?: AbortSignal; alreadyRestarted?: boolean } = {},
+  ): Promise<Lease<K> | undefined> {
     if (!this.isCurrent(lease)) return undefined;
     const s = this.#slot(lease.slot);
     if (s.restarting?.leaseId === lease.id) return s.restarting.promise;
     const kernel = lease.kernel;
     const run = async (): Promise<Lease<K> | undefined> => {
-      if (typeof kernel.restart !== 'function') {
-        await this.shutdownIfCurrent(lease, 'restart_failed');
-        throw new KernelRestartError(lease.slot, 'the kernel has no restart()');
-      }
-      try {
-        await kernel.restart(opts.signal ? { signal: opts.signal } : undefined);
-      } catch (error) {
-        await this.shutdownIfCurrent(lease, 'restart_failed');
-        throw new KernelRestartError(lease.slot, messageOf(error), error);
-      }
+      if (!opts.alreadyRestarted) await this.#restartKernel(lease, opts.signal);
       if (!this.isCurrent(lease)) return undefined;
       if (!isAlive(kernel)) {
         await this.shutdownIfCurrent(lease, 'restart_failed');
@@ -193,7 +194,7 @@ export class KernelSupervisor<K extends SupervisedKernel = SupervisedKernel> imp
       const next: Lease<K> = { slot: s.name, key: lease.key, generation: s.generation, id: newLeaseId(), kernel };
       s.current = next;
       this.#touch(s);
-      this.#events.emit({ type: 'restarted', slot: s.name, lease: next, previous: lease });
+      this.#emit({ type: 'restarted', slot: s.name, lease: next, previous: lease });
       return next;
     };
     const promise = run().finally(() => {
@@ -201,6 +202,20 @@ export class KernelSupervisor<K extends SupervisedKernel = SupervisedKernel> imp
     });
     s.restarting = { leaseId: lease.id, promise };
     return promise;
+  }
+
+  async #restartKernel(lease: Lease<K>, signal: AbortSignal | undefined): Promise<void> {
+    const kernel = lease.kernel;
+    if (typeof kernel.restart !== 'function') {
+      await this.shutdownIfCurrent(lease, 'restart_failed');
+      throw new KernelRestartError(lease.slot, 'the kernel has no restart()');
+    }
+    try {
+      await kernel.restart(signal ? { signal } : undefined);
+    } catch (error) {
+      await this.shutdownIfCurrent(lease, 'restart_failed');
+      throw new KernelRestartError(lease.slot, messageOf(error), error);
+    }
   }
 
   /**
@@ -341,7 +356,7 @@ export class KernelSupervisor<K extends SupervisedKernel = SupervisedKernel> imp
     const build = new KernelBuild<K>({ slot: s.name, key, factory, prepare }, s.builds, {
       handOver: (kernel) => this.#shutdowns.handOver(kernel),
       shutdown: (kernel) => this.#shutdowns.shutdown(kernel),
-      failed: (error) => this.#events.emit({ type: 'build_failed', slot: s.name, key, error }),
+      failed: (error) => this.#emit({ type: 'build_failed', slot: s.name, key, error }),
       publish: (kernel) => this.#publishAndRetire(s, key, kernel, 'built'),
     });
     this.#shutdowns.track(build.promise);
@@ -361,7 +376,7 @@ export class KernelSupervisor<K extends SupervisedKernel = SupervisedKernel> imp
     s.manualStop = false;
     s.endedReason = undefined;
     this.#touch(s);
-    this.#events.emit({ type: 'published', slot: s.name, lease, outcome, ...(previous ? { previous } : {}) });
+    this.#emit({ type: 'published', slot: s.name, lease, outcome, ...(previous ? { previous } : {}) });
     return previous ? { lease, outcome, previous } : { lease, outcome };
   }
 
@@ -385,7 +400,7 @@ export class KernelSupervisor<K extends SupervisedKernel = SupervisedKernel> imp
     s.current = undefined;
     s.manualStop = manual;
     s.endedReason = reason;
-    this.#events.emit({ type: 'ended', slot: s.name, lease, reason, manual });
+    this.#emit({ type: 'ended', slot: s.name, lease, reason, manual });
     return lease;
   }
 

@@ -3,10 +3,16 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo, Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { type Clock, sleep, systemClock } from '@kernelwarden/core';
+import {
+  decodeFrame,
+  encodeFrame,
+  type JupyterMessage,
+  V1_SUBPROTOCOL,
+  type WireFormat,
+} from '@kernelwarden/jupyter-protocol';
 import { type RawData, type WebSocket, WebSocketServer } from 'ws';
 import { FakeKernel, type FakeKernelOptions, type KernelHost } from './fake-kernel.js';
 import { type KernelScript, pythonLikeScript } from './fake-kernel-script.js';
-import { decodeFrame, encodeFrame, type JupyterMessage, V1_SUBPROTOCOL, type WireFormat } from './jupyter-wire.js';
 
 /** One kernelspec a FakeGateway offers, and how kernels made from it behave. */
 export interface FakeKernelSpec extends FakeKernelOptions {

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { type Clock, sleep } from '@kernelwarden/core';
+import type { JupyterMessage, MessageHeader } from '@kernelwarden/jupyter-protocol';
 import type { DieOptions, KernelScript, KernelScriptContext } from './fake-kernel-script.js';
-import type { JupyterHeader, JupyterMessage } from './jupyter-wire.js';
 
 /** Why a cell stopped early; internal to the fake. */
 class Interrupted extends Error {}
@@ -430,7 +430,7 @@ export class FakeKernel {
     content: Record<string, unknown>,
     parent?: JupyterMessage,
   ): JupyterMessage {
-    const header: JupyterHeader = {
+    const header: MessageHeader = {
       msg_id: randomUUID(),
       msg_type: msgType,
       session: this.#session,
@@ -438,6 +438,6 @@ export class FakeKernel {
       date: new Date().toISOString(),
       version: '5.3',
     };
-    return { channel, header, parent_header: parent?.header ?? {}, metadata: {}, content };
+    return { channel, header, parent_header: parent?.header ?? {}, metadata: {}, content, buffers: [] };
   }
 }

@@ -1,3 +1,5 @@
+export type { JupyterMessage, OutgoingMessage, WireFormat } from '@kernelwarden/jupyter-protocol';
+export { decodeFrame, encodeFrame, V1_SUBPROTOCOL, WireFormatError } from '@kernelwarden/jupyter-protocol';
 export type {
   FakeGatewayOptions,
   FakeGatewayRoute,
@@ -16,8 +18,7 @@ export { FakeWebSocket } from './fake-websocket.js';
 export { Gate } from './gate.js';
 export type { FetchCall, FetchHandler, FetchHook } from './hook-fetch.js';
 export { hookFetch } from './hook-fetch.js';
-export type { JupyterHeader, JupyterMessage, WireFormat } from './jupyter-wire.js';
-export { decodeFrame, encodeFrame, V1_SUBPROTOCOL, WireFormatError } from './jupyter-wire.js';
+export type { JupyterHeader } from './jupyter-wire.js';
 export type { ManualClockOptions } from './manual-clock.js';
 export { ManualClock } from './manual-clock.js';
 export type { RecordingKernelOptions, RecordingKernelScript } from './recording-kernel.js';

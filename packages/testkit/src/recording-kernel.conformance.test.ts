@@ -7,3 +7,14 @@ describeKernelHandle(
   () => new RecordingKernel('conformance', { execute: scriptedLanguage, releaseOnInterrupt: true }),
   { code: scriptedCode, stdin: true, richOutput: true },
 );
+
+describeKernelHandle(
+  'RecordingKernel (scripted, kill restarts like a gateway kernel)',
+  () =>
+    new RecordingKernel('conformance', {
+      execute: scriptedLanguage,
+      releaseOnInterrupt: true,
+      killRestarts: true,
+    }),
+  { code: scriptedCode, stdin: true, richOutput: true },
+);

@@ -3,8 +3,10 @@ import {
   type Clock,
   type ExecuteOptions,
   type ExecuteResult,
+  emptyResult,
   type KernelHandle,
   KernelwardenError,
+  type KillOutcome,
   systemClock,
 } from '@kernelwarden/core';
 import { Gate } from './gate.js';
@@ -39,6 +41,12 @@ export interface RecordingKernelOptions {
   hold?: boolean;
   /** When true, `interrupt()` opens `executeRelease`. @defaultValue false */
   releaseOnInterrupt?: boolean;
+  /**
+   * When true, `kill()` behaves like a Jupyter server's kill, which is a restart: the kernel stays alive with fresh
+   * state and `kill()` resolves `{ restarted: true }`. Off, a kill leaves it dead and resolves
+   * `{ restarted: false }`. @defaultValue false
+   */
+  killRestarts?: boolean;
   /** Answers each execution instead of the default ok result; may await gates or throw (a broken kernel). */
   execute?: RecordingKernelScript;
   /** The clock that measures `ExecuteOptions.timeoutMs`. @defaultValue systemClock */
@@ -54,17 +62,7 @@ let cellCounter = 0;
  * Use it to build results in `execute` scripts: `{ ...okResult('c1'), stdout: 'hi\n' }`.
  */
 export function okResult(cellId: string): ExecuteResult {
-  return {
-    status: 'ok',
-    cellId,
-    stdout: '',
-    stderr: '',
-    outputs: [],
-    cancelled: false,
-    timedOut: false,
-    stdinRequested: false,
-    truncated: false,
-  };
+  return emptyResult(cellId);
 }
 
 /**
@@ -84,6 +82,8 @@ export class RecordingKernel implements KernelHandle {
   hold: boolean;
   /** Whether `interrupt()` opens `executeRelease`; may be changed at any time. */
   releaseOnInterrupt: boolean;
+  /** Whether `kill()` leaves the kernel alive with fresh state (a Jupyter server's kill); may be changed at any time. */
+  killRestarts: boolean;
   /** What `isAlive()` returns; `kill()`/`shutdown()` clear it, `restart()` sets it. Tests may set it directly. */
   live = true;
   /** How many times `execute()` was called (dead-kernel calls included). */
@@ -115,6 +115,7 @@ export class RecordingKernel implements KernelHandle {
     this.events = opts.events ?? [];
     this.hold = opts.hold ?? false;
     this.releaseOnInterrupt = opts.releaseOnInterrupt ?? false;
+    this.killRestarts = opts.killRestarts ?? false;
     this.#script = opts.execute;
     this.#clock = opts.clock ?? systemClock;
   }
@@ -141,7 +142,7 @@ export class RecordingKernel implements KernelHandle {
     const scope = abortScope({ signal: opts.signal, timeoutMs: opts.timeoutMs, clock: this.#clock });
     let settleByShutdown: () => void = () => {};
     const shutdown = new Promise<ExecuteResult>((resolve) => {
-      settleByShutdown = () => resolve({ ...okResult(cellId), status: 'aborted', cancelled: true });
+      settleByShutdown = () => resolve(emptyResult(cellId, { status: 'aborted', cancelled: true }));
     });
     this.#inFlight.add(settleByShutdown);
     try {
@@ -156,7 +157,7 @@ export class RecordingKernel implements KernelHandle {
       return await scope.race(Promise.race([work, shutdown]));
     } catch (error) {
       if (scope.signal.aborted && error === scope.signal.reason) {
-        return { ...okResult(cellId), status: 'aborted', cancelled: true, timedOut: scope.timedOut };
+        return emptyResult(cellId, { status: 'aborted', cancelled: true, timedOut: scope.timedOut });
       }
       throw error;
     } finally {
@@ -174,13 +175,17 @@ export class RecordingKernel implements KernelHandle {
     return { delivered: this.live };
   }
 
-  /** Records `:kill`, sets `live` false, clears `state` and opens `executeRelease` (the held cell then fails). */
-  async kill(_opts: { signal?: AbortSignal } = {}): Promise<void> {
+  /**
+   * Records `:kill`, clears `state` and opens `executeRelease` (the held cell then fails). Sets `live` false and
+   * resolves `{ restarted: false }`, or with `killRestarts` keeps it alive and resolves `{ restarted: true }`.
+   */
+  async kill(_opts: { signal?: AbortSignal } = {}): Promise<KillOutcome | void> {
     this.killCalls++;
     this.events.push(`${this.name}:kill`);
-    this.live = false;
+    this.live = this.killRestarts;
     this.state.clear();
     this.executeRelease.open();
+    return { restarted: this.killRestarts };
   }
 
   /** Records `:restart`, clears `state` and sets `live` true: same handle, fresh interpreter. */

@@ -289,6 +289,21 @@ export function describeKernelHandle<K extends KernelHandle>(
       expect((await before.execute(code.print('after-restart'))).stdout).toContain('after-restart\n');
     });
 
+    it('after a kill() that says it restarted, is alive with fresh state and needs no restart()', {
+      timeout,
+    }, async () => {
+      const before = kernel();
+      expect((await before.execute(code.setVar('kw_killed', 3))).status).toBe('ok');
+      const outcome = await before.kill();
+      if (outcome?.restarted !== true) {
+        await before.restart();
+        return;
+      }
+      expect(before.isAlive()).toBe(true);
+      expect((await before.execute(code.printVar('kw_killed'))).status).toBe('error');
+      expect((await before.execute(code.print('after-kill-restarted'))).stdout).toContain('after-kill-restarted\n');
+    });
+
     it.skipIf(capabilities.killThenRestart === false)(
       'comes back working after kill() then restart()',
       { timeout },

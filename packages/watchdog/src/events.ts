@@ -1,3 +1,5 @@
+import { TypedEmitter, type Unsubscribe } from '@kernelwarden/core';
+
 /** The rungs of the escalation ladder, in the order they can happen. */
 export type WatchdogEventType = 'interrupt' | 'kill' | 'restart' | 'bootstrap' | 'abandon';
 
@@ -35,41 +37,26 @@ export interface WatchdogEvent {
   at: number;
 }
 
-/** Stops a listener added with `on()`. Calling it again does nothing. */
-export type Unsubscribe = () => void;
+export type { Unsubscribe } from '@kernelwarden/core';
 
 /** Receives watchdog events. */
 export type WatchdogListener = (event: WatchdogEvent) => void;
 
 /**
- * Listeners per event type, called synchronously; a listener that throws is isolated so it can never break the
- * ladder that emitted the event.
+ * The watchdog's events on core's `TypedEmitter`: each event goes to the listeners of its type, then to the `'*'`
+ * listeners; a listener that throws is isolated so it can never break the ladder that emitted the event.
  */
 export class WatchdogEvents {
-  readonly #listeners = new Map<WatchdogEventType | '*', Set<WatchdogListener>>();
+  readonly #emitter = new TypedEmitter<Record<WatchdogEventType | '*', WatchdogEvent>>();
 
   /** Calls `listener` for every event of `type` (`'*'`: every event); returns the function that removes it. */
   on(type: WatchdogEventType | '*', listener: WatchdogListener): Unsubscribe {
-    let set = this.#listeners.get(type);
-    if (!set) this.#listeners.set(type, (set = new Set()));
-    set.add(listener);
-    return () => {
-      set.delete(listener);
-    };
+    return this.#emitter.on(type, listener);
   }
 
   /** Delivers `event` to the listeners of its type, then to the `'*'` listeners. */
   emit(event: WatchdogEvent): void {
-    for (const key of [event.type, '*'] as const) {
-      const set = this.#listeners.get(key);
-      if (!set) continue;
-      for (const listener of [...set]) {
-        try {
-          listener(event);
-        } catch {
-          // An observer's failure must not stop the escalation.
-        }
-      }
-    }
+    this.#emitter.emit(event.type, event);
+    this.#emitter.emit('*', event);
   }
 }

@@ -35,6 +35,12 @@ async function interruptible(_code: string, opts: ExecuteOptions, kernel: Record
   return interruptedResult(opts.cellId ?? '');
 }
 
+/** A cell that ignores the interrupt and fails only when the kernel is killed under it. */
+async function diesWhenKilled(_code: string, _opts: ExecuteOptions, kernel: RecordingKernel): Promise<ExecuteResult> {
+  await kernel.executeRelease.wait();
+  throw new Error('worker pipe closed');
+}
+
 /** A supervisor with one python kernel, a watchdog on a manual clock, and the rungs it emits. */
 async function harness(
   kernelOptions: ConstructorParameters<typeof RecordingKernel>[1] = {},
@@ -132,12 +138,7 @@ describe('createWatchdog: the cell itself', () => {
 
 describe('createWatchdog: the ladder on timeout', () => {
   it('interrupts, kills and restarts a hung cell exactly once each, re-bootstraps, and rejects with cell exceeded', async () => {
-    const h = await harness({
-      execute: async (_code, _opts, kernel) => {
-        await kernel.executeRelease.wait();
-        throw new Error('worker pipe closed');
-      },
-    });
+    const h = await harness({ execute: diesWhenKilled });
     const outcome = settle(
       h.watchdog.run({ supervisor: h.supervisor, slot: 'python', code: 'hang()', bootstrap: h.bootstrap }),
     );
@@ -171,6 +172,33 @@ describe('createWatchdog: the ladder on timeout', () => {
       ['kill', h.first.id, 0, true, 'timeout'],
       ['restart', h.first.id, 0, true, 'timeout'],
       ['bootstrap', recovered?.id, 1, true, 'timeout'],
+    ]);
+    expect(h.rungs[2]?.replacement).toEqual({ leaseId: recovered?.id, generation: 1 });
+    expect(h.clock.pendingTimers()).toBe(0);
+  });
+
+  it('publishes the next generation without a second restart when the kill already left a fresh interpreter', async () => {
+    const h = await harness({ killRestarts: true, execute: diesWhenKilled });
+    const outcome = settle(
+      h.watchdog.run({ supervisor: h.supervisor, slot: 'python', code: 'hang()', bootstrap: h.bootstrap }),
+    );
+    await h.kernel.executeEntered.wait();
+    await h.clock.advance(BUDGET);
+    await h.clock.advance(INTERRUPT_GRACE);
+    const { error } = await outcome;
+
+    expect(CellTimeoutError.isInstance(error)).toBe(true);
+    const recovered = h.supervisor.lease('python');
+    expect(recovered?.kernel).toBe(h.kernel);
+    expect(recovered?.generation).toBe(h.first.generation + 1);
+    expect([h.kernel.interruptCalls, h.kernel.killCalls, h.kernel.restartCalls]).toEqual([1, 1, 0]);
+    expect(h.kernel.isAlive()).toBe(true);
+    expect(h.bootstrapped.map((lease) => lease.id)).toEqual([recovered?.id]);
+    expect(h.rungs.map((r) => [r.type, r.generation, r.acted])).toEqual([
+      ['interrupt', 0, true],
+      ['kill', 0, true],
+      ['restart', 0, true],
+      ['bootstrap', 1, true],
     ]);
     expect(h.rungs[2]?.replacement).toEqual({ leaseId: recovered?.id, generation: 1 });
     expect(h.clock.pendingTimers()).toBe(0);

@@ -200,9 +200,11 @@ class CellWatch {
     const killGrace = this.#grace(this.#policy.killGraceMs);
     const killTimeout = this.#grace(this.#policy.killTimeoutMs);
     let killed: boolean | undefined;
+    let freshAfterKill = false;
     try {
-      const killing = attempt(() => supervisor.killIfCurrent(lease)).then((acted) => {
-        killed = acted;
+      const killing = killIfCurrent(supervisor, lease).then((outcome) => {
+        killed = outcome.acted;
+        freshAfterKill = outcome.restarted;
       });
       if (!this.#settled) await this.#unlessStopped(Promise.race([execution, killGrace.elapsed]));
       if (this.#settled && !this.#stopping) await this.#unlessStopped(Promise.race([killing, killTimeout.elapsed]));
@@ -221,9 +223,13 @@ class CellWatch {
     // Nothing was killed (a stale lease, or a kernel the supervisor could not kill): the cell's own answer stands.
     if (!killed) return this.#finish(this.#settled, reason);
 
+    // A kill that already left a fresh interpreter (a Jupyter server's kill is a restart) needs no second restart:
+    // only the next generation is published. Any other kill is followed by the kernel's own restart.
     let restarted: Lease<any> | undefined;
     try {
-      const outcome = await this.#unlessStopped(supervisor.restartIfCurrent(lease));
+      const outcome = await this.#unlessStopped(
+        supervisor.restartIfCurrent(lease, freshAfterKill ? { alreadyRestarted: true } : {}),
+      );
       if (outcome === STOPPED) return this.#release(reason);
       restarted = outcome;
     } catch (error) {
@@ -310,6 +316,24 @@ class CellWatch {
       ...extra,
       at: this.#policy.clock.now(),
     });
+  }
+}
+
+/**
+ * Kills the kernel only while `lease` is current, and says whether it did and whether the kill already restarted
+ * the interpreter (`KillOutcome.restarted`); a kill that throws counts as not performed.
+ */
+async function killIfCurrent(
+  supervisor: CellRunRequest['supervisor'],
+  lease: Lease<any>,
+): Promise<{ acted: boolean; restarted: boolean }> {
+  const kernel = lease.kernel;
+  if (!supervisor.isCurrent(lease) || typeof kernel.kill !== 'function') return { acted: false, restarted: false };
+  try {
+    const outcome = await kernel.kill();
+    return { acted: true, restarted: outcome?.restarted === true };
+  } catch {
+    return { acted: false, restarted: false };
   }
 }
 

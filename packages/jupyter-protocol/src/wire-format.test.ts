@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { ProtocolError } from './errors.js';
+import { WireFormatError } from './errors.js';
 import type { JupyterMessage } from './message.js';
 import { decodeLegacy, encodeLegacy } from './wire-legacy.js';
 import { decodeV1, encodeV1 } from './wire-v1.js';
@@ -92,12 +92,17 @@ describe('wire formats', () => {
     expect(JSON.parse(text as string)).toMatchObject({ channel: 'iopub', header: { msg_id: 'm1' } });
   });
 
-  it('throws ProtocolError on truncated or inconsistent frames', () => {
+  it('rejects a v1 frame whose header is not a JSON object, so no reader meets a null header', () => {
+    const bad = encodeV1({ ...SERVER_MESSAGE, header: null as unknown as JupyterMessage['header'] });
+    expect(() => decodeV1(bad)).toThrow(WireFormatError);
+  });
+
+  it('throws WireFormatError on truncated or inconsistent frames', () => {
     const v1 = encodeV1(SERVER_MESSAGE);
     for (const bad of [v1.subarray(0, 4), v1.subarray(0, 40), v1.subarray(0, v1.byteLength - 3)]) {
-      expect(() => decodeV1(bad)).toThrow(ProtocolError);
+      expect(() => decodeV1(bad)).toThrow(WireFormatError);
     }
-    expect(() => decodeLegacy('{"no": "channel"}')).toThrow(ProtocolError);
-    expect(() => decodeLegacy(new Uint8Array([0, 0, 0, 9, 0]))).toThrow(ProtocolError);
+    expect(() => decodeLegacy('{"no": "channel"}')).toThrow(WireFormatError);
+    expect(() => decodeLegacy(new Uint8Array([0, 0, 0, 9, 0]))).toThrow(WireFormatError);
   });
 });

@@ -15,9 +15,10 @@ export interface MessageHeader {
 }
 
 /**
- * One Jupyter message as it travels over the channels WebSocket, in either wire format.
+ * One Jupyter message as it travels over the kernel channels WebSocket, in either wire format.
  *
- * `parent_header` is `{}` for messages without a parent; `buffers` holds the binary parts (often none).
+ * `channel` is `shell`, `iopub`, `stdin` or `control`; `parent_header` is `{}` for a message without a parent;
+ * `buffers` holds the binary parts (usually none). Every decoder returns this shape.
  */
 export interface JupyterMessage {
   channel: string;
@@ -28,10 +29,24 @@ export interface JupyterMessage {
   buffers: Uint8Array[];
 }
 
-/** Protocol version we speak. */
+/**
+ * A message to encode: a `JupyterMessage` whose `buffers` may be left out (it has none).
+ *
+ * Every encoder takes it, so a message written by hand needs no `buffers: []`.
+ */
+export type OutgoingMessage = Omit<JupyterMessage, 'buffers'> & { buffers?: Uint8Array[] };
+
+/** The two channel wire formats: the `v1.kernel.websocket.jupyter.org` subprotocol, or the legacy JSON format. */
+export type WireFormat = 'v1' | 'legacy';
+
+/** The messaging protocol version `createMessage` writes into headers. */
 export const PROTOCOL_VERSION = '5.3';
 
-/** Builds a request message with a fresh `msg_id`. */
+/**
+ * Builds a message with a fresh `msg_id`, the current date and `username: 'kernelwarden'`.
+ *
+ * Use it for every request a client sends; pass `parent` to answer a request (an `input_reply`).
+ */
 export function createMessage(
   channel: ChannelName,
   msgType: string,

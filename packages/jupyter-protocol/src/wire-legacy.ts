@@ -1,5 +1,5 @@
-import { ProtocolError } from './errors.js';
-import type { JupyterMessage } from './message.js';
+import { WireFormatError } from './errors.js';
+import type { JupyterMessage, OutgoingMessage } from './message.js';
 
 /**
  * The legacy (no subprotocol) format, as jupyter_server's `serialize_binary_message` /
@@ -10,10 +10,23 @@ import type { JupyterMessage } from './message.js';
 const encoder = new TextEncoder();
 const decoder = new TextDecoder('utf-8', { fatal: true });
 
-/** Encodes a message as one legacy frame: a string (text frame) without buffers, bytes (binary frame) with them. */
-export function encodeLegacy(msg: JupyterMessage): string | Uint8Array {
-  const { buffers, ...rest } = msg;
-  const json = JSON.stringify(rest);
+/**
+ * Encodes a message as one legacy frame: a string (text frame) without buffers, bytes (binary frame) with them. The
+ * JSON carries `msg_id` and `msg_type` beside the header, as jupyter_server writes it; servers ignore them.
+ */
+export function encodeLegacy(msg: OutgoingMessage): string | Uint8Array {
+  const buffers = msg.buffers ?? [];
+  const body = {
+    header: msg.header,
+    msg_id: msg.header.msg_id,
+    msg_type: msg.header.msg_type,
+    parent_header: msg.parent_header,
+    metadata: msg.metadata,
+    content: msg.content,
+    ...(buffers.length === 0 ? { buffers: [] } : {}),
+    channel: msg.channel,
+  };
+  const json = JSON.stringify(body);
   if (buffers.length === 0) return json;
   const parts = [encoder.encode(json), ...buffers];
   const headerSize = 4 * (parts.length + 1);
@@ -31,21 +44,21 @@ export function encodeLegacy(msg: JupyterMessage): string | Uint8Array {
   return out;
 }
 
-/** Decodes one legacy frame (text or binary); throws `ProtocolError` when it is malformed. */
+/** Decodes one legacy frame (text or binary); throws `WireFormatError` when it is malformed. */
 export function decodeLegacy(frame: string | Uint8Array): JupyterMessage {
   if (typeof frame === 'string') return fromJson(frame, []);
-  if (frame.byteLength < 4) throw new ProtocolError(`legacy binary frame too short (${frame.byteLength} bytes)`);
+  if (frame.byteLength < 4) throw new WireFormatError(`legacy binary frame too short (${frame.byteLength} bytes)`);
   const view = new DataView(frame.buffer, frame.byteOffset, frame.byteLength);
   const count = view.getUint32(0, false);
   if (count < 1 || 4 * (count + 1) > frame.byteLength) {
-    throw new ProtocolError(`legacy binary frame declares ${count} parts in ${frame.byteLength} bytes`);
+    throw new WireFormatError(`legacy binary frame declares ${count} parts in ${frame.byteLength} bytes`);
   }
   const offsets: number[] = [];
   let previous = 4 * (count + 1);
   for (let i = 0; i < count; i++) {
     const value = view.getUint32(4 * (i + 1), false);
     if (value < previous || value > frame.byteLength) {
-      throw new ProtocolError(`legacy binary frame offset ${i} (${value}) is out of order or past the frame's end`);
+      throw new WireFormatError(`legacy binary frame offset ${i} (${value}) is out of order or past the frame's end`);
     }
     offsets.push(value);
     previous = value;
@@ -57,7 +70,7 @@ export function decodeLegacy(frame: string | Uint8Array): JupyterMessage {
   try {
     json = decoder.decode(frame.subarray(offsets[0]!, offsets[1]!));
   } catch (cause) {
-    throw new ProtocolError('legacy binary frame has a message part that is not valid UTF-8', { cause });
+    throw new WireFormatError('legacy binary frame has a message part that is not valid UTF-8', { cause });
   }
   return fromJson(json, buffers);
 }
@@ -67,12 +80,12 @@ function fromJson(json: string, buffers: Uint8Array[]): JupyterMessage {
   try {
     raw = JSON.parse(json);
   } catch (cause) {
-    throw new ProtocolError('legacy frame is not valid JSON', { cause });
+    throw new WireFormatError('legacy frame is not valid JSON', { cause });
   }
-  if (raw === null || typeof raw !== 'object') throw new ProtocolError('legacy frame is not a JSON object');
+  if (raw === null || typeof raw !== 'object') throw new WireFormatError('legacy frame is not a JSON object');
   const msg = raw as Partial<JupyterMessage>;
   if (typeof msg.channel !== 'string' || !msg.header || typeof msg.header !== 'object') {
-    throw new ProtocolError('legacy frame lacks a channel or a header');
+    throw new WireFormatError('legacy frame lacks a channel or a header');
   }
   return {
     channel: msg.channel,

@@ -1,11 +1,11 @@
-import { ProtocolError } from './errors.js';
-import type { JupyterMessage } from './message.js';
+import { WireFormatError } from './errors.js';
+import type { JupyterMessage, OutgoingMessage } from './message.js';
 
 /**
- * The `v1.kernel.websocket.jupyter.org` subprotocol, as jupyter_server's `serialize_msg_to_ws_v1` /
- * `deserialize_msg_from_ws_v1` define it: a little-endian uint64 count of offsets, the offsets (uint64 LE, from
- * the frame's start), then the channel name and the parts header, parent_header, metadata, content and buffers.
- * The last offset is the end of the last part.
+ * The WebSocket subprotocol of the v1 wire format, `v1.kernel.websocket.jupyter.org`, as jupyter_server's
+ * `serialize_msg_to_ws_v1` / `deserialize_msg_from_ws_v1` define it: a little-endian uint64 count of offsets, the
+ * offsets (uint64 LE, from the frame's start), then the channel name and the parts header, parent_header, metadata,
+ * content and buffers. The last offset is the end of the last part.
  */
 export const V1_SUBPROTOCOL = 'v1.kernel.websocket.jupyter.org';
 
@@ -13,7 +13,7 @@ const encoder = new TextEncoder();
 const decoder = new TextDecoder('utf-8', { fatal: true });
 const TWO_32 = 2 ** 32;
 
-// uint64 little-endian without BigInt (offsets stay below 2^53).
+// uint64 little-endian without BigInt (offsets stay below 2^53): this runs for every frame.
 function setUint64(view: DataView, at: number, value: number): void {
   view.setUint32(at, value % TWO_32, true);
   view.setUint32(at + 4, Math.floor(value / TWO_32), true);
@@ -23,14 +23,14 @@ function getUint64(view: DataView, at: number): number {
 }
 
 /** Encodes a message as one v1 binary frame. */
-export function encodeV1(msg: JupyterMessage): Uint8Array {
+export function encodeV1(msg: OutgoingMessage): Uint8Array {
   const parts: Uint8Array[] = [
     encoder.encode(msg.channel),
     encoder.encode(JSON.stringify(msg.header)),
     encoder.encode(JSON.stringify(msg.parent_header)),
     encoder.encode(JSON.stringify(msg.metadata)),
     encoder.encode(JSON.stringify(msg.content)),
-    ...msg.buffers,
+    ...(msg.buffers ?? []),
   ];
   // One offset per part plus the end offset.
   const offsetCount = parts.length + 1;
@@ -52,30 +52,31 @@ export function encodeV1(msg: JupyterMessage): Uint8Array {
   return out;
 }
 
-/** Decodes one v1 binary frame; throws `ProtocolError` when it is malformed. */
+/** Decodes one v1 binary frame; throws `WireFormatError` when it is malformed. */
 export function decodeV1(frame: Uint8Array): JupyterMessage {
-  if (frame.byteLength < 8) throw new ProtocolError(`v1 frame too short (${frame.byteLength} bytes)`);
+  if (frame.byteLength < 8) throw new WireFormatError(`v1 frame too short (${frame.byteLength} bytes)`);
   const view = new DataView(frame.buffer, frame.byteOffset, frame.byteLength);
   const count = getUint64(view, 0);
   // channel, header, parent_header, metadata, content (+ buffers) and the end offset.
   if (count < 6 || 8 * (count + 1) > frame.byteLength) {
-    throw new ProtocolError(`v1 frame declares ${count} offsets in ${frame.byteLength} bytes`);
+    throw new WireFormatError(`v1 frame declares ${count} offsets in ${frame.byteLength} bytes`);
   }
   const offsets = new Array<number>(count);
   let previous = 8 * (count + 1);
   for (let i = 0; i < count; i++) {
     const value = getUint64(view, 8 * (i + 1));
     if (value < previous || value > frame.byteLength) {
-      throw new ProtocolError(`v1 frame offset ${i} (${value}) is out of order or past the frame's end`);
+      throw new WireFormatError(`v1 frame offset ${i} (${value}) is out of order or past the frame's end`);
     }
     offsets[i] = value;
     previous = value;
   }
   const part = (i: number) => frame.subarray(offsets[i]!, offsets[i + 1]!);
+  let msg: JupyterMessage;
   try {
     const buffers: Uint8Array[] = [];
     for (let i = 5; i < count - 1; i++) buffers.push(part(i).slice());
-    return {
+    msg = {
       channel: decoder.decode(part(0)),
       header: JSON.parse(decoder.decode(part(1))),
       parent_header: JSON.parse(decoder.decode(part(2))),
@@ -84,6 +85,12 @@ export function decodeV1(frame: Uint8Array): JupyterMessage {
       buffers,
     };
   } catch (cause) {
-    throw new ProtocolError('v1 frame has a part that is not valid UTF-8 JSON', { cause });
+    throw new WireFormatError('v1 frame has a part that is not valid UTF-8 JSON', { cause });
   }
+  if (!isObject(msg.header)) throw new WireFormatError('v1 frame has a header that is not a JSON object');
+  return msg;
+}
+
+function isObject(value: unknown): boolean {
+  return value !== null && typeof value === 'object';
 }

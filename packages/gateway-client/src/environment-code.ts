@@ -1,0 +1,36 @@
+import { KernelStartError } from './errors.js';
+
+/**
+ * The code of a kernel's environment step, for its language (`kernel_info_reply`'s `language_info.name`): Python
+ * `os.chdir` / `os.environ.update`, R `setwd` / `Sys.setenv`; it prints nothing and leaves no names behind. Throws
+ * `KernelStartError` for any other language.
+ */
+export function environmentCode(
+  language: string,
+  cwd: string | undefined,
+  env: Record<string, string> | undefined,
+): string {
+  const name = language.toLowerCase();
+  if (name === 'python') {
+    const lines = ['import os as _kernelwarden_os'];
+    if (cwd !== undefined) lines.push(`_kernelwarden_os.chdir(${JSON.stringify(cwd)})`);
+    if (env !== undefined) lines.push(`_kernelwarden_os.environ.update(${JSON.stringify(env)})`);
+    lines.push('del _kernelwarden_os');
+    return lines.join('\n');
+  }
+  if (name === 'r') {
+    const lines: string[] = [];
+    if (cwd !== undefined) lines.push(`setwd(${JSON.stringify(cwd)})`);
+    const entries = Object.entries(env ?? {});
+    if (entries.length > 0) {
+      const names = entries.map(([k]) => JSON.stringify(k)).join(', ');
+      const values = entries.map(([, v]) => JSON.stringify(v)).join(', ');
+      lines.push(`invisible(do.call(Sys.setenv, setNames(as.list(c(${values})), c(${names}))))`);
+    }
+    lines.push('invisible(NULL)');
+    return lines.join('\n');
+  }
+  throw new KernelStartError(
+    `Failed to initialize kernel environment: cwd/env are supported for Python and R kernels, not "${name || 'unknown'}"`,
+  );
+}

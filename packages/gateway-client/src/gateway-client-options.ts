@@ -1,0 +1,111 @@
+import { WebSocket as WsWebSocket } from 'ws';
+import { z } from 'zod';
+import { parseOptions } from './validation.js';
+
+/**
+ * Told which kernels this process created and deleted, so an embedded gateway can clean up after a process that
+ * died (`LocalGateway` leases provide one).
+ */
+export interface KernelOwnership {
+  /** Called after each successful create, with the new kernel's id. */
+  created(id: string): void;
+  /** Called after each confirmed delete (2xx, 404 or 410). */
+  deleted(id: string): void;
+}
+
+/**
+ * What a gateway on this machine can tell about one of its kernels beyond REST (`LocalGateway` leases provide it).
+ * `GatewayKernel.start()` uses it to notice at once that a starting kernel's process exited, and to say why.
+ */
+export interface KernelDiagnostics {
+  /** False when no process of the kernel runs; true when one does; undefined when it cannot tell. */
+  processAlive(kernelId: string): boolean | undefined;
+  /** The last lines of stderr written since the kernel started (oldest first; empty when unknown), never the token. */
+  stderrTail(kernelId: string): string[];
+}
+
+/** A WHATWG-style WebSocket class (the `ws` package's class, the global one, or a test fake). */
+export type WebSocketClass = new (
+  url: string,
+  protocols?: string | string[],
+  options?: { headers?: Record<string, string> },
+) => WebSocket;
+
+/** The deadline of each REST request when `requestTimeoutMs` is not given: 10 s. */
+export const DEFAULT_REQUEST_TIMEOUT_MS = 10_000;
+
+/** Options of `new GatewayClient()`. */
+export interface GatewayClientOptions {
+  /** The server's base URL, e.g. `http://127.0.0.1:8888` (a base path is kept). */
+  baseUrl: string;
+  /** Sent as `Authorization: token …`; never printed. */
+  token?: string;
+  /** The fetch to use. @defaultValue globalThis.fetch (looked up at each call, so test hooks apply) */
+  fetch?: typeof fetch;
+  /** The WebSocket class for kernel channels. @defaultValue the `ws` package's WebSocket */
+  WebSocket?: WebSocketClass;
+  /** Deadline of each REST request; `0` disables it. @defaultValue {@link DEFAULT_REQUEST_TIMEOUT_MS} */
+  requestTimeoutMs?: number;
+  /** Told about every kernel this client creates or deletes. */
+  ownership?: KernelOwnership;
+  /** Process and stderr diagnostics of the gateway's kernels, when it runs on this machine. */
+  diagnostics?: KernelDiagnostics;
+}
+
+/** `GatewayClientOptions` validated, with every default applied. */
+export interface ResolvedGatewayClientOptions {
+  /** The base URL without a trailing slash. */
+  readonly baseUrl: string;
+  /** The token, or undefined when none (an empty string counts as none). */
+  readonly token: string | undefined;
+  /** The fetch given, or undefined: `globalThis.fetch` is then looked up at each call. */
+  readonly fetch: typeof fetch | undefined;
+  readonly WebSocket: WebSocketClass;
+  readonly requestTimeoutMs: number;
+  readonly ownership: KernelOwnership | undefined;
+  readonly diagnostics: KernelDiagnostics | undefined;
+}
+
+const hasFunctions =
+  <T>(...names: (keyof T & string)[]) =>
+  (v: unknown): v is T =>
+    typeof v === 'object' && v !== null && names.every((n) => typeof (v as Record<string, unknown>)[n] === 'function');
+
+const optionsSchema = z.object({
+  baseUrl: z.string().refine((s) => URL.canParse(s) && /^https?:$/.test(new URL(s).protocol), 'must be an http(s) URL'),
+  token: z.string().optional(),
+  fetch: z.custom<typeof fetch>((v) => typeof v === 'function', 'must be a function').optional(),
+  WebSocket: z.custom<WebSocketClass>((v) => typeof v === 'function', 'must be a WebSocket class').optional(),
+  requestTimeoutMs: z.number().min(0).optional(),
+  ownership: z
+    .custom<KernelOwnership>(
+      hasFunctions<KernelOwnership>('created', 'deleted'),
+      'must have created(id) and deleted(id) functions',
+    )
+    .optional(),
+  diagnostics: z
+    .custom<KernelDiagnostics>(
+      hasFunctions<KernelDiagnostics>('processAlive', 'stderrTail'),
+      'must have processAlive(id) and stderrTail(id) functions',
+    )
+    .optional(),
+});
+
+/**
+ * Validates `GatewayClient` options and applies their defaults; throws `InvalidOptionsError` naming the bad field
+ * (`baseUrl`, `requestTimeoutMs`).
+ *
+ * `new GatewayClient()` calls it; call it yourself to check options from configuration before use.
+ */
+export function resolveGatewayClientOptions(options: GatewayClientOptions): ResolvedGatewayClientOptions {
+  const opts = parseOptions(optionsSchema, options, 'GatewayClient options');
+  return Object.freeze({
+    baseUrl: opts.baseUrl.replace(/\/+$/, ''),
+    token: opts.token || undefined,
+    fetch: opts.fetch,
+    WebSocket: opts.WebSocket ?? (WsWebSocket as unknown as WebSocketClass),
+    requestTimeoutMs: opts.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS,
+    ownership: opts.ownership,
+    diagnostics: opts.diagnostics,
+  });
+}

@@ -1,0 +1,186 @@
+import type { Clock } from '@kernelwarden/core';
+import type { JupyterMessage } from '@kernelwarden/jupyter-protocol';
+import type { CellExecution } from './execution.js';
+import type { MessageSequence } from './message-sequence.js';
+import { afterSilence, type SilenceSource } from './silence-wait.js';
+
+/** Options of `new PendingCells()`. */
+export interface PendingCellsOptions {
+  clock: Clock;
+  /** After a cell's reply, how long a silent socket waits for its idle (`0`: for ever). */
+  idleGraceMs: number;
+  /** After a cell's idle, how long a silent socket waits for its reply (`0`: for ever). */
+  replyGraceMs: number;
+  /** The kernel's message numbers, to tell whether a cell that ran across a reconnect lost output. */
+  sequence: MessageSequence;
+  /** The socket the graces listen to. */
+  socket: SilenceSource;
+  /** A grace settled a cell whose idle or reply never came. */
+  onGraceSettled(): void;
+}
+
+/** A cell the caller stopped waiting for, whose kernel still runs it: its reply and idle are still awaited. */
+interface Orphan {
+  replied: boolean;
+  idle: boolean;
+  done(): void;
+}
+
+/**
+ * The cells in flight, in the order their requests were sent, and where a cell completes: each gets its iopub
+ * messages and its `execute_reply` here, and completes once it has both, in either order. When one of the two is
+ * lost, a grace on the socket's silence settles it anyway (`idleGraceMs`, `replyGraceMs`). A cell that ran across a
+ * reconnect and whose kernel's message numbers show a hole since its request completes with `outputDropped`.
+ *
+ * It also keeps the orphans: cancelled cells the kernel was interrupted for, whose reply and idle later requests
+ * wait for (see `InterruptDrain`).
+ */
+export class PendingCells {
+  readonly #opts: PendingCellsOptions;
+  readonly #cells = new Map<string, CellExecution>();
+  readonly #orphans = new Map<string, Orphan>();
+
+  constructor(opts: PendingCellsOptions) {
+    this.#opts = opts;
+  }
+
+  /** How many cells are in flight. */
+  get size(): number {
+    return this.#cells.size;
+  }
+
+  /** The oldest cell in flight: the one the kernel runs now (it runs requests in order). */
+  get running(): CellExecution | undefined {
+    return this.#cells.values().next().value;
+  }
+
+  /** The cells in flight, oldest first. */
+  values(): IterableIterator<CellExecution> {
+    return this.#cells.values();
+  }
+
+  /** The cell in flight whose request has this `msg_id`. */
+  get(msgId: string): CellExecution | undefined {
+    return this.#cells.get(msgId);
+  }
+
+  /** True when `msgId` is a cell in flight or an orphan: this handle's own request. */
+  owns(msgId: string): boolean {
+    return this.#cells.has(msgId) || this.#orphans.has(msgId);
+  }
+
+  /** Adds a cell whose request is about to be sent; it leaves when it settles. */
+  add(cell: CellExecution): void {
+    this.#cells.set(cell.msgId, cell);
+    cell.onSettled(() => this.#cells.delete(cell.msgId));
+  }
+
+  /** Hands an iopub message to the cell it belongs to (`parentId`), or counts an orphan's idle. */
+  iopub(msg: JupyterMessage, parentId: string): void {
+    const cell = this.#cells.get(parentId);
+    if (cell) {
+      if (cell.iopub(msg)) this.#complete(cell);
+      else if (msg.header.msg_type === 'status' && cell.idle && !cell.replied) this.#awaitReply(cell);
+    } else if (this.#orphans.size > 0 && msg.content.execution_state === 'idle') {
+      this.#orphanSaw(parentId, 'idle');
+    }
+  }
+
+  /** Hands an `execute_reply` to the cell it answers (`parentId`), or counts an orphan's reply. */
+  reply(msg: JupyterMessage, parentId: string): void {
+    const cell = this.#cells.get(parentId);
+    if (cell) {
+      if (cell.reply(msg)) this.#complete(cell);
+      else this.#awaitIdle(cell);
+    } else if (this.#orphans.size > 0) {
+      this.#orphanSaw(parentId, 'reply');
+    }
+  }
+
+  /** The channels socket dropped: every cell in flight may lose output across the reconnect. */
+  markCrossedReconnect(): void {
+    for (const cell of this.#cells.values()) cell.markCrossedReconnect();
+  }
+
+  /** Resolves every cell in flight as aborted (with `flags`) and stops waiting for orphans. */
+  abortAll(flags: { cancelled?: boolean } = {}): void {
+    for (const cell of [...this.#cells.values()]) cell.abort(flags);
+    this.releaseOrphans();
+  }
+
+  /** Rejects every cell in flight with `error` and stops waiting for orphans. */
+  failAll(error: unknown): void {
+    for (const cell of [...this.#cells.values()]) cell.fail(error);
+    this.releaseOrphans();
+  }
+
+  /**
+   * Keeps waiting for the reply and idle of a cell that was just cancelled; `done` is called once both came (or
+   * `releaseOrphans()` gave up on them). Returns the function that forgets the orphan.
+   */
+  adoptOrphan(cell: CellExecution, done: () => void): () => void {
+    const msgId = cell.msgId;
+    this.#orphans.set(msgId, { replied: cell.replied, idle: cell.idle, done });
+    return () => this.#orphans.delete(msgId);
+  }
+
+  /** Stops waiting for every orphan (the kernel restarted, died or was shut down). */
+  releaseOrphans(): void {
+    for (const orphan of this.#orphans.values()) orphan.done();
+  }
+
+  #orphanSaw(parentId: string, kind: 'reply' | 'idle'): void {
+    const orphan = this.#orphans.get(parentId);
+    if (!orphan) return;
+    if (kind === 'reply') orphan.replied = true;
+    else orphan.idle = true;
+    if (orphan.replied && orphan.idle) orphan.done();
+  }
+
+  /**
+   * A cell got its reply and its idle. If the socket dropped meanwhile and the kernel's message numbers show a
+   * hole since the request, the server lost output around the drop (see `MessageSequence`): the result says so.
+   */
+  #complete(cell: CellExecution): void {
+    if (cell.crossedReconnect && this.#opts.sequence.missingSince(cell.sequenceMark) > 0) cell.markDropped();
+    cell.complete();
+  }
+
+  /**
+   * The reply came first: waits for the idle while messages keep arriving, and completes the cell as
+   * `outputDropped` once the socket has been silent for `idleGraceMs` (a server that fell behind lost the idle).
+   */
+  #awaitIdle(cell: CellExecution): void {
+    const graceMs = this.#opts.idleGraceMs;
+    if (graceMs <= 0) return;
+    this.#graceFor(cell, graceMs, () => {
+      cell.markDropped();
+      this.#complete(cell);
+    });
+  }
+
+  /**
+   * The idle came first: waits `replyGraceMs` for the reply (longer while messages keep arriving or the socket is
+   * reopening), then settles the cell with the missing-reply error (ipykernel goes idle without a reply when its
+   * handler fails).
+   */
+  #awaitReply(cell: CellExecution): void {
+    const graceMs = this.#opts.replyGraceMs;
+    if (graceMs <= 0 || !cell.beginReplyWait()) return;
+    this.#graceFor(cell, graceMs, () => cell.completeWithoutReply(graceMs));
+  }
+
+  #graceFor(cell: CellExecution, graceMs: number, settle: () => void): void {
+    const wait = afterSilence({
+      clock: this.#opts.clock,
+      graceMs,
+      source: this.#opts.socket,
+      stillWaiting: () => !cell.settled,
+      onSilent: () => {
+        settle();
+        this.#opts.onGraceSettled();
+      },
+    });
+    cell.onSettled(() => wait.cancel());
+  }
+}

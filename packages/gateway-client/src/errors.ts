@@ -76,7 +76,10 @@ export class KernelStartError extends KernelwardenError {
 }
 
 /** Why a `KernelDiedError` was raised. */
-export type KernelDeathReason = 'dead' | 'restarted' | 'gone' | 'connection-lost' | 'shutdown';
+/**
+ * `'oom'`: killed for using more than its memory limit (the server restarted it; its variables are gone).
+ */
+export type KernelDeathReason = 'dead' | 'restarted' | 'oom' | 'gone' | 'connection-lost' | 'shutdown';
 
 /**
  * The kernel stopped answering for good while work was pending: it died (and maybe was restarted by the server,
@@ -93,7 +96,11 @@ export class KernelDiedError extends KernelwardenError {
   readonly kernelId: string;
 
   constructor(message: string, options: { reason: KernelDeathReason; kernelId: string; cause?: unknown }) {
-    super(message, { code: 'KERNEL_DIED', cause: options.cause, retryable: options.reason === 'restarted' });
+    super(message, {
+      code: 'KERNEL_DIED',
+      cause: options.cause,
+      retryable: options.reason === 'restarted' || options.reason === 'oom',
+    });
     this.reason = options.reason;
     this.kernelId = options.kernelId;
   }

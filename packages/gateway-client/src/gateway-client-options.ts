@@ -1,5 +1,6 @@
 import { WebSocket as WsWebSocket } from 'ws';
 import { z } from 'zod';
+import type { KernelLimitReading } from './limit-deaths.js';
 import { parseOptions } from './validation.js';
 
 /**
@@ -22,6 +23,12 @@ export interface KernelDiagnostics {
   processAlive(kernelId: string): boolean | undefined;
   /** The last lines of stderr written since the kernel started (oldest first; empty when unknown), never the token. */
   stderrTail(kernelId: string): string[];
+  /**
+   * The kernel's resource-limit counters (its cgroups), when the gateway enforces limits on it; undefined when it has
+   * none. `GatewayKernel` compares readings to name a kernel killed for memory (`KernelDiedError` reason `'oom'`).
+   * `@kernelwarden/isolation`'s `kernelLimitEvents` answers it.
+   */
+  limitEvents?(kernelId: string): KernelLimitReading | undefined;
 }
 
 /** A WHATWG-style WebSocket class (the `ws` package's class, the global one, or a test fake). */

@@ -22,6 +22,7 @@ import { Heartbeat } from './heartbeat.js';
 import { InterruptDrain } from './interrupt-drain.js';
 import type { GatewayKernelEventMap, GatewayKernelListener, KernelStatus } from './kernel-events.js';
 import { type StartingKernel, startKernel } from './kernel-start.js';
+import { LimitDeaths } from './limit-deaths.js';
 import { LivenessPoll, probeKernel } from './liveness.js';
 import { type MessageTargets, routeMessage } from './message-router.js';
 import { MessageSequence } from './message-sequence.js';
@@ -64,6 +65,7 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
   readonly #poll: LivenessPoll;
   readonly #heartbeat: Heartbeat;
   readonly #pong: PongPolicy;
+  readonly #limits: LimitDeaths;
   #status: KernelStatus = 'starting';
   #alive = true;
   #shutdownConfirmed = false;
@@ -107,6 +109,9 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
       nudges: opts.iopubNudges,
     });
     this.#handshake = handshake;
+    const limits = new LimitDeaths(client.diagnostics, this.id);
+    limits.mark();
+    this.#limits = limits;
     const restarts = new RestartRecovery({
       clock,
       client,
@@ -128,6 +133,7 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
           cause,
         ),
       ready: () => this.#setStatus('idle'),
+      oomDeath: () => limits.oomDeath(),
     });
     this.#restarts = restarts;
     const cells = new PendingCells({
@@ -292,6 +298,7 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
         s.dispose();
       });
     }
+    this.#limits.mark();
     this.#cells.add(cell);
     this.#poll.schedule();
     this.#heartbeat.schedule();

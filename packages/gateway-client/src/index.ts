@@ -52,6 +52,7 @@ export {
 } from './gateway-kernel-options.js';
 export type { KernelInfo } from './handshake.js';
 export type { GatewayKernelEventMap, GatewayKernelListener, KernelStatus } from './kernel-events.js';
+export type { KernelLimitReading } from './limit-deaths.js';
 export { LOCAL_GATEWAY_SERVER_CONFIG } from './local-gateway/server-config.js';
 export * from './local-gateway.js';
 export type { RecoveryPolicy } from './restart-recovery.js';

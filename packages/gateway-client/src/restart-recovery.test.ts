@@ -9,7 +9,13 @@ const flush = async () => {
   for (let i = 0; i < 5; i++) await new Promise<void>((resolve) => setImmediate(resolve));
 };
 
-function setup(opts: { reconnect?: (signal: AbortSignal | undefined) => Promise<void>; gone?: boolean } = {}) {
+function setup(
+  opts: {
+    reconnect?: (signal: AbortSignal | undefined) => Promise<void>;
+    gone?: boolean;
+    oomDeath?: () => { memoryLimitBytes: number | undefined } | undefined;
+  } = {},
+) {
   const clock = new ManualClock();
   const log: string[] = [];
   const gate = new SendGate();
@@ -41,6 +47,7 @@ function setup(opts: { reconnect?: (signal: AbortSignal | undefined) => Promise<
     },
     giveUp: (cause) => log.push(`give up: ${isTimeoutError(cause) ? 'timeout' : String(cause)}`),
     ready: () => log.push('ready'),
+    ...(opts.oomDeath ? { oomDeath: opts.oomDeath } : {}),
   });
   return { clock, log, gate, state, recovery };
 }
@@ -76,6 +83,16 @@ describe('RestartRecovery', () => {
     expect(state.failed[0]).toMatchObject({ code: 'KERNEL_DIED', reason: 'restarted', kernelId: 'k' });
     expect(log).toEqual(['reconnect', 'ready']);
     expect(recovery.recovering).toBe(false);
+  });
+
+  it("names a death the kernel's memory limit caused: reason oom, with the limit in the message", async () => {
+    const { state, recovery } = setup({ oomDeath: () => ({ memoryLimitBytes: 512 * 1024 ** 2 }) });
+    recovery.serverRestarting();
+    await flush();
+    expect(state.failed[0]).toMatchObject({ code: 'KERNEL_DIED', reason: 'oom', kernelId: 'k', retryable: true });
+    expect((state.failed[0] as Error).message).toMatch(
+      /was killed for using more than its memory limit \(512 MiB\); the server restarted it, so its variables are gone/,
+    );
   });
 
   it('gives each reconnect attempt a growing bound, and gives up at the overall deadline unless REST says gone', async () => {

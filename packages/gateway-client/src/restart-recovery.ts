@@ -1,6 +1,7 @@
 import { abortScope, type Clock } from '@kernelwarden/core';
 import { KernelDiedError } from './errors.js';
 import type { GatewayClient } from './gateway-client.js';
+import { formatBytes } from './limit-deaths.js';
 import type { PendingCells } from './pending-cells.js';
 import type { SendGate } from './send-gate.js';
 
@@ -36,6 +37,8 @@ export interface RestartRecoveryOptions {
   giveUp(cause: unknown): void;
   /** The kernel is usable again. */
   ready(): void;
+  /** When the kernel was killed for memory (its limits' counters say so): its memory limit, for the message. */
+  oomDeath?(): { memoryLimitBytes: number | undefined } | undefined;
 }
 
 /**
@@ -93,11 +96,17 @@ export class RestartRecovery {
   serverRestarting(): void {
     if (this.#own) return;
     const { client, kernelId, cells } = this.#opts;
+    const oom = this.#opts.oomDeath?.();
     cells.failAll(
-      new KernelDiedError(
-        `Kernel ${kernelId} at ${client.baseUrl} died while the cell ran; the server restarted it, so its variables are gone and the cell's remaining output is lost`,
-        { reason: 'restarted', kernelId },
-      ),
+      oom
+        ? new KernelDiedError(
+            `Kernel ${kernelId} at ${client.baseUrl} was killed for using more than its memory limit${oom.memoryLimitBytes === undefined ? '' : ` (${formatBytes(oom.memoryLimitBytes)})`}; the server restarted it, so its variables are gone and the cell's remaining output is lost`,
+            { reason: 'oom', kernelId },
+          )
+        : new KernelDiedError(
+            `Kernel ${kernelId} at ${client.baseUrl} died while the cell ran; the server restarted it, so its variables are gone and the cell's remaining output is lost`,
+            { reason: 'restarted', kernelId },
+          ),
     );
     this.recover();
   }

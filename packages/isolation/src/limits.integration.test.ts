@@ -1,7 +1,13 @@
 import { mkdirSync, mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { join } from 'node:path';
-import { GatewayKernel, KernelDiedError, LocalGateway, type LocalGatewayLease } from '@kernelwarden/gateway-client';
+import {
+  GatewayClient,
+  GatewayKernel,
+  KernelDiedError,
+  LocalGateway,
+  type LocalGatewayLease,
+} from '@kernelwarden/gateway-client';
 import { testGateway } from '@kernelwarden/test-env';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { kernelCgroupBases, kernelLimitEvents, listKernelCgroups, removeEmptyKernelCgroups } from './cgroup.js';
@@ -318,6 +324,37 @@ describe('deaths named', () => {
       // The restarted kernel is in the same cgroup: the count is still there, and it works.
       expect((await run(kernel, SMALL_CELL.python3)).trim()).toBe('45');
     });
+  });
+
+  it("is named an out-of-memory death by GatewayKernel when the gateway's diagnostics read the kernel's cgroups", async () => {
+    const kernelName = await limitedSpec('python3', { memoryBytes: 512 * MiB });
+    const client = new GatewayClient({
+      ...lease,
+      diagnostics: {
+        ...lease.diagnostics,
+        limitEvents: (id: string) => kernelLimitEvents(id, { pid: lease.pid }),
+      },
+    });
+    const kernel = await GatewayKernel.start({ gateway: client, kernelName, startupTimeoutMs: 60_000 });
+    try {
+      await run(kernel, 'x = 41');
+      const died = await dieAndComeBack(
+        kernel,
+        'import mmap\nm = mmap.mmap(-1, 2 << 30)\nfor i in range(0, 2 << 30, 4096):\n    m[i] = 1',
+      );
+      expect(KernelDiedError.isInstance(died), String(died)).toBe(true);
+      expect((died as KernelDiedError).reason).toBe('oom');
+      expect((died as Error).message).toMatch(
+        /killed for using more than its memory limit \(512 MiB\); the server restarted it, so its variables are gone/,
+      );
+      // A MemoryError inside the limit is an ordinary cell error: the kernel lives on, nothing is called a death.
+      const inside = await kernel.execute('b = bytearray(2 << 30)', { timeoutMs: 60_000 });
+      expect(inside.status).toBe('error');
+      expect(inside.error?.ename).toBe('MemoryError');
+      expect((await run(kernel, "print('x' in dir())")).trim()).toBe('False');
+    } finally {
+      await kernel.shutdown();
+    }
   });
 });
 

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { type Command, parseCommand } from './args.js';
+import { helpText } from './help.js';
 import { UsageError } from './usage-error.js';
 
 function run(argv: string[], env: Record<string, string> = {}) {
@@ -264,6 +265,17 @@ describe('parseCommand: the limit flags', () => {
     }
     expect(usage(['mcp', '--memory', '1']).message).toMatch(/^--memory "1": expected at least/);
     expect(usage(['mcp', '--memory', '1']).command).toBe('mcp');
+  });
+
+  it('lists every limit flag in the help of each command that starts kernels', () => {
+    for (const topic of ['run', 'repl', 'mcp']) {
+      const help = helpText(topic);
+      for (const flag of ['--memory SIZE', '--max-processes N', '--cpu-time DURATION', '--no-network'])
+        expect(help, `${topic} ${flag}`).toContain(flag);
+      expect(help).toContain('exits 4');
+    }
+    expect(helpText('demo')).toContain('--memory and the other limits');
+    expect(helpText()).toMatch(/4 isolation or a limit\s+unavailable/);
   });
 
   it('takes the limits from the environment, flags first, and names the variable when it is wrong', () => {

@@ -1,7 +1,7 @@
 import { type ParseArgsConfig, parseArgs } from 'node:util';
 import { z } from 'zod';
 import { parseDuration } from './duration.js';
-import { LIMIT_FLAG_ENV, LIMIT_FLAGS, limitFields, limitOptions, parseSwitch } from './limit-flags.js';
+import { LIMIT_FLAG_CONFIG, LIMIT_FLAG_ENV, limitFields, limitOptions, parseSwitch } from './limit-flags.js';
 import { parseSize } from './size.js';
 import { DEFAULT_MAX_SOURCE_BYTES } from './source-input.js';
 import { UsageError } from './usage-error.js';
@@ -211,7 +211,7 @@ const STACK_FLAGS = {
   'outputs-dir': { type: 'string', short: 'o' },
   json: { type: 'boolean' },
   'max-source-size': { type: 'string' },
-  ...LIMIT_FLAGS,
+  ...LIMIT_FLAG_CONFIG,
   help: { type: 'boolean', short: 'h' },
 } as const satisfies ParseArgsConfig['options'];
 

@@ -135,7 +135,8 @@ const VARIABLE_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
  * environment (as if the code ran here), without any gateway credential, then `--env`. An isolated kernel (`--hide`)
  * and a remote gateway's kernel: only `--env` — an isolated kernel runs code that is kept from reading what is
  * hidden, and credentials in the environment would hand it what the policy hides on disk; a remote gateway gets
- * nothing of this machine's environment. Either way the kernel also has the embedded server's few inherited
+ * nothing of this machine's environment. A kernel under limits only (no `--hide`) counts as unisolated: limits change
+ * what it may use, not what it may see. Either way the kernel also has the embedded server's few inherited
  * variables (PATH, HOME, locale…), never those of whoever started the server.
  */
 export function kernelEnvironment(

@@ -2,6 +2,7 @@ import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { detectLimits, type LimitMechanism, type LimitName, type LimitSupport } from '@kernelwarden/isolation';
 import { ExitCode } from './exit-code.js';
+import { LIMIT_FLAG_NAMES } from './limit-flags.js';
 
 /** One line of `kernelwarden doctor`: what was checked, what was found, and how to fix it when missing. */
 export interface DoctorCheck {
@@ -224,13 +225,6 @@ export function runDoctor(probe: DoctorProbe = systemProbe): DoctorCheck[] {
   return checks;
 }
 
-const LIMIT_FLAGS: Record<LimitName, string> = {
-  memoryBytes: '--memory',
-  maxProcesses: '--max-processes',
-  cpuSeconds: '--cpu-time',
-  network: '--no-network',
-};
-
 const LIMIT_FIXES: Partial<Record<LimitName, string>> = {
   memoryBytes: 'install util-linux (prlimit), or run where a memory cgroup is writable',
   maxProcesses:
@@ -246,11 +240,11 @@ const LIMIT_FIXES: Partial<Record<LimitName, string>> = {
  * Use it after `runDoctor()` (`[...runDoctor(), ...limitChecks(await detectLimits())]`): detection is asynchronous.
  */
 export function limitChecks(support: LimitSupport): DoctorCheck[] {
-  return (Object.keys(LIMIT_FLAGS) as LimitName[]).map((limit) => {
+  return (Object.keys(LIMIT_FLAG_NAMES) as LimitName[]).map((limit) => {
     const status = support.limits[limit];
     const fix = LIMIT_FIXES[limit];
     return {
-      name: `limit ${LIMIT_FLAGS[limit]}`,
+      name: `limit ${LIMIT_FLAG_NAMES[limit]}`,
       ok: status.enforceable,
       detail: status.detail,
       ...(!status.enforceable && fix ? { fix } : {}),

@@ -6,7 +6,7 @@ import { parseDuration } from './duration.js';
 import { parseSize } from './size.js';
 
 /** The resource and network limit flags every command that starts kernels takes. */
-export const LIMIT_FLAGS = {
+export const LIMIT_FLAG_CONFIG = {
   memory: { type: 'string' },
   'max-processes': { type: 'string' },
   'cpu-time': { type: 'string' },

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { type Command, parseCommand } from './args.js';
+import { helpText } from './help.js';
 import { UsageError } from './usage-error.js';
 
 function run(argv: string[], env: Record<string, string> = {}) {
@@ -36,6 +37,10 @@ describe('parseCommand: run', () => {
       outputsDir: undefined,
       json: false,
       maxSourceBytes: 4 * 1024 * 1024,
+      memoryBytes: undefined,
+      maxProcesses: undefined,
+      cpuSeconds: undefined,
+      network: undefined,
     });
   });
 
@@ -73,6 +78,13 @@ describe('parseCommand: run', () => {
       '--json',
       '--max-source-size',
       '512k',
+      '--memory',
+      '2G',
+      '--max-processes',
+      '64',
+      '--cpu-time',
+      '10m',
+      '--no-network',
     ]);
     expect(stack).toEqual({
       language: 'r',
@@ -88,6 +100,10 @@ describe('parseCommand: run', () => {
       outputsDir: 'out',
       json: true,
       maxSourceBytes: 512 * 1024,
+      memoryBytes: 2 * 1024 ** 3,
+      maxProcesses: 64,
+      cpuSeconds: 600,
+      network: false,
     });
   });
 
@@ -158,6 +174,141 @@ describe('parseCommand: run', () => {
     expect(usage(['run', 'a.py', 'b.py']).message).toMatch(/one FILE/);
     expect(usage(['run', '-c', 'x', '--tiemout', '3s']).message).toBe('unknown option --tiemout');
     expect(usage(['run', '-c', 'x', '--timeout']).message).toBe('--timeout needs a value');
+  });
+});
+
+describe('parseCommand: the limit flags', () => {
+  const MiB = 1024 * 1024;
+
+  it('reads --memory as bytes in powers of 1024, alone or with --hide', () => {
+    expect(run(['run', '-c', 'x', '--memory', '512M']).stack.memoryBytes).toBe(512 * MiB);
+    expect(run(['run', '-c', 'x', '--memory', '2G']).stack.memoryBytes).toBe(2 * 1024 * MiB);
+    expect(run(['run', '-c', 'x', '--memory', '1.5GiB']).stack.memoryBytes).toBe(1536 * MiB);
+    expect(run(['run', '-c', 'x', '--memory', '256m']).stack.memoryBytes).toBe(256 * MiB);
+    const both = run(['run', '-c', 'x', '--memory', '1G', '--hide', '/srv', '--allow', '/srv/in']).stack;
+    expect([both.memoryBytes, both.hide, both.allow]).toEqual([1024 * MiB, ['/srv'], ['/srv/in']]);
+  });
+
+  it('refuses a --memory that is not a size, with an example', () => {
+    expect(usage(['run', '-c', 'x', '--memory', 'lots']).message).toBe(
+      '--memory "lots" is not a size: use a number with a unit, e.g. --memory 512M or --memory 2G',
+    );
+    expect(usage(['run', '-c', 'x', '--memory=-1G']).message).toMatch(/^--memory "-1G" is not a size/);
+    expect(usage(['run', '-c', 'x', '--memory', '-1G']).message).toBe(
+      '--memory needs a value, and one that starts with a dash goes as --memory=VALUE',
+    );
+    expect(usage(['run', '-c', 'x', '--memory', '2T']).message).toMatch(/^--memory "2T" is not a size/);
+    const error = usage(['run', '-c', 'x', '--memory']);
+    expect(error.message).toBe('--memory needs a value');
+    expect(error.command).toBe('run');
+  });
+
+  it("refuses a --memory below the isolation package's minimum with its message", () => {
+    expect(usage(['run', '-c', 'x', '--memory', '100M']).message).toBe(
+      '--memory "100M": expected at least 268435456 bytes (256 MiB), e.g. --memory 512M',
+    );
+    // A bare number is bytes, so a forgotten unit is far below the minimum.
+    expect(usage(['repl', '--memory', '512']).message).toMatch(/^--memory "512": expected at least 268435456 bytes/);
+  });
+
+  it('reads --max-processes as a whole number of at least the minimum', () => {
+    expect(run(['run', '-c', 'x', '--max-processes', '64']).stack.maxProcesses).toBe(64);
+    expect(run(['run', '-c', 'x', '--max-processes', '16']).stack.maxProcesses).toBe(16);
+    for (const bad of ['many', '6.5', '-3', '1e3', '']) {
+      expect(usage(['run', '-c', 'x', `--max-processes=${bad}`]).message).toBe(
+        `--max-processes "${bad}" is not a whole number, e.g. --max-processes 64`,
+      );
+    }
+    expect(usage(['run', '-c', 'x', '--max-processes', '8']).message).toBe(
+      '--max-processes "8": expected at least 16, e.g. --max-processes 64',
+    );
+  });
+
+  it('reads --cpu-time as whole seconds from a duration', () => {
+    expect(run(['run', '-c', 'x', '--cpu-time', '90s']).stack.cpuSeconds).toBe(90);
+    expect(run(['run', '-c', 'x', '--cpu-time', '10m']).stack.cpuSeconds).toBe(600);
+    expect(run(['run', '-c', 'x', '--cpu-time', '1.5h']).stack.cpuSeconds).toBe(5400);
+    expect(run(['run', '-c', 'x', '--cpu-time', '30']).stack.cpuSeconds).toBe(30);
+    expect(run(['run', '-c', 'x', '--cpu-time', '2000ms']).stack.cpuSeconds).toBe(2);
+  });
+
+  it('refuses a --cpu-time that is no duration, under a second, not whole seconds, or past the maximum', () => {
+    expect(usage(['run', '-c', 'x', '--cpu-time', 'soon']).message).toBe(
+      '--cpu-time "soon" is not a duration: use a number with a unit, e.g. --cpu-time 10m or 90s',
+    );
+    for (const bad of ['0', '500ms', '1.5s', '2500ms']) {
+      expect(usage(['run', '-c', 'x', '--cpu-time', bad]).message).toBe(
+        `--cpu-time "${bad}" is not a whole number of seconds from 1s: CPU time is limited in seconds, e.g. --cpu-time 10m or 90s`,
+      );
+    }
+    expect(usage(['run', '-c', 'x', '--cpu-time', '1000000h']).message).toBe(
+      '--cpu-time "1000000h": expected at most 2^31 seconds, e.g. --cpu-time 10m',
+    );
+  });
+
+  it('reads --no-network as network: false, and leaves the network alone without it', () => {
+    expect(run(['run', '-c', 'x', '--no-network']).stack.network).toBe(false);
+    expect(run(['run', '-c', 'x']).stack.network).toBeUndefined();
+    expect(usage(['run', '-c', 'x', '--no-network=yes']).message).toMatch(/no-network/);
+  });
+
+  it('takes every limit flag on repl, demo and mcp too', () => {
+    const flags = ['--memory', '1G', '--max-processes', '32', '--cpu-time', '1m', '--no-network'];
+    for (const name of ['repl', 'demo', 'mcp'] as const) {
+      const command = parseCommand([name, ...flags], { cwd: '/work' }) as Extract<Command, { command: typeof name }>;
+      expect(command.stack, name).toMatchObject({
+        memoryBytes: 1024 * MiB,
+        maxProcesses: 32,
+        cpuSeconds: 60,
+        network: false,
+      });
+    }
+    expect(usage(['mcp', '--memory', '1']).message).toMatch(/^--memory "1": expected at least/);
+    expect(usage(['mcp', '--memory', '1']).command).toBe('mcp');
+  });
+
+  it('lists every limit flag in the help of each command that starts kernels', () => {
+    for (const topic of ['run', 'repl', 'mcp']) {
+      const help = helpText(topic);
+      for (const flag of ['--memory SIZE', '--max-processes N', '--cpu-time DURATION', '--no-network'])
+        expect(help, `${topic} ${flag}`).toContain(flag);
+      expect(help).toContain('exits 4');
+    }
+    expect(helpText('demo')).toContain('--memory and the other limits');
+    expect(helpText()).toMatch(/4 isolation or a limit\s+unavailable/);
+  });
+
+  it('takes the limits from the environment, flags first, and names the variable when it is wrong', () => {
+    const env = {
+      KERNELWARDEN_MEMORY: '768M',
+      KERNELWARDEN_MAX_PROCESSES: '100',
+      KERNELWARDEN_CPU_TIME: '5m',
+      KERNELWARDEN_NO_NETWORK: '1',
+    };
+    expect(run(['run', '-c', 'x'], env).stack).toMatchObject({
+      memoryBytes: 768 * MiB,
+      maxProcesses: 100,
+      cpuSeconds: 300,
+      network: false,
+    });
+    const mcp = parseCommand(['mcp', '--memory', '2G'], { env, cwd: '/work' });
+    expect(mcp.command === 'mcp' && mcp.stack.memoryBytes).toBe(2048 * MiB);
+    for (const off of ['0', 'false', 'no', 'off', '']) {
+      expect(run(['run', '-c', 'x'], { KERNELWARDEN_NO_NETWORK: off }).stack.network).toBeUndefined();
+    }
+    expect(run(['run', '-c', 'x'], { KERNELWARDEN_NO_NETWORK: 'TRUE' }).stack.network).toBe(false);
+    expect(usage(['run', '-c', 'x'], { KERNELWARDEN_MEMORY: 'big' }).message).toMatch(
+      /^KERNELWARDEN_MEMORY "big" is not a size/,
+    );
+    expect(usage(['run', '-c', 'x'], { KERNELWARDEN_MAX_PROCESSES: '4' }).message).toMatch(
+      /^KERNELWARDEN_MAX_PROCESSES "4": expected at least 16/,
+    );
+    expect(usage(['run', '-c', 'x'], { KERNELWARDEN_CPU_TIME: '100ms' }).message).toMatch(
+      /^KERNELWARDEN_CPU_TIME "100ms" is not a whole number of seconds/,
+    );
+    expect(usage(['run', '-c', 'x'], { KERNELWARDEN_NO_NETWORK: 'maybe' }).message).toBe(
+      'KERNELWARDEN_NO_NETWORK "maybe" is not on or off: use 1 to cut the kernels off the network, or 0',
+    );
   });
 });
 

@@ -1,6 +1,7 @@
 import { type ParseArgsConfig, parseArgs } from 'node:util';
 import { z } from 'zod';
 import { parseDuration } from './duration.js';
+import { LIMIT_FLAG_CONFIG, LIMIT_FLAG_ENV, limitFields, limitOptions, parseSwitch } from './limit-flags.js';
 import { parseSize } from './size.js';
 import { DEFAULT_MAX_SOURCE_BYTES } from './source-input.js';
 import { UsageError } from './usage-error.js';
@@ -43,6 +44,29 @@ export interface StackOptions {
    * `KERNELWARDEN_MAX_SOURCE_SIZE`). @defaultValue `DEFAULT_MAX_SOURCE_BYTES` (4 MiB)
    */
   maxSourceBytes?: number;
+  /**
+   * Memory of each kernel and everything it starts, in bytes (`--memory`, `KERNELWARDEN_MEMORY`): a memory cgroup
+   * where one is writable, and `RLIMIT_DATA` on each process, so one allocation past it fails in the cell
+   * (`MemoryError`). At least the isolation package's `MIN_MEMORY_BYTES` (256 MiB). @defaultValue no limit
+   */
+  memoryBytes?: number | undefined;
+  /**
+   * Processes and threads each kernel may run at once, the sandbox's own included (`--max-processes`,
+   * `KERNELWARDEN_MAX_PROCESSES`): a pids cgroup, else `RLIMIT_NPROC` (not as root). At least `MIN_PROCESSES` (16).
+   * @defaultValue no limit
+   */
+  maxProcesses?: number | undefined;
+  /**
+   * CPU time, in whole seconds, each process of a kernel may use over its whole life (`--cpu-time`,
+   * `KERNELWARDEN_CPU_TIME`; `RLIMIT_CPU`): past it the process is killed and the server restarts the kernel.
+   * @defaultValue no limit
+   */
+  cpuSeconds?: number | undefined;
+  /**
+   * `false` gives each kernel a network namespace with only loopback (`--no-network`, `KERNELWARDEN_NO_NETWORK=1`);
+   * it still reaches the embedded gateway. @defaultValue true (the network is shared)
+   */
+  network?: false | undefined;
 }
 
 /** What `run` executes: a file, inline code, or standard input (`-`). */
@@ -170,6 +194,7 @@ const stackSchema = z.object({
       }
       return bytes;
     }),
+  ...limitFields,
 });
 
 const STACK_FLAGS = {
@@ -186,6 +211,7 @@ const STACK_FLAGS = {
   'outputs-dir': { type: 'string', short: 'o' },
   json: { type: 'boolean' },
   'max-source-size': { type: 'string' },
+  ...LIMIT_FLAG_CONFIG,
   help: { type: 'boolean', short: 'h' },
 } as const satisfies ParseArgsConfig['options'];
 
@@ -194,6 +220,9 @@ const FLAG_ENV = {
   'interrupt-grace': 'KERNELWARDEN_INTERRUPT_GRACE',
   'kill-grace': 'KERNELWARDEN_KILL_GRACE',
   'max-source-size': 'KERNELWARDEN_MAX_SOURCE_SIZE',
+  memory: LIMIT_FLAG_ENV.memory,
+  'max-processes': LIMIT_FLAG_ENV['max-processes'],
+  'cpu-time': LIMIT_FLAG_ENV['cpu-time'],
 } as const;
 
 const COMMANDS = ['run', 'repl', 'demo', 'mcp', 'doctor', 'gateway', 'help'] as const;
@@ -202,9 +231,10 @@ const COMMANDS = ['run', 'repl', 'demo', 'mcp', 'doctor', 'gateway', 'help'] as 
  * Parses and validates a `kernelwarden` command line (without `node` and the script path).
  *
  * Use it to drive the CLI from code or tests; throws `UsageError` with a message that names the bad flag and
- * shows an example. `env` supplies `KERNELWARDEN_INTERRUPT_GRACE` / `KERNELWARDEN_KILL_GRACE` /
- * `KERNELWARDEN_MAX_SOURCE_SIZE` defaults and `cwd`
- * the default working directory.
+ * shows an example. `env` supplies the defaults of the flags that have a variable (`KERNELWARDEN_INTERRUPT_GRACE`,
+ * `KERNELWARDEN_KILL_GRACE`, `KERNELWARDEN_MAX_SOURCE_SIZE`, and the limits `KERNELWARDEN_MEMORY`,
+ * `KERNELWARDEN_MAX_PROCESSES`, `KERNELWARDEN_CPU_TIME`, `KERNELWARDEN_NO_NETWORK`) and `cwd` the default working
+ * directory.
  */
 export function parseCommand(
   argv: readonly string[],
@@ -270,6 +300,12 @@ function describeParseError(error: unknown): string {
   if (unknown) return `unknown option ${unknown[1]}`;
   const missing = /Option '([^']+)' argument missing/.exec(message);
   if (missing) return `${missing[1]?.replace(/^-\w, /, '').replace(/ <value>$/, '')} needs a value`;
+  // "Option '--memory' argument is ambiguous": the value starts with a dash (`--memory -1G`).
+  const ambiguous = /Option '([^']+)' argument is ambiguous/.exec(message);
+  if (ambiguous) {
+    const flag = ambiguous[1]?.replace(/^-\w, /, '');
+    return `${flag} needs a value, and one that starts with a dash goes as ${flag}=VALUE`;
+  }
   return message.split('. ')[0] ?? message;
 }
 
@@ -322,6 +358,12 @@ function parseStack(
       fromEnv.set(flag, variable);
     }
   }
+  const noNetwork = env[LIMIT_FLAG_ENV['no-network']];
+  if (raw['no-network'] === undefined && noNetwork !== undefined && noNetwork !== '') {
+    const on = parseSwitch(LIMIT_FLAG_ENV['no-network'], noNetwork);
+    if (typeof on !== 'boolean') throw new UsageError(on.problem, { command });
+    raw['no-network'] = on;
+  }
   const parsed = stackSchema.safeParse(raw);
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
@@ -352,6 +394,7 @@ function parseStack(
     outputsDir: v['outputs-dir'],
     json: v.json === true,
     maxSourceBytes: v['max-source-size'] ?? DEFAULT_MAX_SOURCE_BYTES,
+    ...limitOptions(v),
   };
 }
 

@@ -1,10 +1,10 @@
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { processesMentioning, testGateway } from '@kernelwarden/test-env';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BIN, cliEnv, runCli } from './cli-binary.test-fixture.js';
+import { BIN, cliEnv, runCli, isolatedSpecs as specsUnder } from './cli-binary.test-fixture.js';
 
 // `kernelwarden run --hide` end to end: the built binary, its embedded gateway (a state directory of this file's
 // own), real bubblewrap. TMPDIR points at a directory of the test's, so "the system temporary directory" is one this
@@ -44,18 +44,7 @@ function run(args: string[], cwd: string) {
 }
 
 /** Every isolated kernelspec folder under the state directory (the embedded gateway's kernelspec directory). */
-function isolatedSpecs(): string[] {
-  const found: string[] = [];
-  const walk = (dir: string, level: number) => {
-    for (const entry of readdirSync(dir, { withFileTypes: true })) {
-      if (!entry.isDirectory()) continue;
-      if (entry.name.startsWith('kw-iso-')) found.push(entry.name);
-      else if (level < 3) walk(join(dir, entry.name), level + 1);
-    }
-  };
-  walk(stateDir, 0);
-  return found.sort();
-}
+const isolatedSpecs = () => specsUnder(stateDir);
 
 const probe = () =>
   [

@@ -1,5 +1,58 @@
+import { IsolationUnavailableError } from '@kernelwarden/isolation';
 import { describe, expect, it } from 'vitest';
-import { kernelEnvironment } from './compose.js';
+import { parseCommand, type StackOptions } from './args.js';
+import { createStack, kernelEnvironment, stackLimits } from './compose.js';
+
+function stackOf(argv: string[]): StackOptions {
+  const command = parseCommand(['repl', ...argv], { cwd: process.cwd() });
+  if (command.command !== 'repl') throw new Error('unreachable');
+  return command.stack;
+}
+
+async function refusal(options: StackOptions): Promise<IsolationUnavailableError> {
+  const error = await createStack(options, { env: {} }).then(
+    async (stack) => {
+      await stack.close();
+      throw new Error('expected createStack to refuse');
+    },
+    (e: unknown) => e,
+  );
+  expect(IsolationUnavailableError.isInstance(error), String(error)).toBe(true);
+  return error as IsolationUnavailableError;
+}
+
+describe('stackLimits', () => {
+  it('gives the limits the flags ask for and nothing else', () => {
+    expect(stackLimits(stackOf([]))).toEqual({});
+    expect(stackLimits(stackOf(['--memory', '512M']))).toEqual({ memoryBytes: 512 * 1024 * 1024 });
+    expect(
+      stackLimits(stackOf(['--max-processes', '64', '--cpu-time', '2m', '--no-network', '--hide', '/srv'])),
+    ).toEqual({ maxProcesses: 64, cpuSeconds: 120, network: false });
+  });
+});
+
+describe('createStack with limits on a remote gateway', () => {
+  // Nothing listens there: a refusal that came after connecting would be a GatewayUnavailableError instead.
+  const remote = ['--gateway', 'http://127.0.0.1:9'];
+
+  it('refuses before connecting, naming the limit flags and that they need the embedded gateway', async () => {
+    const one = await refusal(stackOf([...remote, '--memory', '1G']));
+    expect(one.message).toBe(
+      '--memory needs the embedded gateway: a remote gateway (http://127.0.0.1:9) launches kernels whose limits ' +
+        'nothing here can enforce, so none is started',
+    );
+    expect([one.reason, one.limit]).toEqual(['remote-gateway', 'memoryBytes']);
+    const all = await refusal(
+      stackOf([...remote, '--no-network', '--cpu-time', '1m', '--max-processes', '64', '--memory', '1G']),
+    );
+    expect(all.message).toMatch(/^--memory, --max-processes, --cpu-time, --no-network need the embedded gateway/);
+  });
+
+  it('refuses --hide with limits on a remote gateway for --hide, as without limits', async () => {
+    const error = await refusal(stackOf([...remote, '--memory', '1G', '--hide', '/srv']));
+    expect(error.message).toMatch(/^--hide needs the embedded gateway/);
+  });
+});
 
 describe('kernelEnvironment', () => {
   const own = {

@@ -1,12 +1,18 @@
 import { realpathSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { type ExecuteResult, type Output, type ReadIsolationPolicy, withDeadline } from '@kernelwarden/core';
+import { type ExecuteResult, type Output, withDeadline } from '@kernelwarden/core';
 import { GatewayClient, GatewayKernel, LocalGateway } from '@kernelwarden/gateway-client';
 import {
+  createKernelPolicy,
   createReadIsolationPolicy,
+  detectLimits,
   type IsolationPolicy,
   IsolationUnavailableError,
   installIsolatedKernelSpec,
+  type KernelLimits,
+  type LimitFacts,
+  type LimitName,
+  planLimits,
   removeIsolatedKernelSpecs,
   sweepIsolatedKernelSpecs,
 } from '@kernelwarden/isolation';
@@ -14,6 +20,7 @@ import { createRSlot, startIRKernel } from '@kernelwarden/r-kernel';
 import { KernelSession, type SlotFactoryContext } from '@kernelwarden/supervisor';
 import { createWatchdog, type Watchdog } from '@kernelwarden/watchdog';
 import type { Language, StackOptions } from './args.js';
+import { LIMIT_FLAG_NAMES } from './limit-flags.js';
 import { UsageError } from './usage-error.js';
 
 /** How long `Stack.close()` waits for the session to shut its kernels down. */
@@ -55,8 +62,11 @@ export interface Stack extends AsyncDisposable {
   readonly session: KernelSession;
   /** The watchdog that bounds every cell (subscribe with `watchdog.on('*', …)`). */
   readonly watchdog: Watchdog;
-  /** The read-isolation policy in force, when `--hide` was given. */
-  readonly readIsolation: ReadIsolationPolicy | undefined;
+  /**
+   * The policy every kernel of the stack runs under: the hidden directories of `--hide` and the limits (`--memory`,
+   * `--max-processes`, `--cpu-time`, `--no-network`); undefined when neither was asked for.
+   */
+  readonly readIsolation: IsolationPolicy | undefined;
   /** Runs one cell under the watchdog; rejects with `CellTimeoutError` when the kernel had to be reset. */
   execute(code: string, opts: StackExecuteOptions): Promise<ExecuteResult>;
   /** Interrupts the running cell of `language`, if any; says whether an interrupt was sent. */
@@ -68,6 +78,8 @@ export interface Stack extends AsyncDisposable {
 interface GatewayConnection {
   client: GatewayClient;
   kernelSpecDir: string | undefined;
+  /** The embedded server's pid: kernels' cgroups are made in its cgroups, so limits are detected for it. */
+  pid: number | undefined;
   embedded: boolean;
   release(): Promise<void>;
 }
@@ -82,7 +94,7 @@ async function connectGateway(
     const client = new GatewayClient({ baseUrl: options.gatewayUrl, ...(token ? { token } : {}) });
     // Fail fast with the gateway's own error (unreachable, wrong token) before any kernel is asked for.
     await client.kernelSpecs(signal ? { signal } : {});
-    return { client, kernelSpecDir: undefined, embedded: false, release: async () => {} };
+    return { client, kernelSpecDir: undefined, pid: undefined, embedded: false, release: async () => {} };
   }
   // LocalGateway's server signals a kernel that ignores its shutdown request after 1 s (not jupyter's 5 s), so the
   // watchdog's kills stay quick without arguments of ours.
@@ -95,7 +107,13 @@ async function connectGateway(
     fetch: lease.fetch,
     WebSocket: lease.WebSocket,
   });
-  return { client, kernelSpecDir: lease.kernelSpecDir, embedded: true, release: () => lease.release() };
+  return {
+    client,
+    kernelSpecDir: lease.kernelSpecDir,
+    pid: lease.pid,
+    embedded: true,
+    release: () => lease.release(),
+  };
 }
 
 /**
@@ -117,7 +135,8 @@ const VARIABLE_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
  * environment (as if the code ran here), without any gateway credential, then `--env`. An isolated kernel (`--hide`)
  * and a remote gateway's kernel: only `--env` — an isolated kernel runs code that is kept from reading what is
  * hidden, and credentials in the environment would hand it what the policy hides on disk; a remote gateway gets
- * nothing of this machine's environment. Either way the kernel also has the embedded server's few inherited
+ * nothing of this machine's environment. A kernel under limits only (no `--hide`) counts as unisolated: limits change
+ * what it may use, not what it may see. Either way the kernel also has the embedded server's few inherited
  * variables (PATH, HOME, locale…), never those of whoever started the server.
  */
 export function kernelEnvironment(
@@ -134,14 +153,54 @@ export function kernelEnvironment(
   return { ...env, ...options.env };
 }
 
-function isolationPolicy(options: StackOptions): IsolationPolicy | undefined {
-  if (options.hide.length === 0) return undefined;
+/** The limits `options` ask for (`--memory`, `--max-processes`, `--cpu-time`, `--no-network`), absent ones left out. */
+export function stackLimits(
+  options: Pick<StackOptions, 'memoryBytes' | 'maxProcesses' | 'cpuSeconds' | 'network'>,
+): KernelLimits {
+  return {
+    ...(options.memoryBytes === undefined ? {} : { memoryBytes: options.memoryBytes }),
+    ...(options.maxProcesses === undefined ? {} : { maxProcesses: options.maxProcesses }),
+    ...(options.cpuSeconds === undefined ? {} : { cpuSeconds: options.cpuSeconds }),
+    ...(options.network === false ? { network: false } : {}),
+  };
+}
+
+/**
+ * The policy of every kernel of the stack: `--hide`/`--allow` with the limits (a read-isolation policy), the limits
+ * alone (a limits-only policy: the kernel sees the filesystem as its user does), or none.
+ */
+function kernelPolicy(options: StackOptions, limits: KernelLimits): IsolationPolicy | undefined {
+  if (options.hide.length === 0) return Object.keys(limits).length > 0 ? createKernelPolicy(limits) : undefined;
   const policy = createReadIsolationPolicy({
     roots: options.hide.map((dir) => ({ path: resolve(options.cwd, dir), label: `--hide ${dir}` })),
     allowedRoots: options.allow.map((dir) => ({ path: resolve(options.cwd, dir), label: `--allow ${dir}` })),
+    ...limits,
   });
   checkWorkspaceNotTemp(options.cwd, policy);
   return policy;
+}
+
+/**
+ * What this machine can enforce for the kernels of `gateway`, checked against `limits` before any kernel starts:
+ * `IsolationUnavailableError` (reason `limit-unenforceable`, the isolation package's message naming the limit and
+ * why) for the first limit nothing here enforces. The answer is handed to every kernelspec install of the stack, so
+ * the machine is looked at once.
+ */
+async function checkLimits(
+  gateway: GatewayConnection,
+  limits: KernelLimits,
+  signal: AbortSignal | undefined,
+): Promise<LimitFacts | undefined> {
+  if (Object.keys(limits).length === 0) return undefined;
+  const support = await detectLimits({ ...(gateway.pid === undefined ? {} : { pid: gateway.pid }), signal });
+  planLimits(limits, support);
+  return support;
+}
+
+/** `--memory, --no-network need…`: the limit flags given, for a refusal that names them. */
+function limitFlagList(limits: KernelLimits): { flags: string; first: LimitName } {
+  const names = Object.keys(limits) as LimitName[];
+  return { flags: names.map((name) => LIMIT_FLAG_NAMES[name]).join(', '), first: names[0]! };
 }
 
 /**
@@ -175,9 +234,14 @@ function checkWorkspaceNotTemp(cwd: string, policy: IsolationPolicy): void {
  * Builds the stack for `options` (the parsed flags of `run`, `repl` or `demo`). Nothing starts a kernel yet: the
  * first `execute()` of each language does, lazily.
  *
+ * Every kernel of the stack — Python, R, background cells, and each kernel the watchdog restarts (a restart relaunches
+ * the same kernelspec) — runs under the same policy: `--hide`/`--allow` and the limits. The limits are checked against
+ * this machine here, before any kernel starts.
+ *
  * This is the reference composition: copy it when you embed kernelwarden in a server. Throws
  * `GatewayUnavailableError`/`GatewayAuthError` when the gateway cannot be used, `IsolationPolicyError` for bad
- * `--hide`/`--allow` directories and `IsolationUnavailableError` when they cannot be enforced.
+ * `--hide`/`--allow` directories, and `IsolationUnavailableError` when they or a limit cannot be enforced (a limit
+ * nothing here enforces, or any of them on a remote `--gateway`).
  */
 export async function createStack(
   options: StackOptions,
@@ -190,9 +254,19 @@ export async function createStack(
       { reason: 'remote-gateway' },
     );
   }
-  const readIsolation = isolationPolicy(options);
+  const limits = stackLimits(options);
+  if (options.gatewayUrl !== undefined && Object.keys(limits).length > 0) {
+    const { flags, first } = limitFlagList(limits);
+    throw new IsolationUnavailableError(
+      `${flags} need${flags.includes(',') ? '' : 's'} the embedded gateway: a remote gateway (${options.gatewayUrl}) ` +
+        'launches kernels whose limits nothing here can enforce, so none is started',
+      { reason: 'remote-gateway', limit: first },
+    );
+  }
+  const readIsolation = kernelPolicy(options, limits);
   const gateway = await connectGateway(options, extra.env ?? process.env, extra.signal);
   try {
+    const limitSupport = await checkLimits(gateway, limits, extra.signal);
     const kernelNames = new Map<Language, Promise<string>>();
     // The isolated kernelspecs this command installed: removed when it closes, unless a kernel still runs on one.
     const installed = new Set<string>();
@@ -204,7 +278,7 @@ export async function createStack(
           ? (async () => {
               // Before the first install: the specs left by commands that were killed before they could clean up.
               await (swept ??= sweepOrphanSpecs(gateway));
-              const isolated = await isolatedKernelName(gateway, language, readIsolation, options.cwd);
+              const isolated = await isolatedKernelName(gateway, language, readIsolation, options.cwd, limitSupport);
               installed.add(isolated);
               return isolated;
             })()
@@ -226,7 +300,8 @@ export async function createStack(
 
     const env = kernelEnvironment(
       options,
-      { embedded: gateway.embedded, isolated: readIsolation !== undefined },
+      // A limits-only kernel sees this machine as its user does: it gets the environment an unlimited one would.
+      { embedded: gateway.embedded, isolated: options.hide.length > 0 },
       extra.env ?? process.env,
     );
     /** What both slots' kernels start with: the gateway, the (isolated) kernelspec, cwd, env and the slot's signal. */
@@ -296,8 +371,9 @@ export async function createStack(
 async function isolatedKernelName(
   gateway: GatewayConnection,
   language: Language,
-  policy: ReadIsolationPolicy,
+  policy: IsolationPolicy,
   workspace: string,
+  limitSupport: LimitFacts | undefined,
 ): Promise<string> {
   if (gateway.kernelSpecDir === undefined) {
     throw new IsolationUnavailableError('--hide needs the embedded gateway: this gateway has no kernelspec directory', {
@@ -322,6 +398,9 @@ async function isolatedKernelName(
     },
     policy,
     workspace: resolve(workspace),
+    // Kernels' cgroups are made in the server's cgroups: the limits are planned for that process.
+    ...(gateway.pid === undefined ? {} : { gatewayPid: gateway.pid }),
+    ...(limitSupport ? { limitSupport } : {}),
   });
 }
 

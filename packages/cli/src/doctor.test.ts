@@ -1,6 +1,6 @@
 import type { LimitSupport } from '@kernelwarden/isolation';
 import { describe, expect, it } from 'vitest';
-import { type DoctorProbe, formatDoctor, limitChecks, runDoctor } from './doctor.js';
+import { type DoctorProbe, doctorCommand, formatDoctor, limitChecks, runDoctor } from './doctor.js';
 
 function fakeMachine(opts: {
   node?: string;
@@ -159,5 +159,77 @@ describe('limitChecks', () => {
     expect(checks[1]?.fix).toMatch(/non-root user, or where a pids cgroup is writable/);
     expect(checks[0]?.fix).toBeUndefined();
     expect(formatDoctor(checks)).toContain('warn  limit --max-processes: not enforceable: no writable pids cgroup');
+  });
+});
+
+describe('doctorCommand', () => {
+  const healthy = () =>
+    fakeMachine({
+      commands: { 'jupyter-server': '/usr/bin/jupyter-server', R: '/usr/bin/R', bwrap: '/usr/bin/bwrap' },
+      specs: { python3: '/usr/share/jupyter/kernels/python3', ir: '/usr/local/share/jupyter/kernels/ir' },
+      bwrapWorks: true,
+    });
+  const support = {
+    limits: {
+      memoryBytes: {
+        enforceable: true,
+        mechanisms: ['cgroup-v1', 'rlimit'],
+        detail: 'a cgroup v1 memory controller (kernels’ cgroups in /sys/fs/cgroup/memory) …, and RLIMIT_DATA',
+      },
+      maxProcesses: {
+        enforceable: false,
+        mechanisms: [],
+        detail: 'not enforceable: no writable pids cgroup (…), and Linux does not enforce RLIMIT_NPROC for root',
+      },
+      cpuSeconds: { enforceable: true, mechanisms: ['rlimit'], detail: 'RLIMIT_CPU on each process of the kernel' },
+      network: {
+        enforceable: true,
+        mechanisms: ['network-namespace'],
+        detail: 'a network namespace of its own with only loopback (bubblewrap --unshare-net)',
+      },
+    },
+  } as unknown as LimitSupport;
+
+  function capture() {
+    let text = '';
+    return { io: { stdout: { write: (chunk: string) => (text += chunk) } }, text: () => text };
+  }
+
+  it('prints a line per limit after the other checks, and a limit nothing enforces is a warning, not a failure', async () => {
+    const out = capture();
+    const code = await doctorCommand(false, out.io, { probe: healthy(), detectLimits: async () => support });
+    expect(code).toBe(0);
+    const lines = out.text().split('\n');
+    const names = lines.filter((l) => /^(ok|warn|FAIL) /.test(l)).map((l) => l.replace(/:.*$/, ''));
+    expect(names.slice(-4)).toEqual([
+      'ok    limit --memory',
+      'warn  limit --max-processes',
+      'ok    limit --cpu-time',
+      'ok    limit --no-network',
+    ]);
+    expect(out.text()).toContain('ok    limit --memory: a cgroup v1 memory controller');
+    expect(out.text()).toContain('fix: run as a non-root user, or where a pids cgroup is writable');
+    expect(out.text()).toContain('1 missing: limit --max-processes.');
+  });
+
+  it('gives each limit and its mechanisms in --json', async () => {
+    const out = capture();
+    await doctorCommand(true, out.io, { probe: healthy(), detectLimits: async () => support });
+    const { checks } = JSON.parse(out.text()) as { checks: { name: string; ok: boolean; mechanisms?: string[] }[] };
+    expect(checks.filter((c) => c.name.startsWith('limit ')).map((c) => [c.name, c.ok, c.mechanisms])).toEqual([
+      ['limit --memory', true, ['cgroup-v1', 'rlimit']],
+      ['limit --max-processes', false, []],
+      ['limit --cpu-time', true, ['rlimit']],
+      ['limit --no-network', true, ['network-namespace']],
+    ]);
+    expect(checks[0]).toMatchObject({ name: 'Node.js', ok: true });
+  });
+
+  it('still exits 1 when something required is missing', async () => {
+    const out = capture();
+    const code = await doctorCommand(false, out.io, { probe: fakeMachine({}), detectLimits: async () => support });
+    expect(code).toBe(1);
+    expect(out.text()).toContain('FAIL  jupyter-server');
+    expect(out.text()).toContain('limit --no-network');
   });
 });

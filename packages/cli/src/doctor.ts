@@ -1,6 +1,8 @@
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import type { LimitName, LimitSupport } from '@kernelwarden/isolation';
+import { detectLimits, type LimitMechanism, type LimitName, type LimitSupport } from '@kernelwarden/isolation';
+import { ExitCode } from './exit-code.js';
+import { LIMIT_FLAG_NAMES } from './limit-flags.js';
 
 /** One line of `kernelwarden doctor`: what was checked, what was found, and how to fix it when missing. */
 export interface DoctorCheck {
@@ -12,8 +14,10 @@ export interface DoctorCheck {
   detail: string;
   /** The command or step that fixes it; present when `ok` is false. */
   fix?: string;
-  /** False for things only some features need (R for `--lang r`, bubblewrap for `--hide`). */
+  /** False for things only some features need (R for `--lang r`, bubblewrap for `--hide`, the limits). */
   required: boolean;
+  /** On a limit's line: what enforces it here, strongest first (`cgroup-v1`, `rlimit`, …); empty when nothing does. */
+  mechanisms?: readonly LimitMechanism[];
 }
 
 /**
@@ -221,13 +225,6 @@ export function runDoctor(probe: DoctorProbe = systemProbe): DoctorCheck[] {
   return checks;
 }
 
-const LIMIT_FLAGS: Record<LimitName, string> = {
-  memoryBytes: '--memory',
-  maxProcesses: '--max-processes',
-  cpuSeconds: '--cpu-time',
-  network: '--no-network',
-};
-
 const LIMIT_FIXES: Partial<Record<LimitName, string>> = {
   memoryBytes: 'install util-linux (prlimit), or run where a memory cgroup is writable',
   maxProcesses:
@@ -243,17 +240,53 @@ const LIMIT_FIXES: Partial<Record<LimitName, string>> = {
  * Use it after `runDoctor()` (`[...runDoctor(), ...limitChecks(await detectLimits())]`): detection is asynchronous.
  */
 export function limitChecks(support: LimitSupport): DoctorCheck[] {
-  return (Object.keys(LIMIT_FLAGS) as LimitName[]).map((limit) => {
+  return (Object.keys(LIMIT_FLAG_NAMES) as LimitName[]).map((limit) => {
     const status = support.limits[limit];
     const fix = LIMIT_FIXES[limit];
     return {
-      name: `limit ${LIMIT_FLAGS[limit]}`,
+      name: `limit ${LIMIT_FLAG_NAMES[limit]}`,
       ok: status.enforceable,
       detail: status.detail,
       ...(!status.enforceable && fix ? { fix } : {}),
       required: false,
+      mechanisms: status.mechanisms,
     };
   });
+}
+
+/** How `doctorChecks()` looks at the machine; tests pass fakes. */
+export interface DoctorSources {
+  /** The commands and files the checks read. @defaultValue `systemProbe` */
+  probe?: DoctorProbe;
+  /**
+   * Which limits this machine can enforce, for kernels of a gateway this process starts (its cgroups are this
+   * process's). @defaultValue `detectLimits()` of `@kernelwarden/isolation`
+   */
+  detectLimits?: () => Promise<LimitSupport>;
+}
+
+/**
+ * Everything `kernelwarden doctor` reports: `runDoctor()`'s checks, then one line per limit flag saying whether it can
+ * be enforced here and by what (`limitChecks()`). The limit lines are warnings: they never make the doctor fail.
+ */
+export async function doctorChecks(sources: DoctorSources = {}): Promise<DoctorCheck[]> {
+  const checks = runDoctor(sources.probe ?? systemProbe);
+  const support = await (sources.detectLimits ?? (() => detectLimits()))();
+  return [...checks, ...limitChecks(support)];
+}
+
+/**
+ * `kernelwarden doctor [--json]`: prints the checks (`formatDoctor()`, or `{ checks }` as JSON) and resolves with the
+ * exit code: 1 when something required is missing, else 0.
+ */
+export async function doctorCommand(
+  json: boolean,
+  io: { stdout: { write(text: string): unknown } },
+  sources: DoctorSources = {},
+): Promise<ExitCode> {
+  const checks = await doctorChecks(sources);
+  io.stdout.write(json ? `${JSON.stringify({ checks }, null, 2)}\n` : `${formatDoctor(checks)}\n`);
+  return checks.some((c) => c.required && !c.ok) ? ExitCode.cellError : ExitCode.ok;
 }
 
 /**

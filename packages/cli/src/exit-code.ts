@@ -12,7 +12,10 @@ export const ExitCode = {
   usage: 2,
   /** The gateway could not be reached, refused the token or could not start a kernel. */
   gatewayUnavailable: 3,
-  /** `--hide`/`--allow` were asked for but cannot be enforced here (no bubblewrap, or a remote gateway). */
+  /**
+   * `--hide`/`--allow` or a limit (`--memory`, `--max-processes`, `--cpu-time`, `--no-network`) was asked for but cannot
+   * be enforced here (no bubblewrap, nothing that enforces that limit, or a remote gateway); no kernel was started.
+   */
   isolationUnavailable: 4,
   /**
    * The kernel died while the cell ran (`os._exit()`, a crash, a kill, running out of memory): the server restarted

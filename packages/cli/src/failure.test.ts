@@ -66,6 +66,29 @@ describe('describeFailure', () => {
     );
   });
 
+  it('maps a limit nothing enforces to 4 with the isolation message, and points at the doctor for limits', () => {
+    const unenforceable = new IsolationUnavailableError(
+      'The kernel was not started: its process limit (maxProcesses) cannot be enforced here: no writable pids cgroup',
+      { reason: 'limit-unenforceable', limit: 'maxProcesses' },
+    );
+    expect(describeFailure(unenforceable)).toEqual({
+      exitCode: ExitCode.isolationUnavailable,
+      code: 'ISOLATION_UNAVAILABLE',
+      message:
+        `${unenforceable.message}\n` +
+        "Run 'kernelwarden doctor' to see which limits can be enforced here, and by what.",
+    });
+    // A remote gateway's refusal says it all; read isolation keeps its own pointer.
+    const remote = new IsolationUnavailableError('--memory needs the embedded gateway', {
+      reason: 'remote-gateway',
+      limit: 'memoryBytes',
+    });
+    expect(describeFailure(remote).message).toBe('--memory needs the embedded gateway');
+    expect(describeFailure(new IsolationUnavailableError('no bwrap', { reason: 'no-bubblewrap' })).message).toBe(
+      "no bwrap\nRun 'kernelwarden doctor' to see what read isolation needs here.",
+    );
+  });
+
   it('maps a kernel that died under the cell to 5 (not 70), and a connection lost for good to 3', () => {
     const died = (reason: 'restarted' | 'dead' | 'gone' | 'connection-lost') =>
       describeFailure(new KernelDiedError(`Kernel k died (${reason})`, { reason, kernelId: 'k' }));

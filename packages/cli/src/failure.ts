@@ -34,7 +34,8 @@ export function resultExitCode(result: ExecuteResult, interrupted: boolean): Exi
 }
 
 /**
- * Classifies an error that ended a command: gateway problems exit 3, isolation that cannot be enforced exits 4,
+ * Classifies an error that ended a command: gateway problems exit 3, isolation or a limit that cannot be enforced
+ * exits 4,
  * a kernel that died under the cell exits 5, a cell the watchdog had to reset exits 124, bad input (a bad flag, a
  * source that is not UTF-8) exits 2, anything else 70.
  *
@@ -73,10 +74,14 @@ function classify(error: unknown): Failure {
     return { exitCode: ExitCode.usage, code, message };
   }
   if (IsolationUnavailableError.isInstance(error)) {
+    // A limit refused for a remote gateway says all there is to say; anything else points at what the doctor shows.
+    const remoteLimit = error.reason === 'remote-gateway' && error.limit !== undefined;
+    const what =
+      error.limit !== undefined ? 'which limits can be enforced here, and by what' : 'what read isolation needs here';
     return {
       exitCode: ExitCode.isolationUnavailable,
       code,
-      message: `${message}\nRun 'kernelwarden doctor' to see what read isolation needs here.`,
+      message: remoteLimit ? message : `${message}\nRun 'kernelwarden doctor' to see ${what}.`,
     };
   }
   if (KernelDiedError.isInstance(error) && error.reason !== 'connection-lost') {

@@ -6,11 +6,13 @@ Usage:
   kernelwarden demo                                 a guided tour on the embedded gateway
   kernelwarden mcp [options]                        serve Python and R as tools for AI agents (MCP, stdio)
   kernelwarden gateway start|status|stop|logs       manage the embedded Jupyter gateway
-  kernelwarden doctor [--json]                      check jupyter-server, kernelspecs, R, bubblewrap, Node
+  kernelwarden doctor [--json]                      check jupyter-server, kernelspecs, R, bubblewrap, Node,
+                                                    and which limits can be enforced here
   kernelwarden help [COMMAND]                       help on one command
 
-Exit codes: 0 ok, 1 the cell raised, 2 usage, 3 gateway unavailable, 4 isolation unavailable,
-            124 timed out (the kernel was recovered), 70 internal error, 130 interrupted.
+Exit codes: 0 ok, 1 the cell raised, 2 usage, 3 gateway unavailable, 4 isolation or a limit
+            unavailable, 5 the kernel died, 124 timed out (the kernel was recovered), 70 internal error,
+            130 interrupted.
 
 Run 'kernelwarden help run' for the options.`;
 
@@ -31,7 +33,18 @@ const STACK = `Kernel options:
   -o, --outputs-dir DIR      save image outputs (PNG, JPEG, SVG) there and print where
       --json                 print one JSON result on stdout instead of streaming
       --max-source-size SIZE largest source to run, e.g. 512k, 16M (default 4M;
-                             env KERNELWARDEN_MAX_SOURCE_SIZE); sources must be UTF-8 without NUL bytes`;
+                             env KERNELWARDEN_MAX_SOURCE_SIZE); sources must be UTF-8 without NUL bytes
+
+Limits (every kernel: Python, R, background, restarted; alone or with --hide; embedded gateway only):
+      --memory SIZE          memory of each kernel and all it starts, e.g. 512M, 2G (at least 256M);
+                             one allocation past it fails in the cell (MemoryError); env KERNELWARDEN_MEMORY
+      --max-processes N      processes and threads of each kernel at once (at least 16); a fork past it
+                             fails in the cell; env KERNELWARDEN_MAX_PROCESSES
+      --cpu-time DURATION    CPU time of each kernel process over its whole life, whole seconds, e.g. 10m;
+                             past it the kernel is killed and restarted; env KERNELWARDEN_CPU_TIME
+      --no-network           the kernels get no network but their own loopback; env KERNELWARDEN_NO_NETWORK=1
+                             A limit nothing here can enforce exits 4 before any kernel starts
+                             ('kernelwarden doctor' shows what enforces each one)`;
 
 const TOPICS: Record<string, string> = {
   run: `kernelwarden run [FILE | - | -c CODE] [options]
@@ -45,7 +58,8 @@ Examples:
   kernelwarden run -c 'print(1+1)'
   kernelwarden run analysis.R --outputs-dir plots
   kernelwarden run job.py --timeout 2m --json > result.json
-  kernelwarden run -c 'open("/home/me/.ssh/id_rsa")' --hide /home/me --allow /home/me/project`,
+  kernelwarden run -c 'open("/home/me/.ssh/id_rsa")' --hide /home/me --allow /home/me/project
+  kernelwarden run agent_code.py --memory 2G --max-processes 128 --cpu-time 10m --no-network`,
   repl: `kernelwarden repl [options]
 
 An interactive prompt. A line ending in ':' (or an open bracket) continues on the next line; an empty line
@@ -61,7 +75,8 @@ ${STACK}`,
 
 A scripted tour on the embedded gateway: a Python cell, an R cell, a plot saved to a file, an interrupted
 cell, and a cell that ignores SIGINT which the watchdog recovers — with a timeline at the end.
-Plots go to --outputs-dir (default: a fresh temporary directory).`,
+Plots go to --outputs-dir (default: a fresh temporary directory). The kernel options of 'run' apply too
+(--memory and the other limits included), except --gateway: the tour always runs on the embedded gateway.`,
   mcp: `kernelwarden mcp [options]
 
 Serves the kernels as Model Context Protocol tools over stdin/stdout (run_code, restart_kernel,
@@ -72,6 +87,8 @@ down and it exits 0. Python and R start on first use. Logs go to stderr; stdout 
 ${STACK.split('\n')
   .filter((line) => !/--lang|--outputs-dir|--json|save image outputs/.test(line))
   .join('\n')}
+
+Result caps:
       --max-output-chars N   most characters of text in one result, head and tail kept (default 32000)
       --max-images N         most images in one result (default 4)
       --max-image-bytes N    largest image in one result (default 1048576)
@@ -90,7 +107,10 @@ $XDG_STATE_HOME/kernelwarden or ~/.local/state/kernelwarden).
 
 Checks what kernelwarden needs — jupyter-server, the python3 and ir kernelspecs, R, bubblewrap and user
 namespaces, the Node.js version — and prints the fix for anything missing. Exits 1 when a required piece (Node, jupyter-server,
-the python3 kernelspec) is missing; R, IRkernel and bubblewrap are reported as warnings.`,
+the python3 kernelspec) is missing; R, IRkernel and bubblewrap are reported as warnings.
+Then one line per limit flag (--memory, --max-processes, --cpu-time, --no-network): whether it can be
+enforced here and by what (a cgroup, an rlimit, a network namespace), or why not and the fix; a limit
+nothing enforces is a warning (--json: "mechanisms" on each limit's check).`,
 };
 
 /**

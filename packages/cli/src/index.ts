@@ -2,9 +2,9 @@ export type { Command, GatewayAction, Language, RunSource, StackOptions } from '
 export { parseCommand } from './args.js';
 export type { CliIo } from './cli-io.js';
 export type { Stack, StackExecuteOptions, StackHooks } from './compose.js';
-export { createStack } from './compose.js';
-export type { DoctorCheck, DoctorProbe } from './doctor.js';
-export { formatDoctor, runDoctor, systemProbe } from './doctor.js';
+export { createStack, stackLimits } from './compose.js';
+export type { DoctorCheck, DoctorProbe, DoctorSources } from './doctor.js';
+export { doctorChecks, doctorCommand, formatDoctor, limitChecks, runDoctor, systemProbe } from './doctor.js';
 export { formatDuration, parseDuration } from './duration.js';
 export { ExitCode } from './exit-code.js';
 export type { Failure } from './failure.js';

@@ -1,7 +1,7 @@
 import { createRequire } from 'node:module';
 import { type Command, parseCommand } from './args.js';
 import { type CliIo, processIo } from './cli-io.js';
-import { formatDoctor, runDoctor } from './doctor.js';
+import { doctorCommand } from './doctor.js';
 import { ExitCode } from './exit-code.js';
 import { helpText } from './help.js';
 import { terminalSafe } from './terminal-text.js';
@@ -36,11 +36,8 @@ export async function main(argv: readonly string[], io: CliIo = processIo()): Pr
     case 'version':
       io.stdout.write(`${version()}\n`);
       return ExitCode.ok;
-    case 'doctor': {
-      const checks = runDoctor();
-      io.stdout.write(command.json ? `${JSON.stringify({ checks }, null, 2)}\n` : `${formatDoctor(checks)}\n`);
-      return checks.some((c) => c.required && !c.ok) ? ExitCode.cellError : ExitCode.ok;
-    }
+    case 'doctor':
+      return doctorCommand(command.json, io);
     default: {
       const { runStackCommand } = await import('./stack-commands.js');
       return runStackCommand(command, io);

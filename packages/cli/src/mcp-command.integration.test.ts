@@ -1,6 +1,7 @@
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { LocalGateway } from '@kernelwarden/gateway-client';
@@ -9,6 +10,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { gatewayKernelIds, leftoverKernelCgroups } from './cli-binary.test-fixture.js';
 
 const BIN = resolve(dirname(fileURLToPath(import.meta.url)), '../dist/bin.js');
 
@@ -60,6 +62,32 @@ async function runCode(
     timeout: 120_000,
     ...opts,
   })) as CallToolResult;
+}
+
+/** Starts `code` with start_background and waits for it: the check_background result. */
+async function background(client: Client, code: string): Promise<CallToolResult> {
+  const started = (await client.callTool({ name: 'start_background', arguments: { code } })) as CallToolResult;
+  const execId = /exec-[0-9a-f]+/.exec(textOf(started))?.[0];
+  expect(execId, textOf(started)).toBeDefined();
+  return (await client.callTool(
+    { name: 'check_background', arguments: { exec_id: execId, wait_seconds: 60 } },
+    undefined,
+    { timeout: 90_000 },
+  )) as CallToolResult;
+}
+
+/** Resolves once process `pid` is gone. */
+function exitOf(pid: number): Promise<void> {
+  return new Promise((resolveExit) => {
+    const check = setInterval(() => {
+      try {
+        process.kill(pid, 0);
+      } catch {
+        clearInterval(check);
+        resolveExit();
+      }
+    }, 50);
+  });
 }
 
 beforeAll(() => {
@@ -207,17 +235,7 @@ describe('kernelwarden mcp (the built binary over stdio, embedded gateway)', () 
   });
 
   it('runs a background cell and reports its status and output', async () => {
-    const started = (await server.client.callTool({
-      name: 'start_background',
-      arguments: { code: 'print("from the background")' },
-    })) as CallToolResult;
-    const execId = /exec-[0-9a-f]+/.exec(textOf(started))?.[0];
-    expect(execId, textOf(started)).toBeDefined();
-    const checked = (await server.client.callTool(
-      { name: 'check_background', arguments: { exec_id: execId, wait_seconds: 60 } },
-      undefined,
-      { timeout: 90_000 },
-    )) as CallToolResult;
+    const checked = await background(server.client, 'print("from the background")');
     expect(checked.isError).toBeFalsy();
     expect(textOf(checked)).toContain('from the background');
     expect(textOf(checked)).toMatch(/finished/);
@@ -230,16 +248,7 @@ describe('kernelwarden mcp lifecycle', () => {
     const pid = server.transport.pid!;
     const ran = await runCode(server.client, { code: 'print(1)' });
     expect(textOf(ran)).toContain('1');
-    const exited = new Promise<number | null>((resolveExit) => {
-      const check = setInterval(() => {
-        try {
-          process.kill(pid, 0);
-        } catch {
-          clearInterval(check);
-          resolveExit(0);
-        }
-      }, 50);
-    });
+    const exited = exitOf(pid);
     await server.client.close();
     await exited;
     expect(server.stderr()).toMatch(/stdin closed: shutting the kernels down/);
@@ -286,5 +295,50 @@ describe('kernelwarden mcp lifecycle', () => {
     const status = await LocalGateway.status({ stateDir });
     expect(status.kernels.filter((k) => k.ownerPid === child.pid)).toEqual([]);
     expect(status.holders.filter((h) => h.pid === child.pid)).toEqual([]);
+  });
+});
+
+describe('kernelwarden mcp --no-network --memory', () => {
+  it('holds every kernel it starts to the limits: run_code and background cells alike, with nothing left after', async () => {
+    let accepted = 0;
+    const listener = createServer((socket) => {
+      accepted++;
+      socket.end();
+    });
+    await new Promise<void>((resolveListen) => listener.listen(0, '127.0.0.1', resolveListen));
+    const port = (listener.address() as { port: number }).port;
+    const probe = [
+      'import resource, socket',
+      'try:',
+      `    socket.create_connection(('127.0.0.1', ${port}), timeout=10).close()`,
+      "    net = 'connected'",
+      'except OSError as e:',
+      "    net = 'refused'",
+      "print('limits', net, resource.getrlimit(resource.RLIMIT_DATA))",
+    ].join('\n');
+    const server = await connect(['--no-network', '--memory', '512M']);
+    const pid = server.transport.pid!;
+    try {
+      const limit = `(${512 * 1024 * 1024}, ${512 * 1024 * 1024})`;
+      const big = await runCode(server.client, { code: 'b = bytearray(2 * 1024**3)' });
+      expect(big.isError).toBe(true);
+      expect(textOf(big)).toContain('MemoryError');
+      const main = await runCode(server.client, { code: probe });
+      expect(main.isError, textOf(main)).toBeFalsy();
+      expect(textOf(main)).toContain(`limits refused ${limit}`);
+
+      const checked = await background(server.client, probe);
+      expect(textOf(checked)).toMatch(/finished/);
+      expect(textOf(checked)).toContain(`limits refused ${limit}`);
+      expect(accepted).toBe(0);
+    } finally {
+      const exited = exitOf(pid);
+      await server.client.close();
+      await exited;
+      await new Promise((resolveClose) => listener.close(resolveClose));
+    }
+    // The server removed its kernelspecs when it ended, and with them its kernels' cgroups.
+    expect(gatewayKernelIds(stateDir).length).toBeGreaterThan(0);
+    expect(leftoverKernelCgroups(stateDir)).toEqual([]);
   });
 });

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { type Command, parseCommand } from './args.js';
 import { helpText } from './help.js';
+import { mcpCommand } from './mcp-command.js';
 import { UsageError } from './usage-error.js';
 
 type Mcp = Extract<Command, { command: 'mcp' }>;
@@ -96,5 +97,26 @@ describe('parseCommand: mcp', () => {
     expect(help).not.toContain('--lang');
     expect(help).not.toContain('--outputs-dir');
     expect(helpText()).toContain('kernelwarden mcp [options]');
+  });
+});
+
+describe('mcpCommand with limits', () => {
+  it('ends with exit 4 before serving anything when a limit cannot be enforced (a remote gateway)', async () => {
+    let stderr = '';
+    let stdout = '';
+    const { stack, output } = mcp(['--gateway', 'http://127.0.0.1:9', '--memory', '1G']);
+    const code = await mcpCommand(stack, output, {
+      stdout: { write: (text: string) => (stdout += text) },
+      stderr: { write: (text: string) => (stderr += text) },
+      stdin: process.stdin,
+      env: {},
+      cwd: '/work',
+    });
+    expect(code).toBe(4);
+    expect(stdout).toBe('');
+    expect(stderr).toBe(
+      'kernelwarden mcp: --memory needs the embedded gateway: a remote gateway (http://127.0.0.1:9) launches kernels ' +
+        'whose limits nothing here can enforce, so none is started\n',
+    );
   });
 });

@@ -47,6 +47,16 @@ describe('kernelwarden run --memory', () => {
     expect(isolatedSpecs(stateDir)).toEqual([]);
   });
 
+  it('exits 5 and says the kernel was killed for its memory limit when the cgroup kills it', async () => {
+    // A shared mapping is outside RLIMIT_DATA: touching 2 GB of it is stopped by the memory cgroup, which kills.
+    const code = 'import mmap\nm = mmap.mmap(-1, 2 << 30)\nfor i in range(0, 2 << 30, 4096):\n    m[i] = 1';
+    const ran = await cli(['run', '--memory', '512M', '-c', code], { timeoutMs: 120_000 });
+    expect(ran.code, ran.stderr).toBe(5);
+    expect(ran.stderr).toMatch(
+      /killed for using more than its memory limit \(512 MiB\); the server restarted it, so its variables are gone/,
+    );
+  });
+
   it('keeps the kernel working after the failed allocation: the next statement runs', async () => {
     const code = [
       'try:',

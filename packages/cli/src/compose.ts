@@ -10,6 +10,7 @@ import {
   IsolationUnavailableError,
   installIsolatedKernelSpec,
   type KernelLimits,
+  kernelLimitEvents,
   type LimitFacts,
   type LimitName,
   planLimits,
@@ -99,11 +100,16 @@ async function connectGateway(
   // LocalGateway's server signals a kernel that ignores its shutdown request after 1 s (not jupyter's 5 s), so the
   // watchdog's kills stay quick without arguments of ours.
   const lease = await LocalGateway.acquire(signal ? { signal } : {});
+  // With a memory limit, a kernel's cgroups tell an out-of-memory death from any other (KernelDiedError 'oom').
+  const diagnostics =
+    options.memoryBytes === undefined
+      ? lease.diagnostics
+      : { ...lease.diagnostics, limitEvents: (id: string) => kernelLimitEvents(id, { pid: lease.pid }) };
   const client = new GatewayClient({
     baseUrl: lease.baseUrl,
     token: lease.token,
     ownership: lease.ownership,
-    diagnostics: lease.diagnostics,
+    diagnostics,
     fetch: lease.fetch,
     WebSocket: lease.WebSocket,
   });

@@ -47,6 +47,10 @@ function pythonString(value: string): string {
  *   carrying that kernel's marker, so descendants that left the kernel's session (`start_new_session=True`, daemons)
  *   do not outlive it.
  *
+ * - **A kernel's own cgroups go with it.** A sandbox launcher (`@kernelwarden/isolation`'s, for limits) makes
+ *   cgroups named `kw-<tag>-<kernel id>` beside the server's; when the server cleans the kernel up for good they are
+ *   removed (after its processes were killed, so they are empty).
+ *
  * It patches jupyter_client's `LocalProvisioner` (present in jupyter_client 7 and 8) inside the server process.
  */
 export function kernelLaunchConfig(settings: KernelLaunchSettings): string {
@@ -56,6 +60,7 @@ export function kernelLaunchConfig(settings: KernelLaunchSettings): string {
 import os as _kw_os
 import signal as _kw_signal
 import shutil as _kw_shutil
+import time as _kw_time
 import jupyter_client.provisioning.local_provisioner as _kw_local
 
 _KW_INSTANCE = ${pythonString(settings.instance)}
@@ -108,6 +113,42 @@ def _kw_marked_pids(value):
         if needle in variables:
             found.append(int(entry))
     return found
+
+
+def _kw_remove_kernel_cgroups(kernel_id):
+    # A sandbox launcher gives a kernel cgroups of its own named kw-<tag>-<kernel id> beside the server's: once the
+    # kernel's processes are gone they are empty, and are removed here rather than left for a later launch.
+    suffix = "-" + kernel_id
+    try:
+        with open("/proc/self/cgroup") as handle:
+            lines = handle.read().splitlines()
+    except OSError:
+        return
+    for line in lines:
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        controllers = parts[1].split(",") if parts[1] else []
+        mounts = ["/sys/fs/cgroup/" + c for c in controllers if c and not c.startswith("name=")] or ["/sys/fs/cgroup"]
+        for mount in mounts:
+            for base in {mount + parts[2], _kw_os.path.dirname(mount + parts[2].rstrip("/"))}:
+                try:
+                    names = _kw_os.listdir(base)
+                except OSError:
+                    continue
+                for name in names:
+                    if not (name.startswith("kw-") and name.endswith(suffix)):
+                        continue
+                    directory = _kw_os.path.join(base, name)
+                    for _ in range(10):
+                        try:
+                            for leaf in _kw_os.listdir(directory):
+                                if _kw_os.path.isdir(_kw_os.path.join(directory, leaf)):
+                                    _kw_os.rmdir(_kw_os.path.join(directory, leaf))
+                            _kw_os.rmdir(directory)
+                            break
+                        except OSError:
+                            _kw_time.sleep(0.02)
 
 
 def _kw_kill_marked(value):
@@ -169,6 +210,7 @@ if not getattr(_kw_local.LocalProvisioner, "_kernelwarden_patched", False):
                 _kw_kill_marked(_KW_INSTANCE + ":" + self.kernel_id)
                 if not restart:
                     _kw_shutil.rmtree(_kw_os.path.join(_KW_IPC_DIR, self.kernel_id), ignore_errors=True)
+                    _kw_remove_kernel_cgroups(self.kernel_id)
 
     _kw_local.LocalProvisioner.pre_launch = _kw_patched_pre_launch
     _kw_local.LocalProvisioner.launch_kernel = _kw_patched_launch_kernel

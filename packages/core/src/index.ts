@@ -4,6 +4,8 @@ export type { AbortScope, DeadlineOptions } from './deadline.js';
 export { abortScope, effectiveTimeout, raceSignal, withDeadline } from './deadline.js';
 export type { KernelwardenErrorOptions } from './errors.js';
 export { DeadlineExceededError, InvalidOptionsError, isTimeoutError, KernelwardenError } from './errors.js';
+export type { OptionsIssue, OptionsSchema } from './options.js';
+export { parseOptions } from './options.js';
 export type {
   ExecuteError,
   ExecuteOptions,

@@ -1,7 +1,7 @@
 import { realpathSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { type ExecuteResult, type Output, type ReadIsolationPolicy, withDeadline } from '@kernelwarden/core';
-import { GatewayClient, GatewayKernel, LocalGateway } from '@kernelwarden/gateway-client';
+import { GatewayClient, GatewayKernel } from '@kernelwarden/gateway-client';
 import {
   createReadIsolationPolicy,
   type IsolationPolicy,
@@ -10,6 +10,7 @@ import {
   removeIsolatedKernelSpecs,
   sweepIsolatedKernelSpecs,
 } from '@kernelwarden/isolation';
+import { LocalGateway } from '@kernelwarden/local-gateway';
 import { createRSlot, R_SLOT, startIRKernel } from '@kernelwarden/r-kernel';
 import { KernelSession, PYTHON_SLOT, type SlotFactoryContext } from '@kernelwarden/supervisor';
 import { createWatchdog, type Watchdog } from '@kernelwarden/watchdog';

@@ -24,10 +24,11 @@ describe('kernelDiagnostics().stderrTail', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  const diagnostics = (token = 'tok') => kernelDiagnostics({ runtimeDir: join(dir, 'runtime'), kernelLogDir }, token);
+  const diagnostics = (token = 'sekrit') =>
+    kernelDiagnostics({ runtimeDir: join(dir, 'runtime'), kernelLogDir }, token);
 
   it("reads the kernel's own log: its last ten lines, blank lines dropped, the token masked", () => {
-    const lines = [...Array.from({ length: 12 }, (_, i) => `line ${i}`), '', ...TRACEBACK, 'token tok here'];
+    const lines = [...Array.from({ length: 12 }, (_, i) => `line ${i}`), '', ...TRACEBACK, 'token sekrit here'];
     writeFileSync(join(kernelLogDir, `${ID}.log`), `${lines.join('\n')}\n`);
     expect(diagnostics().stderrTail(ID)).toEqual([
       'line 6',

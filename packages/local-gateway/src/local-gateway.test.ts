@@ -16,13 +16,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { InvalidOptionsError } from '@kernelwarden/core';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { readServerInfo, writeServerInfo } from './local-gateway/info-file.js';
-import { addLease, clearExpiredIdle, lingerPending, liveLeases, markIdle } from './local-gateway/leases.js';
-import { acquireLock } from './local-gateway/lock.js';
-import { forgetOwner, listOwners, recordOwner } from './local-gateway/ownership.js';
-import { currentProcess, identityOf, isProcessAlive, type ProcessIdentity } from './local-gateway/process-identity.js';
-import { resolveServerCommand } from './local-gateway/server-command.js';
-import { LocalGateway, LocalGatewayError } from './local-gateway.js';
+import { LocalGateway, LocalGatewayError } from './index.js';
+import { readServerInfo, writeServerInfo } from './info-file.js';
+import { addLease, clearExpiredIdle, lingerPending, liveLeases, markIdle } from './leases.js';
+import { acquireLock } from './lock.js';
+import { forgetOwner, listOwners, recordOwner } from './ownership.js';
+import { currentProcess, identityOf, isProcessAlive, type ProcessIdentity } from './process-identity.js';
+import { resolveServerCommand } from './server-command.js';
 
 let dir: string;
 beforeEach(() => {

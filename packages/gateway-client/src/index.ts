@@ -24,6 +24,17 @@ export { GatewayClient } from './gateway-client.js';
 export type { GatewayKernelStartOptions, KernelInfo } from './gateway-kernel.js';
 export { GatewayKernel } from './gateway-kernel.js';
 export type { GatewayKernelEventMap, GatewayKernelListener, KernelStatus } from './kernel-events.js';
+export type {
+  LocalGatewayErrorCode,
+  LocalGatewayEvent,
+  LocalGatewayLease,
+  LocalGatewayLocation,
+  LocalGatewayOptions,
+  LocalGatewayStatus,
+  LocalGatewayStopOptions,
+} from './local-gateway.js';
+export { LocalGateway, LocalGatewayError } from './local-gateway.js';
+export { LOCAL_GATEWAY_SERVER_CONFIG } from './local-gateway-server-config.js';
 export type { ChannelName, JupyterMessage, MessageHeader } from './message.js';
 export { createMessage } from './message.js';
 export type { CleanupRetryPolicy } from './start-cleanup.js';

@@ -148,7 +148,9 @@ export function lingerWatcherEntry(): string {
   const here = import.meta.url;
   const entry = fileURLToPath(new URL(here.endsWith('.ts') ? `../dist/${ENTRY_NAME}` : `./${ENTRY_NAME}`, here));
   if (!existsSync(entry)) {
-    throw new Error(`The local gateway's linger watcher ${entry} is missing: build @kernelwarden/local-gateway`);
+    throw new Error(
+      `The local gateway's linger watcher ${entry} is missing: build @kernelwarden/local-gateway, or, when bundling it into an application, keep it external or copy ${ENTRY_NAME} beside the bundle`,
+    );
   }
   return entry;
 }

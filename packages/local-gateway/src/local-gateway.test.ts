@@ -19,7 +19,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { LocalGateway, LocalGatewayError } from './index.js';
 import { readServerInfo, writeServerInfo } from './info-file.js';
 import { addLease, clearExpiredIdle, lingerPending, liveLeases, markIdle } from './leases.js';
-import { acquireLock } from './lock.js';
+import { acquireLock, tryAcquireLock } from './lock.js';
 import { forgetOwner, listOwners, recordOwner } from './ownership.js';
 import { currentProcess, identityOf, isProcessAlive, type ProcessIdentity } from './process-identity.js';
 import { resolveServerCommand } from './server-command.js';
@@ -164,6 +164,21 @@ describe('lock', () => {
     const waiting = acquireLock(path, { signal: controller.signal, onWait: () => controller.abort(reason) });
     await expect(waiting).rejects.toBe(reason);
     held.release();
+  });
+
+  it("tries once without waiting: a free lock or a dead owner's is taken, a live owner's is not", async () => {
+    const path = join(dir, 'lock');
+    const held = await acquireLock(path);
+    expect(tryAcquireLock(path)).toBeUndefined();
+    held.release();
+    const free = tryAcquireLock(path);
+    expect(free).toBeDefined();
+    free?.release();
+    writeFileSync(path, JSON.stringify({ ...deadProcess(), acquiredAt: new Date().toISOString() }));
+    const takenOver = tryAcquireLock(path);
+    expect(JSON.parse(readFileSync(path, 'utf8')).pid).toBe(process.pid);
+    takenOver?.release();
+    expect(existsSync(path)).toBe(false);
   });
 });
 

@@ -30,8 +30,9 @@ export interface LocalGatewayStatus {
 }
 
 /**
- * Reports whether the embedded server runs, where, who holds leases and which kernels it has. Read-only: it takes
- * no lock, and asks the server (through a guarded `GatewayClient`) only once the record is verified.
+ * Reports whether the embedded server runs, where, who holds leases and which kernels it has. It takes no lock and
+ * changes nothing but the lease files of dead holders (pruned), and asks the server — through a `GatewayClient` over
+ * the guarded transport — only once the record is verified.
  */
 export async function gatewayStatus(location: ResolvedLocalGatewayLocation): Promise<LocalGatewayStatus> {
   const { layout, server } = locateGateway(location);

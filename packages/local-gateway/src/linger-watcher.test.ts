@@ -143,6 +143,16 @@ describe('linger watcher decisions', () => {
     expect(replaced.world.stops).toEqual([]);
   });
 
+  it('exits once the server is gone even when its state cannot be cleared (the directory was removed)', async () => {
+    const { world, watcher } = setup(0);
+    world.alive = false;
+    world.tryLock = () => {
+      throw new Error('ENOENT: no such file or directory');
+    };
+    expect(await watcher.tick()).toBe('exit');
+    expect(world.logs).toEqual(['error: ENOENT: no such file or directory', 'the server is gone; exiting']);
+  });
+
   it('never runs two looks at once', async () => {
     const { world, watcher } = setup(0);
     let finish: () => void = () => {};

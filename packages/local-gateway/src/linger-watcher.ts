@@ -71,7 +71,7 @@ export interface LingerWatcher {
 
 /**
  * The linger watcher's logic. Each look: when the server has exited on its own, clear its state (under the lock,
- * if `server.json` still names it) and exit; when `server.json` names another server, exit; while a holder lives,
+ * if `server.json` still names it; a failure to is only logged) and exit; when `server.json` names another server, exit; while a holder lives,
  * keep watching. With no holder, the linger runs until the promise in `idle.json`, or — when the last holder died
  * without releasing — `defaultLingerMs` after this watcher first saw no holder. Once it has run out, take the lock,
  * check again, stop the server and exit. An error is logged (once per distinct message) and the next look retries.
@@ -83,13 +83,18 @@ export function lingerWatcher(config: Pick<WatcherConfig, 'defaultLingerMs'>, wo
 
   async function look(): Promise<WatcherOutcome> {
     if (!world.serverAlive()) {
-      const held = world.tryLock();
-      if (held) {
-        try {
-          if (world.recordNamesServer()) await world.stopServer('the server exited on its own');
-        } finally {
-          held.release();
+      try {
+        const held = world.tryLock();
+        if (held) {
+          try {
+            if (world.recordNamesServer()) await world.stopServer('the server exited on its own');
+          } finally {
+            held.release();
+          }
         }
+      } catch (error) {
+        // The next acquire clears what is left; a watcher without a server has nothing more to do.
+        world.log(`error: ${(error as Error)?.message}`);
       }
       world.log('the server is gone; exiting');
       return 'exit';

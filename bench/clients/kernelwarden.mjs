@@ -1,15 +1,16 @@
 // kernelwarden's own client: GatewayKernel from the built packages/gateway-client/dist, with its defaults (v1 framing
 // where offered, the delayed-ACK stall workaround on).
 const DIST = new URL('../../packages/gateway-client/dist/index.js', import.meta.url);
+const LOCAL_GATEWAY_DIST = new URL('../../packages/local-gateway/dist/index.js', import.meta.url);
 
 let loaded;
 
-/** The server config LocalGateway writes (iopub high-water mark lifted), from the built dist. */
+/** The server config LocalGateway writes (iopub high-water mark lifted), from packages/local-gateway's built dist. */
 export async function loadLocalGatewayServerConfig() {
-  const mod = await import(DIST.href);
+  const mod = await import(LOCAL_GATEWAY_DIST.href);
   if (typeof mod.LOCAL_GATEWAY_SERVER_CONFIG !== 'string')
     throw new Error(
-      `${DIST.pathname} does not export LOCAL_GATEWAY_SERVER_CONFIG (build @kernelwarden/gateway-client)`,
+      `${LOCAL_GATEWAY_DIST.pathname} does not export LOCAL_GATEWAY_SERVER_CONFIG (build @kernelwarden/local-gateway)`,
     );
   return mod.LOCAL_GATEWAY_SERVER_CONFIG;
 }

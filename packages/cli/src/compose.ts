@@ -1,7 +1,7 @@
 import { realpathSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { type ExecuteResult, type Output, withDeadline } from '@kernelwarden/core';
-import { GatewayClient, GatewayKernel, LocalGateway } from '@kernelwarden/gateway-client';
+import { GatewayClient, GatewayKernel } from '@kernelwarden/gateway-client';
 import {
   createKernelPolicy,
   createReadIsolationPolicy,
@@ -17,6 +17,7 @@ import {
   removeIsolatedKernelSpecs,
   sweepIsolatedKernelSpecs,
 } from '@kernelwarden/isolation';
+import { LocalGateway } from '@kernelwarden/local-gateway';
 import { createRSlot, startIRKernel } from '@kernelwarden/r-kernel';
 import { KernelSession, type SlotFactoryContext } from '@kernelwarden/supervisor';
 import { createWatchdog, type Watchdog } from '@kernelwarden/watchdog';

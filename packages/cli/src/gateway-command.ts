@@ -1,6 +1,6 @@
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { LocalGateway } from '@kernelwarden/gateway-client';
+import { LocalGateway } from '@kernelwarden/local-gateway';
 import type { GatewayAction } from './args.js';
 import type { CliIo } from './cli-io.js';
 import { formatDuration } from './duration.js';

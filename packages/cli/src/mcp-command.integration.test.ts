@@ -4,7 +4,7 @@ import { mkdirSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { LocalGateway } from '@kernelwarden/gateway-client';
+import { LocalGateway } from '@kernelwarden/local-gateway';
 import { testGateway } from '@kernelwarden/test-env';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';

@@ -32,9 +32,15 @@ export interface ParseOptionsContext {
  * `InvalidOptionsError` with one issue per bad field, each with its dotted path, and the schema's error as `cause`.
  * An unknown field is reported at its own path (`policy.cellTimeout`).
  *
- * Use it in every options resolver, so that all packages report bad options the same way.
+ * Use it in every options resolver, so that all packages report bad options the same way. A string names the
+ * subject alone (no path prefix).
  */
-export function parseOptions<T>(schema: OptionsSchema<T>, value: unknown, context: ParseOptionsContext): T {
+export function parseOptions<T>(
+  schema: OptionsSchema<T>,
+  value: unknown,
+  subjectOrContext: ParseOptionsContext | string,
+): T {
+  const context = typeof subjectOrContext === 'string' ? { subject: subjectOrContext } : subjectOrContext;
   const parsed = schema.safeParse(value);
   if (parsed.success) return parsed.data;
   const issues = parsed.error.issues.flatMap((issue) => {

@@ -1,13 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import {
-  GatewayKernel,
-  KernelDiedError,
-  KernelStartError,
-  LocalGateway,
-  type LocalGatewayLease,
-} from '@kernelwarden/gateway-client';
+import { GatewayKernel, KernelDiedError, KernelStartError } from '@kernelwarden/gateway-client';
+import { LocalGateway, type LocalGatewayLease } from '@kernelwarden/local-gateway';
 import { kernelPids, processesMentioning, testGateway } from '@kernelwarden/test-env';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type BaseKernelSpec, installIsolatedKernelSpec } from './kernelspec.js';

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { LocalGateway, type LocalGatewayLease } from '@kernelwarden/gateway-client';
+import { LocalGateway, type LocalGatewayLease } from '@kernelwarden/local-gateway';
 import { kernelPids, processesMentioning, startTestServer, testGateway } from '@kernelwarden/test-env';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';

@@ -1,7 +1,8 @@
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { ReadIsolationPolicy } from '@kernelwarden/core';
-import { GatewayKernel, LocalGateway, type LocalGatewayLease } from '@kernelwarden/gateway-client';
+import { GatewayKernel } from '@kernelwarden/gateway-client';
+import { LocalGateway, type LocalGatewayLease } from '@kernelwarden/local-gateway';
 import { KernelSession, PYTHON_SLOT, type SlotFactoryContext } from '@kernelwarden/supervisor';
 import { kernelPids, testGateway } from '@kernelwarden/test-env';
 import { createWatchdog } from '@kernelwarden/watchdog';

@@ -1,6 +1,7 @@
 // Type-checked by `tsc --build` and never run: the README's examples need a Jupyter server (and, for the AI SDK one,
 // a model). readme.test.ts checks that the README shows these blocks verbatim, with the published package name.
-import { GatewayKernel, LocalGateway } from '@kernelwarden/gateway-client';
+import { GatewayKernel } from '@kernelwarden/gateway-client';
+import { LocalGateway } from '@kernelwarden/local-gateway';
 import { KernelSession } from '@kernelwarden/supervisor';
 import { createWatchdog } from '@kernelwarden/watchdog';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';

@@ -13,7 +13,8 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { GatewayKernel, LocalGateway } from '@kernelwarden/gateway-client';
+import { GatewayKernel } from '@kernelwarden/gateway-client';
+import { LocalGateway } from '@kernelwarden/local-gateway';
 import { KernelSupervisor } from '@kernelwarden/supervisor';
 
 const SAMPLES = Number(process.env.KERNELWARDEN_BENCH_SAMPLES ?? 20);

@@ -107,18 +107,31 @@ function takeOver(path: string, staleContent: string): boolean {
   }
 }
 
+function lockContent(): string {
+  return JSON.stringify({ ...currentProcess(), acquiredAt: new Date().toISOString() } satisfies LockOwner);
+}
+
+function heldLock(path: string, content: string): HeldLock {
+  let released = false;
+  const release = () => {
+    if (released) return;
+    released = true;
+    if (readTextFile(path) === content) removeFile(path);
+  };
+  return { path, release, [Symbol.dispose]: release };
+}
+
 /**
  * Takes the exclusive lock at `path`, waiting while a live process holds it and taking over the lock of a dead
  * one (pid gone, or reused by a process with another start time).
  */
 export async function acquireLock(path: string, opts: AcquireLockOptions = {}): Promise<HeldLock> {
-  const me = currentProcess();
-  const content = JSON.stringify({ ...me, acquiredAt: new Date().toISOString() } satisfies LockOwner);
+  const content = lockContent();
   let lastOwner: string | undefined;
   for (;;) {
     opts.signal?.throwIfAborted();
     const attempt = tryLock(path, content, opts);
-    if (attempt.held) break;
+    if (attempt.held) return heldLock(path, content);
     if (attempt.retryNow) continue;
     if (attempt.owner) {
       const key = `${attempt.owner.pid}:${attempt.owner.startTime}`;
@@ -127,13 +140,21 @@ export async function acquireLock(path: string, opts: AcquireLockOptions = {}): 
     }
     await sleep(opts.pollMs ?? 25, { signal: opts.signal });
   }
-  let released = false;
-  const release = () => {
-    if (released) return;
-    released = true;
-    if (readTextFile(path) === content) removeFile(path);
-  };
-  return { path, release, [Symbol.dispose]: release };
+}
+
+/**
+ * Takes the lock at `path` if no live process holds it — a dead owner's lock is taken over — without waiting;
+ * undefined while a live process holds it. For a loop that has other things to do (the linger watcher).
+ */
+export function tryAcquireLock(path: string): HeldLock | undefined {
+  const content = lockContent();
+  // A lock released or taken over meanwhile is tried again at once, a few times (another process may race us).
+  for (let round = 0; round < 3; round++) {
+    const attempt = tryLock(path, content, {});
+    if (attempt.held) return heldLock(path, content);
+    if (!attempt.retryNow) return undefined;
+  }
+  return undefined;
 }
 
 /** The current owner of the lock at `path`, if any (for status displays). */

@@ -14,14 +14,12 @@ import {
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
+import { GatewayClient, GatewayKernel, GatewayUnavailableError } from '@kernelwarden/gateway-client';
 import { createOtherUser, type OtherUser, testGateway } from '@kernelwarden/test-env';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { GatewayUnavailableError } from './errors.js';
-import { GatewayClient } from './gateway-client.js';
-import { GatewayKernel } from './gateway-kernel.js';
-import { parseLoopbackListeners, socketInodes } from './local-gateway/listener.js';
-import { identityOf, isProcessAlive } from './local-gateway/process-identity.js';
-import { LocalGateway, type LocalGatewayLease } from './local-gateway.js';
+import { LocalGateway, type LocalGatewayLease } from './index.js';
+import { parseLoopbackListeners, socketInodes } from './listener.js';
+import { identityOf, isProcessAlive } from './process-identity.js';
 
 /** A directory under the run's root, so the leak teardown sees what the tests start. */
 function freshDir(name: string): string {

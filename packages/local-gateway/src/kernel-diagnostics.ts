@@ -1,6 +1,6 @@
 import { closeSync, openSync, readdirSync, readFileSync, readSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import type { KernelDiagnostics } from '../gateway-client.js';
+import type { KernelDiagnostics } from '@kernelwarden/gateway-client';
 
 /** How much of the end of a kernel's log is read. */
 const LOG_WINDOW = 65_536;

@@ -1,6 +1,6 @@
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { withDeadline } from '@kernelwarden/core';
+import type { GatewayClient } from '@kernelwarden/gateway-client';
 import { currentProcess, isProcessAlive, type ProcessIdentity } from './process-identity.js';
 import { readJsonFile, removeFile, writePrivateFileAtomic } from './state-dir.js';
 
@@ -72,11 +72,10 @@ export function clearOwners(dir: string): void {
 
 /** Options of `reapOrphanKernels`. */
 export interface ReapOptions {
-  baseUrl: string;
-  token: string;
+  /** A client of the gateway's server (through the lease's guarded transport). */
+  client: Pick<GatewayClient, 'baseUrl' | 'listKernels' | 'deleteKernel'>;
   ownersDir: string;
   signal?: AbortSignal | undefined;
-  requestTimeoutMs: number;
   onReaped?: (kernelId: string, owner: ProcessIdentity) => void;
   onFailed?: (kernelId: string, message: string) => void;
 }
@@ -88,21 +87,13 @@ export interface ReapOptions {
 export async function reapOrphanKernels(opts: ReapOptions): Promise<string[]> {
   const records = listOwners(opts.ownersDir);
   if (records.length === 0) return [];
-  const headers = { Authorization: `token ${opts.token}` };
+  const request = opts.signal ? { signal: opts.signal } : {};
   let listed: Set<string>;
   try {
-    const kernels = await withDeadline(
-      async (signal) => {
-        const res = await fetch(`${opts.baseUrl}/api/kernels`, { headers, signal });
-        if (!res.ok) throw new Error(`listing kernels answered HTTP ${res.status}`);
-        return (await res.json()) as { id: string }[];
-      },
-      { signal: opts.signal, timeoutMs: opts.requestTimeoutMs },
-    );
-    listed = new Set(kernels.map((k) => k.id));
+    listed = new Set((await opts.client.listKernels(request)).map((k) => k.id));
   } catch (error) {
     opts.signal?.throwIfAborted();
-    opts.onFailed?.('*', `could not list kernels at ${opts.baseUrl}: ${(error as Error).message}`);
+    opts.onFailed?.('*', `could not list kernels at ${opts.client.baseUrl}: ${(error as Error).message}`);
     return [];
   }
   const reaped: string[] = [];
@@ -114,18 +105,10 @@ export async function reapOrphanKernels(opts: ReapOptions): Promise<string[]> {
       }
       if (isProcessAlive(owner)) return;
       try {
-        const res = await withDeadline(
-          (signal) =>
-            fetch(`${opts.baseUrl}/api/kernels/${encodeURIComponent(kernelId)}`, { method: 'DELETE', headers, signal }),
-          { signal: opts.signal, timeoutMs: opts.requestTimeoutMs },
-        );
-        if (res.ok || res.status === 404 || res.status === 410) {
-          forgetOwner(opts.ownersDir, kernelId);
-          reaped.push(kernelId);
-          opts.onReaped?.(kernelId, owner);
-        } else {
-          opts.onFailed?.(kernelId, `DELETE answered HTTP ${res.status}`);
-        }
+        await opts.client.deleteKernel(kernelId, request); // 2xx, 404 and 410 resolve; anything else throws
+        forgetOwner(opts.ownersDir, kernelId);
+        reaped.push(kernelId);
+        opts.onReaped?.(kernelId, owner);
       } catch (error) {
         opts.signal?.throwIfAborted();
         opts.onFailed?.(kernelId, (error as Error).message);

@@ -1,9 +1,9 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { GatewayKernel } from '@kernelwarden/gateway-client';
 import { testGateway } from '@kernelwarden/test-env';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { GatewayKernel } from './gateway-kernel.js';
-import { LocalGateway, type LocalGatewayLease } from './local-gateway.js';
+import { LocalGateway, type LocalGatewayLease } from './index.js';
 
 // On LocalGateway's server (iopub rate limits raised) large and chatty outputs arrive complete and in
 // order, while the client's memory stays bounded by the output caps.

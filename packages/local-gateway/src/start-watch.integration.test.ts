@@ -1,12 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { GatewayClient, GatewayKernel, KernelStartError } from '@kernelwarden/gateway-client';
 import { testGateway } from '@kernelwarden/test-env';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { KernelStartError } from './errors.js';
-import { GatewayClient } from './gateway-client.js';
-import { GatewayKernel } from './gateway-kernel.js';
-import { LocalGateway, type LocalGatewayLease } from './local-gateway.js';
+import { LocalGateway, type LocalGatewayLease } from './index.js';
 
 // A kernelspec whose process exits at once with its own error on stderr, like a venv kernelspec run by the base
 // interpreter (`No module named ipykernel_launcher`). `python3` is replaced by the server's own interpreter.

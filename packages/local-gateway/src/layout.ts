@@ -32,8 +32,7 @@ export interface GatewayLayout {
   kernelLogs: string;
   /** The kernels' ZMQ ipc sockets, one directory per kernel, when this path is short enough for a socket name. */
   ipc: string;
-  /** The linger watcher's script and log. */
-  watcherScript: string;
+  /** The linger watcher's log. */
   watcherLog: string;
 }
 
@@ -56,7 +55,6 @@ export function gatewayLayout(dir: string): GatewayLayout {
     log: join(dir, 'server.log'),
     kernelLogs: join(dir, 'kernel-logs'),
     ipc: join(dir, 'ipc'),
-    watcherScript: join(dir, 'linger-watcher.cjs'),
     watcherLog: join(dir, 'linger-watcher.log'),
   };
 }

@@ -1,6 +1,6 @@
+import { GatewayClient, GatewayUnavailableError, type WebSocketClass } from '@kernelwarden/gateway-client';
 import { WebSocket as WsWebSocket } from 'ws';
-import { GatewayUnavailableError } from '../errors.js';
-import type { WebSocketClass } from '../gateway-client.js';
+import type { ServerInfo } from './info-file.js';
 import { listenerOwnership } from './listener.js';
 
 /**
@@ -40,4 +40,17 @@ export function guardedTransport(
     }
   }
   return { fetch: guardedFetch, WebSocket: GuardedWebSocket as unknown as WebSocketClass };
+}
+
+/**
+ * A `GatewayClient` of the recorded server over the guarded transport, for the requests LocalGateway makes itself
+ * once the server is verified (reaping orphan kernels, `status()`).
+ */
+export function serverClient(info: ServerInfo, requestTimeoutMs: number): GatewayClient {
+  return new GatewayClient({
+    baseUrl: info.baseUrl,
+    token: info.token,
+    requestTimeoutMs,
+    ...guardedTransport(info.baseUrl, info.port, info.server.pid),
+  });
 }

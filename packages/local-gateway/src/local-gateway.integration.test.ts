@@ -4,13 +4,12 @@ import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, 
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { inspect } from 'node:util';
+import { GatewayKernel, GatewayUnavailableError } from '@kernelwarden/gateway-client';
 import { kernelPids, processesMentioning, testGateway } from '@kernelwarden/test-env';
 import { build } from 'tsup';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { GatewayUnavailableError } from './errors.js';
-import { GatewayKernel } from './gateway-kernel.js';
-import { identityOf, isProcessAlive } from './local-gateway/process-identity.js';
-import { LocalGateway, type LocalGatewayEvent } from './local-gateway.js';
+import { LocalGateway, type LocalGatewayEvent } from './index.js';
+import { identityOf, isProcessAlive } from './process-identity.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 
@@ -85,7 +84,8 @@ beforeAll(async () => {
   // The children import the built module (bundled with its dependencies), as another program would.
   const out = freshDir('bundle');
   await build({
-    entry: { 'local-gateway': join(here, 'local-gateway.ts') },
+    // The watcher entry sits beside the bundle, where the library looks for it (as in the package's dist).
+    entry: { 'local-gateway': join(here, 'index.ts'), 'linger-watcher-main': join(here, 'linger-watcher-main.ts') },
     outDir: out,
     format: ['esm'],
     platform: 'node',

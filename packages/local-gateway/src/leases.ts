@@ -65,6 +65,11 @@ export function markIdle(path: string, lingerMs: number): void {
   writePrivateFileAtomic(path, JSON.stringify({ until } satisfies IdleMarker));
 }
 
+/** The end of the linger promise (epoch ms), or undefined when no release made one. */
+export function lingerUntil(path: string): number | undefined {
+  return readMarker(path)?.until;
+}
+
 /** True while a release's linger promise has not run out. */
 export function lingerPending(path: string): boolean {
   return (readMarker(path)?.until ?? 0) > Date.now();

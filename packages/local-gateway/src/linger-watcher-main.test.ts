@@ -36,15 +36,22 @@ async function waitFor(what: string, check: () => boolean, timeoutMs = 15_000): 
   }
 }
 
-/** A stand-in for jupyter-server: a long-running process in a session of its own. */
+/**
+ * A stand-in for this gateway's jupyter-server: a long-running process in a session of its own, started with the
+ * gateway's config dir in its environment (what the watcher checks before it signals a recorded server).
+ */
 async function fakeServer(): Promise<ProcessIdentity> {
-  const child = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000)'], { detached: true, stdio: 'ignore' });
+  const child = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000)'], {
+    detached: true,
+    stdio: 'ignore',
+    env: { PATH: process.env.PATH ?? '', JUPYTER_CONFIG_DIR: layout.config },
+  });
   started.push(child);
   await waitFor('the fake server', () => child.pid !== undefined && isProcessAlive(identityOf(child.pid)));
   return identityOf(child.pid!);
 }
 
-function recordServer(server: ProcessIdentity): void {
+function recordServer(server: ProcessIdentity, instance?: string): void {
   writeServerInfo(layout.info, {
     version: 1,
     baseUrl: 'http://127.0.0.1:9',
@@ -55,17 +62,18 @@ function recordServer(server: ProcessIdentity): void {
     interpreter: 'fake',
     startedAt: new Date().toISOString(),
     lingerMs: 0,
+    ...(instance ? { instance } : {}),
   });
 }
 
-describe('linger watcher', () => {
+describe('the linger watcher process', () => {
   it('waits while a holder lives, then stops the server after the linger, taking over a stale lock', async () => {
     const server = await fakeServer();
     recordServer(server);
     const lease = addLease(layout.leases, 0);
     // A lock left by a process that no longer exists: the watcher must take it over to stop the server.
     writeFileSync(layout.lock, JSON.stringify({ pid: server.pid, startTime: 'long-gone', acquiredAt: 'then' }));
-    const watcher = spawnLingerWatcher({ layout, server, defaultLingerMs: 0, pollMs: 50, graceMs: 2_000 });
+    const watcher = spawnLingerWatcher({ layout, info: { server }, defaultLingerMs: 0, graceMs: 2_000 });
     started.push(watcher.child);
     await waitFor('the watcher to start', () => existsSync(layout.watcherLog));
     expect(isProcessAlive(server)).toBe(true);
@@ -85,7 +93,7 @@ describe('linger watcher', () => {
   it('exits, leaving the server alone, when the info file names another server', async () => {
     const server = await fakeServer();
     recordServer({ pid: server.pid, startTime: 'another-start' });
-    const watcher = spawnLingerWatcher({ layout, server, defaultLingerMs: 0, pollMs: 50, graceMs: 2_000 });
+    const watcher = spawnLingerWatcher({ layout, info: { server }, defaultLingerMs: 0, graceMs: 2_000 });
     started.push(watcher.child);
     expect(await watcher.exited).toBe('exit code 0');
     expect(isProcessAlive(server)).toBe(true);
@@ -93,11 +101,35 @@ describe('linger watcher', () => {
     expect(readFileSync(layout.watcherLog, 'utf8')).not.toMatch(/error:/);
   });
 
+  it("stops the server once its only holder died, and kills what its kernels left, found by the run's marker", async () => {
+    const server = await fakeServer();
+    const instance = 'a1b2c3d4e5f60718';
+    recordServer(server, instance);
+    // A holder that died without releasing: its lease file names a process that is gone.
+    writeFileSync(join(layout.leases, 'gone.json'), JSON.stringify({ pid: server.pid, startTime: 'long-gone' }));
+    // What a kernel of this run started, in a session of its own: only the marker in its environment names it.
+    const leftover = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000)'], {
+      detached: true,
+      stdio: 'ignore',
+      env: { PATH: process.env.PATH ?? '', KERNELWARDEN_KERNEL: `${instance}:some-kernel` },
+    });
+    started.push(leftover);
+    const kernel = identityOf(leftover.pid!);
+    const watcher = spawnLingerWatcher({ layout, info: { server, instance }, defaultLingerMs: 0, graceMs: 2_000 });
+    started.push(watcher.child);
+    expect(await watcher.exited).toBe('exit code 0');
+    expect(isProcessAlive(server)).toBe(false);
+    expect(isProcessAlive(kernel)).toBe(false);
+    expect(readdirSync(layout.leases)).toEqual([]);
+    expect(existsSync(layout.info)).toBe(false);
+    expect(readFileSync(layout.watcherLog, 'utf8')).toMatch(/no holder, and the linger ran out/);
+  });
+
   it('exits and clears the info file when the server dies on its own', async () => {
     const server = await fakeServer();
     recordServer(server);
     addLease(layout.leases, 60_000);
-    const watcher = spawnLingerWatcher({ layout, server, defaultLingerMs: 60_000, pollMs: 50, graceMs: 2_000 });
+    const watcher = spawnLingerWatcher({ layout, info: { server }, defaultLingerMs: 60_000, graceMs: 2_000 });
     started.push(watcher.child);
     await waitFor('the watcher to start', () => existsSync(layout.watcherLog));
     process.kill(server.pid, 'SIGKILL');

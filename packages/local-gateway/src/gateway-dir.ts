@@ -1,0 +1,91 @@
+import { lstatSync, mkdirSync, readdirSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { LocalGatewayError } from './errors.js';
+import { type GatewayLayout, gatewayLayout } from './layout.js';
+import type { ResolvedLocalGatewayLocation } from './options.js';
+import { resolveServerCommand, type ServerCommand } from './server-command.js';
+import { ensurePrivateDir, unsafeDirectoryReason } from './state-dir.js';
+
+/** One gateway: the jupyter-server it runs and where its state lives. */
+export interface LocatedGateway {
+  server: ServerCommand;
+  layout: GatewayLayout;
+}
+
+/**
+ * Finds the gateway of `command` below the base state directory: `<stateDir>/gateway-<key>`, keyed by the uid and
+ * the server's interpreter. Throws `LOCAL_GATEWAY_COMMAND` when the server executable cannot be found.
+ */
+export function locateGateway(location: Pick<ResolvedLocalGatewayLocation, 'stateDir' | 'command'>): LocatedGateway {
+  const server = resolveServerCommand(location.command);
+  if (!server) {
+    throw new LocalGatewayError(
+      `Cannot start the local gateway: "${location.command}" was not found on PATH; install jupyter_server (pip install jupyter-server) or pass \`command\``,
+      { code: 'LOCAL_GATEWAY_COMMAND' },
+    );
+  }
+  return { server, layout: gatewayLayout(join(location.stateDir, `gateway-${server.key}`)) };
+}
+
+/**
+ * Creates the gateway directory and its subdirectories (0700), refusing one that is not private to this user:
+ * its name is predictable, so a directory (or symlink) planted by someone else must never be used.
+ */
+export function prepareGatewayDir(layout: GatewayLayout): void {
+  try {
+    mkdirSync(layout.dir, { recursive: true, mode: 0o700 });
+  } catch (error) {
+    throw new LocalGatewayError(`Cannot create the local gateway's state directory ${layout.dir}`, {
+      code: 'LOCAL_GATEWAY_STATE_DIR',
+      cause: error,
+    });
+  }
+  const st = lstatSync(layout.dir);
+  const uid = typeof process.getuid === 'function' ? process.getuid() : st.uid;
+  if (!st.isDirectory() || st.uid !== uid) {
+    throw new LocalGatewayError(
+      `The local gateway's state directory ${layout.dir} is not a directory owned by this user; remove it or choose another stateDir`,
+      { code: 'LOCAL_GATEWAY_STATE_DIR' },
+    );
+  }
+  for (const dir of [
+    layout.dir,
+    layout.leases,
+    layout.owners,
+    layout.runtime,
+    layout.kernelSpecDir,
+    layout.config,
+    layout.kernelLogs,
+  ]) {
+    ensurePrivateDir(dir);
+  }
+  const unsafe = unsafeDirectoryReason(layout.dir);
+  if (unsafe) {
+    throw new LocalGatewayError(
+      `The local gateway's state directory ${layout.dir} is not private to this user (${unsafe}); fix its ownership and permissions or choose another stateDir`,
+      { code: 'LOCAL_GATEWAY_STATE_DIR' },
+    );
+  }
+}
+
+/** A kernel log not written for this long is removed (a running kernel keeps writing to its open file). */
+const KERNEL_LOG_KEEP_MS = 3_600_000;
+
+/** Removes the logs of kernels that have not written for an hour. */
+export function pruneKernelLogs(layout: GatewayLayout): void {
+  let names: string[];
+  try {
+    names = readdirSync(layout.kernelLogs);
+  } catch {
+    return;
+  }
+  const now = Date.now();
+  for (const name of names) {
+    const path = join(layout.kernelLogs, name);
+    try {
+      if (now - lstatSync(path).mtimeMs > KERNEL_LOG_KEEP_MS) rmSync(path, { force: true });
+    } catch {
+      // gone meanwhile
+    }
+  }
+}

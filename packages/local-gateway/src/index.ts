@@ -1,0 +1,27 @@
+export type { LocalGatewayErrorCode } from './errors.js';
+export { LocalGatewayError } from './errors.js';
+export type { LocalGatewayEvent } from './events.js';
+export type { LocalGatewayLease } from './lease.js';
+export { LocalGateway } from './local-gateway.js';
+export type {
+  LocalGatewayLocation,
+  LocalGatewayOptions,
+  LocalGatewayStopOptions,
+  ResolvedLocalGatewayLocation,
+  ResolvedLocalGatewayOptions,
+  ResolvedLocalGatewayStopOptions,
+} from './options.js';
+export {
+  DEFAULT_LINGER_MS,
+  DEFAULT_REQUEST_TIMEOUT_MS,
+  DEFAULT_ROOT_DIR,
+  DEFAULT_SERVER_COMMAND,
+  DEFAULT_STARTUP_TIMEOUT_MS,
+  DEFAULT_STOP_TIMEOUT_MS,
+  JUPYTER_SERVER_ENV,
+  resolveLocalGatewayOptions,
+  STATE_DIR_ENV,
+} from './options.js';
+export { LOCAL_GATEWAY_SERVER_CONFIG } from './server-config.js';
+export { SERVER_ENV_ALLOWED } from './server-env.js';
+export type { LocalGatewayStatus } from './status.js';

@@ -1,0 +1,131 @@
+import type { KernelDiagnostics, KernelOwnership, WebSocketClass } from '@kernelwarden/gateway-client';
+import type { Emit } from './events.js';
+import { guardedTransport } from './guarded-transport.js';
+import { readServerInfo, type ServerInfo } from './info-file.js';
+import { kernelDiagnostics } from './kernel-diagnostics.js';
+import type { GatewayLayout } from './layout.js';
+import { lingerPending, liveLeases, markIdle } from './leases.js';
+import { acquireLock } from './lock.js';
+import { forgetOwner, recordOwner } from './ownership.js';
+import { shutDownServer } from './server-shutdown.js';
+import { removeFile } from './state-dir.js';
+
+/**
+ * A lease on the embedded gateway: pass it as `gateway` to `GatewayKernel.start()` / `new GatewayClient()`, and
+ * release it (or `await using` it) when done. The server is shared by every process of the same user and
+ * interpreter, and stops once no lease is held for `lingerMs`.
+ */
+export interface LocalGatewayLease extends AsyncDisposable {
+  /** `http://127.0.0.1:<port>`. */
+  readonly baseUrl: string;
+  /** The server's token (send as `Authorization: token …`). Never print it. */
+  readonly token: string;
+  /** A directory on the server's `JUPYTER_PATH`: a kernelspec folder written here is launchable by name at once. */
+  readonly kernelSpecDir: string;
+  /** This gateway's state directory (`<stateDir>/gateway-<key>`). */
+  readonly stateDir: string;
+  /** The server's pid. */
+  readonly pid: number;
+  /** True when an already running server was reused. */
+  readonly reused: boolean;
+  /** Records which process created which kernel; GatewayClient/GatewayKernel call it when given this lease. */
+  readonly ownership: KernelOwnership;
+  /**
+   * Whether a kernel's process runs, and its last stderr lines (from the kernel's own log): `GatewayKernel.start()`
+   * uses them to fail a kernel that dies while starting at once, with its own error.
+   */
+  readonly diagnostics: KernelDiagnostics;
+  /**
+   * The fetch GatewayClient/GatewayKernel use through this lease: before each request it checks that the server
+   * this lease is for still holds its port (from `/proc`), so nothing — least of all the token — is ever sent to a
+   * process that took the port after the server went away.
+   */
+  readonly fetch: typeof fetch;
+  /** The WebSocket class for kernel channels through this lease, with the same check before each connect. */
+  readonly WebSocket: WebSocketClass;
+  /** Gives the lease back; idempotent. The last release starts the linger (or stops the server when it is 0). */
+  release(opts?: { signal?: AbortSignal }): Promise<void>;
+}
+
+/** How a lease ends: its holder file, and what its release does when it was the last one. */
+export interface LeaseRelease {
+  leaseFile: string;
+  lingerMs: number;
+  graceMs: number;
+  emit: Emit;
+}
+
+/**
+ * Gives a lease back under the lock. The last one out either extends the linger promise (the watcher stops the
+ * server when it runs out) or, with `lingerMs: 0` and no promise pending, stops the server itself.
+ */
+export async function releaseLease(
+  layout: GatewayLayout,
+  { leaseFile, lingerMs, graceMs, emit }: LeaseRelease,
+  signal: AbortSignal | undefined,
+): Promise<void> {
+  const lock = await acquireLock(layout.lock, { signal });
+  try {
+    removeFile(leaseFile);
+    if (liveLeases(layout.leases).length > 0) return;
+    // A linger promised by an earlier release (e.g. `gateway start` for an hour) outlives a shorter one, even 0.
+    if (lingerMs > 0 || lingerPending(layout.idle)) {
+      markIdle(layout.idle, lingerMs);
+      return;
+    }
+    const info = readServerInfo(layout.info);
+    if (!info) return;
+    await shutDownServer(layout, info, graceMs);
+    emit({ type: 'server-stopped', pid: info.server.pid, reason: 'last-release' });
+  } finally {
+    lock.release();
+  }
+}
+
+/** The lease handed to the caller: the server's address and token, the guarded transport, ownership and release. */
+export function makeLease(
+  layout: GatewayLayout,
+  info: ServerInfo,
+  reused: boolean,
+  ending: LeaseRelease,
+): LocalGatewayLease {
+  let released: Promise<void> | undefined;
+  const release = (opts: { signal?: AbortSignal } = {}) => {
+    released ??= releaseLease(layout, ending, opts.signal).catch((error: unknown) => {
+      released = undefined;
+      throw error;
+    });
+    return released;
+  };
+  const ownership: KernelOwnership = {
+    created: (id) => {
+      recordOwner(layout.owners, id);
+    },
+    deleted: (id) => forgetOwner(layout.owners, id),
+  };
+  const lease: LocalGatewayLease = {
+    baseUrl: info.baseUrl,
+    token: info.token,
+    kernelSpecDir: layout.kernelSpecDir,
+    stateDir: layout.dir,
+    pid: info.server.pid,
+    reused,
+    ownership,
+    diagnostics: kernelDiagnostics({ runtimeDir: layout.runtime, kernelLogDir: layout.kernelLogs }, info.token),
+    ...guardedTransport(info.baseUrl, info.port, info.server.pid),
+    release,
+    [Symbol.asyncDispose]: () => release(),
+  };
+  // Keep the token out of accidental logging (JSON.stringify, console.log / util.inspect); spreads still copy it.
+  const redacted = () => ({
+    baseUrl: info.baseUrl,
+    token: '<redacted>',
+    kernelSpecDir: layout.kernelSpecDir,
+    stateDir: layout.dir,
+    pid: info.server.pid,
+    reused,
+  });
+  Object.defineProperty(lease, 'toJSON', { value: redacted, enumerable: false });
+  Object.defineProperty(lease, Symbol.for('nodejs.util.inspect.custom'), { value: redacted, enumerable: false });
+  return lease;
+}

@@ -1,0 +1,71 @@
+import { homedir } from 'node:os';
+import { join } from 'node:path';
+import { InvalidOptionsError } from '@kernelwarden/core';
+import { describe, expect, it } from 'vitest';
+import {
+  DEFAULT_LINGER_MS,
+  DEFAULT_REQUEST_TIMEOUT_MS,
+  DEFAULT_ROOT_DIR,
+  DEFAULT_SERVER_COMMAND,
+  DEFAULT_STARTUP_TIMEOUT_MS,
+  DEFAULT_STOP_TIMEOUT_MS,
+  resolveLocalGatewayOptions,
+  resolveLocation,
+  resolveStopOptions,
+} from './options.js';
+
+describe('resolveLocalGatewayOptions', () => {
+  it('applies every default, taken from the named constants', () => {
+    expect(resolveLocalGatewayOptions({}, {})).toEqual({
+      stateDir: join(homedir(), '.local', 'state', 'kernelwarden'),
+      command: DEFAULT_SERVER_COMMAND,
+      signal: undefined,
+      lingerMs: DEFAULT_LINGER_MS,
+      startupTimeoutMs: DEFAULT_STARTUP_TIMEOUT_MS,
+      requestTimeoutMs: DEFAULT_REQUEST_TIMEOUT_MS,
+      jupyterPath: [],
+      serverEnv: {},
+      serverArgs: [],
+      rootDir: DEFAULT_ROOT_DIR,
+      stopTimeoutMs: DEFAULT_STOP_TIMEOUT_MS,
+      onEvent: undefined,
+    });
+  });
+
+  it('takes the state directory and the server from the environment, and explicit options over both', () => {
+    const env = {
+      KERNELWARDEN_STATE_DIR: 'rel/state',
+      XDG_STATE_HOME: '/xdg',
+      KERNELWARDEN_JUPYTER_SERVER: '/venv/js',
+    };
+    expect(resolveLocalGatewayOptions({}, env)).toMatchObject({
+      stateDir: join(process.cwd(), 'rel/state'),
+      command: '/venv/js',
+    });
+    expect(resolveLocalGatewayOptions({}, { XDG_STATE_HOME: '/xdg' }).stateDir).toBe('/xdg/kernelwarden');
+    expect(resolveLocalGatewayOptions({ stateDir: '/s', command: 'js', lingerMs: 0 }, env)).toMatchObject({
+      stateDir: '/s',
+      command: 'js',
+      lingerMs: 0,
+    });
+    // An empty variable counts as unset.
+    expect(resolveLocalGatewayOptions({}, { KERNELWARDEN_JUPYTER_SERVER: '' }).command).toBe(DEFAULT_SERVER_COMMAND);
+  });
+
+  it('throws InvalidOptionsError naming the field, for acquire, stop and status alike', () => {
+    const path = (f: () => unknown) => {
+      try {
+        f();
+      } catch (error) {
+        expect(InvalidOptionsError.isInstance(error)).toBe(true);
+        return (error as InvalidOptionsError).path;
+      }
+      throw new Error('expected InvalidOptionsError');
+    };
+    expect(path(() => resolveLocalGatewayOptions({ startupTimeoutMs: -1 }))).toBe('startupTimeoutMs');
+    expect(path(() => resolveLocalGatewayOptions({ serverEnv: { 'not a name': 'x' } }))).toBe('serverEnv.not a name');
+    expect(path(() => resolveStopOptions({ stopTimeoutMs: -5 }))).toBe('stopTimeoutMs');
+    expect(path(() => resolveLocation({ lingerMs: 5 } as never))).toBe('lingerMs');
+    expect(resolveStopOptions({}, {}).stopTimeoutMs).toBe(DEFAULT_STOP_TIMEOUT_MS);
+  });
+});

@@ -1,0 +1,222 @@
+import { homedir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { parseOptions } from '@kernelwarden/core';
+import { z } from 'zod';
+import type { LocalGatewayEvent } from './events.js';
+
+/** The environment variable naming the base state directory when `stateDir` is not given. */
+export const STATE_DIR_ENV = 'KERNELWARDEN_STATE_DIR';
+/** The environment variable naming the jupyter-server executable when `command` is not given. */
+export const JUPYTER_SERVER_ENV = 'KERNELWARDEN_JUPYTER_SERVER';
+/** The jupyter-server executable when neither `command` nor `KERNELWARDEN_JUPYTER_SERVER` names one (looked up on PATH). */
+export const DEFAULT_SERVER_COMMAND = 'jupyter-server';
+/** How long the server stays up after the last lease went away: 30 s. */
+export const DEFAULT_LINGER_MS = 30_000;
+/** One deadline over the lock wait, the start and the readiness polling: 60 s. */
+export const DEFAULT_STARTUP_TIMEOUT_MS = 60_000;
+/** Deadline of each REST request acquire and status make: 10 s. */
+export const DEFAULT_REQUEST_TIMEOUT_MS = 10_000;
+/** Grace between SIGTERM and SIGKILL when the server is stopped: 10 s. */
+export const DEFAULT_STOP_TIMEOUT_MS = 10_000;
+/** The server's `root_dir`, so that any absolute directory can be a kernel's `path`. */
+export const DEFAULT_ROOT_DIR = '/';
+
+/** Options shared by `acquire`, `stop` and `status`: which gateway. */
+export interface LocalGatewayLocation {
+  /**
+   * Base directory of the state. Each (user, jupyter-server interpreter) pair gets its own gateway directory
+   * below it: `<stateDir>/gateway-<key>`.
+   * @defaultValue env `KERNELWARDEN_STATE_DIR` (`STATE_DIR_ENV`), else `$XDG_STATE_HOME/kernelwarden`, else
+   * `~/.local/state/kernelwarden`
+   */
+  stateDir?: string;
+  /**
+   * The jupyter-server executable, a name looked up on PATH or a path.
+   * @defaultValue env `KERNELWARDEN_JUPYTER_SERVER` (`JUPYTER_SERVER_ENV`), else `DEFAULT_SERVER_COMMAND`
+   */
+  command?: string;
+  /** Aborts the operation; it rejects with the signal's reason. */
+  signal?: AbortSignal;
+}
+
+/** Options of `LocalGateway.acquire()`. */
+export interface LocalGatewayOptions extends LocalGatewayLocation {
+  /**
+   * How long the server stays up after its last lease is released (or its last holder died); `0` stops it at
+   * the last release. A longer linger promised by an earlier release is never cut short.
+   * @defaultValue `DEFAULT_LINGER_MS`
+   */
+  lingerMs?: number;
+  /**
+   * One deadline for waiting on the lock, starting the server and its readiness; `0` disables it.
+   * @defaultValue `DEFAULT_STARTUP_TIMEOUT_MS`
+   */
+  startupTimeoutMs?: number;
+  /**
+   * Deadline of each REST request acquire makes (health check, reaping orphan kernels); `0` disables it.
+   * @defaultValue `DEFAULT_REQUEST_TIMEOUT_MS`
+   */
+  requestTimeoutMs?: number;
+  /**
+   * Extra directories put first on the server's `JUPYTER_PATH` (only used when this call starts the server).
+   * @defaultValue `[]`
+   */
+  jupyterPath?: string[];
+  /**
+   * Variables the server — and so every kernel it starts, for any process — is given beyond the few it inherits
+   * from the starting process (`SERVER_ENV_ALLOWED`: PATH, HOME, USER, locale, time zone…). Only used when this
+   * call starts the server. Never put a secret here: a kernel's own variables belong in GatewayKernel's `env`.
+   * @defaultValue `{}`
+   */
+  serverEnv?: Record<string, string>;
+  /**
+   * Extra jupyter-server arguments (only used when this call starts the server). Arguments that would set the
+   * token, the address or the port are refused: the token must never reach a command line.
+   * @defaultValue `[]`
+   */
+  serverArgs?: string[];
+  /** The server's `root_dir` (kernels' default working directory). @defaultValue `DEFAULT_ROOT_DIR` */
+  rootDir?: string;
+  /**
+   * Grace between SIGTERM and SIGKILL when this call (or its release) stops a server; `0` kills at once.
+   * @defaultValue `DEFAULT_STOP_TIMEOUT_MS`
+   */
+  stopTimeoutMs?: number;
+  /** Told what happens (lock waits, start, reuse, reaped kernels). Never receives the token. */
+  onEvent?: (event: LocalGatewayEvent) => void;
+}
+
+/** Options of `LocalGateway.stop()`. */
+export interface LocalGatewayStopOptions extends LocalGatewayLocation {
+  /** Grace between SIGTERM and SIGKILL; `0` kills at once. @defaultValue `DEFAULT_STOP_TIMEOUT_MS` */
+  stopTimeoutMs?: number;
+}
+
+/** Where the gateway is, with every default applied. */
+export interface ResolvedLocalGatewayLocation {
+  /** The base state directory, absolute. */
+  readonly stateDir: string;
+  /** The jupyter-server executable as given (a name or a path; resolved on PATH when the gateway is located). */
+  readonly command: string;
+  /** The caller's signal, if any. */
+  readonly signal: AbortSignal | undefined;
+}
+
+/** `LocalGateway.stop()`'s options with every default applied. */
+export interface ResolvedLocalGatewayStopOptions extends ResolvedLocalGatewayLocation {
+  /** Milliseconds between SIGTERM and SIGKILL. */
+  readonly stopTimeoutMs: number;
+}
+
+/** `LocalGateway.acquire()`'s options with every default applied: what `resolveLocalGatewayOptions` returns. */
+export interface ResolvedLocalGatewayOptions extends ResolvedLocalGatewayStopOptions {
+  /** Milliseconds the server lingers after the last lease. */
+  readonly lingerMs: number;
+  /** Milliseconds of the start-up deadline (`0`: none). */
+  readonly startupTimeoutMs: number;
+  /** Milliseconds of each REST request's deadline (`0`: none). */
+  readonly requestTimeoutMs: number;
+  /** Extra `JUPYTER_PATH` directories, first. */
+  readonly jupyterPath: readonly string[];
+  /** Extra variables of the server. */
+  readonly serverEnv: Readonly<Record<string, string>>;
+  /** Extra jupyter-server arguments. */
+  readonly serverArgs: readonly string[];
+  /** The server's `root_dir`. */
+  readonly rootDir: string;
+  /** The caller's event listener, if any. */
+  readonly onEvent: ((event: LocalGatewayEvent) => void) | undefined;
+}
+
+const signalSchema = z.custom<AbortSignal>((v) => v instanceof AbortSignal, 'must be an AbortSignal');
+const nonNegativeMs = z.number().nonnegative();
+const locationShape = {
+  stateDir: z.string().min(1).optional(),
+  command: z.string().min(1).optional(),
+  signal: signalSchema.optional(),
+};
+const FORBIDDEN_SERVER_ARG =
+  /token|password|^--(ServerApp\.)?(ip|port|port-retries|port_retries|sock)\b|^--ip=|^--port=/i;
+
+const acquireSchema = z.strictObject({
+  ...locationShape,
+  lingerMs: nonNegativeMs.optional(),
+  startupTimeoutMs: nonNegativeMs.optional(),
+  requestTimeoutMs: nonNegativeMs.optional(),
+  jupyterPath: z.array(z.string().min(1)).optional(),
+  serverEnv: z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be a variable name'), z.string()).optional(),
+  serverArgs: z
+    .array(
+      z.string().refine((arg) => !FORBIDDEN_SERVER_ARG.test(arg), 'must not set the token, password, address or port'),
+    )
+    .optional(),
+  rootDir: z.string().min(1).optional(),
+  stopTimeoutMs: nonNegativeMs.optional(),
+  onEvent: z
+    .custom<(event: LocalGatewayEvent) => void>((v) => typeof v === 'function', 'must be a function')
+    .optional(),
+});
+const stopSchema = z.strictObject({ ...locationShape, stopTimeoutMs: nonNegativeMs.optional() });
+const locationSchema = z.strictObject(locationShape);
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+function baseStateDir(explicit: string | undefined, env: Env): string {
+  if (explicit) return resolve(explicit);
+  if (env[STATE_DIR_ENV]) return resolve(env[STATE_DIR_ENV]);
+  if (env.XDG_STATE_HOME) return join(resolve(env.XDG_STATE_HOME), 'kernelwarden');
+  return join(homedir(), '.local', 'state', 'kernelwarden');
+}
+
+function location(
+  opts: { stateDir?: string | undefined; command?: string | undefined; signal?: AbortSignal | undefined },
+  env: Env,
+): ResolvedLocalGatewayLocation {
+  return {
+    stateDir: baseStateDir(opts.stateDir, env),
+    command: opts.command ?? (env[JUPYTER_SERVER_ENV] || DEFAULT_SERVER_COMMAND),
+    signal: opts.signal,
+  };
+}
+
+/**
+ * Validates `LocalGateway.acquire()`'s options and applies every default (the environment's `KERNELWARDEN_STATE_DIR`
+ * and `KERNELWARDEN_JUPYTER_SERVER` included); throws `InvalidOptionsError` naming the bad field (`serverArgs.1`).
+ *
+ * `acquire()` calls it; call it yourself to check options from configuration, or to see where the state would be.
+ */
+export function resolveLocalGatewayOptions(
+  options: LocalGatewayOptions = {},
+  env: Env = process.env,
+): ResolvedLocalGatewayOptions {
+  const opts = parseOptions(acquireSchema, options, 'LocalGateway.acquire options');
+  return Object.freeze({
+    ...location(opts, env),
+    lingerMs: opts.lingerMs ?? DEFAULT_LINGER_MS,
+    startupTimeoutMs: opts.startupTimeoutMs ?? DEFAULT_STARTUP_TIMEOUT_MS,
+    requestTimeoutMs: opts.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS,
+    jupyterPath: opts.jupyterPath ?? [],
+    serverEnv: opts.serverEnv ?? {},
+    serverArgs: opts.serverArgs ?? [],
+    rootDir: opts.rootDir ?? DEFAULT_ROOT_DIR,
+    stopTimeoutMs: opts.stopTimeoutMs ?? DEFAULT_STOP_TIMEOUT_MS,
+    onEvent: opts.onEvent,
+  });
+}
+
+/** `LocalGateway.stop()`'s options, validated and defaulted like `resolveLocalGatewayOptions`. */
+export function resolveStopOptions(
+  options: LocalGatewayStopOptions = {},
+  env: Env = process.env,
+): ResolvedLocalGatewayStopOptions {
+  const opts = parseOptions(stopSchema, options, 'LocalGateway.stop options');
+  return Object.freeze({ ...location(opts, env), stopTimeoutMs: opts.stopTimeoutMs ?? DEFAULT_STOP_TIMEOUT_MS });
+}
+
+/** `LocalGateway.status()`'s options, validated and defaulted like `resolveLocalGatewayOptions`. */
+export function resolveLocation(
+  options: LocalGatewayLocation = {},
+  env: Env = process.env,
+): ResolvedLocalGatewayLocation {
+  return Object.freeze(location(parseOptions(locationSchema, options, 'LocalGateway.status options'), env));
+}

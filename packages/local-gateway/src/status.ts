@@ -1,0 +1,74 @@
+import { locateGateway } from './gateway-dir.js';
+import { serverClient } from './guarded-transport.js';
+import { readServerInfo } from './info-file.js';
+import { liveLeases } from './leases.js';
+import { DEFAULT_REQUEST_TIMEOUT_MS, type ResolvedLocalGatewayLocation } from './options.js';
+import { listOwners } from './ownership.js';
+import { isProcessAlive } from './process-identity.js';
+import { unverifiedServerReason } from './server-verification.js';
+
+/** What `LocalGateway.status()` reports, for the CLI. Never the token. */
+export interface LocalGatewayStatus {
+  /** True when a server is recorded, alive and answering. */
+  running: boolean;
+  /** The gateway's state directory (`<stateDir>/gateway-<key>`). */
+  stateDir: string;
+  /** The jupyter-server executable, resolved. */
+  command: string;
+  /** The interpreter its shebang names (part of the gateway's key). */
+  interpreter: string;
+  /** The recorded server's address, when one is recorded and verified. */
+  baseUrl?: string;
+  /** The recorded server's pid. */
+  pid?: number;
+  /** When the recorded server was started (ISO 8601). */
+  startedAt?: string;
+  /** Processes holding a lease. */
+  holders: { pid: number; acquiredAt: string }[];
+  /** Kernels the server lists, with the process that created each when known. */
+  kernels: { id: string; name: string; executionState?: string; ownerPid?: number; ownerAlive?: boolean }[];
+}
+
+/**
+ * Reports whether the embedded server runs, where, who holds leases and which kernels it has. It takes no lock and
+ * changes nothing but the lease files of dead holders (pruned), and asks the server — through a `GatewayClient` over
+ * the guarded transport — only once the record is verified.
+ */
+export async function gatewayStatus(location: ResolvedLocalGatewayLocation): Promise<LocalGatewayStatus> {
+  const { layout, server } = locateGateway(location);
+  const base = { stateDir: layout.dir, command: server.command, interpreter: server.interpreter };
+  const info = readServerInfo(layout.info);
+  const holders = liveLeases(layout.leases).map((l) => ({ pid: l.pid, acquiredAt: l.acquiredAt }));
+  if (!info || unverifiedServerReason(layout, info) !== undefined) {
+    return { running: false, ...base, holders, kernels: [] };
+  }
+  let kernels: LocalGatewayStatus['kernels'] = [];
+  let running = false;
+  try {
+    const listed = await serverClient(info, DEFAULT_REQUEST_TIMEOUT_MS).listKernels(
+      location.signal ? { signal: location.signal } : {},
+    );
+    running = true;
+    const owners = new Map(listOwners(layout.owners).map((r) => [r.kernelId, r.owner] as const));
+    kernels = listed.map((k) => {
+      const owner = owners.get(k.id);
+      return {
+        id: k.id,
+        name: k.name,
+        ...(k.execution_state === undefined ? {} : { executionState: k.execution_state }),
+        ...(owner ? { ownerPid: owner.pid, ownerAlive: isProcessAlive(owner) } : {}),
+      };
+    });
+  } catch {
+    location.signal?.throwIfAborted();
+  }
+  return {
+    running,
+    ...base,
+    baseUrl: info.baseUrl,
+    pid: info.server.pid,
+    startedAt: info.startedAt,
+    holders,
+    kernels,
+  };
+}

@@ -7,8 +7,9 @@
 // Prints a table, writes bench/results.json (and bench/results.md); `--update-readme` puts the table in README.md.
 // Not a test: no asserts, but it exits non-zero when a client crashes.
 //
-// Options: --rounds N (300), --only a,b (sections: roundtrip, coldstart, interrupt, output [= output-20mb,
+// Options: --rounds N (300), --only a,b (sections: import, roundtrip, coldstart, interrupt, output [= output-20mb,
 //          output-lines], packages),
+//          --imports N (15: fresh processes per package in the import section),
 //          --cold N (10), --interrupts N (5), --output-reps N (3), --output-timeout SECONDS (per scenario: 120 / 180),
 //          --update-readme, --keep (keep the temp dir).
 import './quiet-console.mjs';
@@ -33,6 +34,7 @@ const { values: args } = parseArgs({
     only: { type: 'string' },
     cold: { type: 'string', default: '10' },
     interrupts: { type: 'string', default: '5' },
+    imports: { type: 'string', default: '15' },
     'output-reps': { type: 'string', default: '3' },
     'output-timeout': { type: 'string' },
     'update-readme': { type: 'boolean', default: false },
@@ -43,18 +45,26 @@ const ROUNDS = Number(args.rounds);
 const COLD = Number(args.cold);
 const INTERRUPTS = Number(args.interrupts);
 const OUTPUT_REPS = Number(args['output-reps']);
+const IMPORTS = Number(args.imports);
 const WARMUP = 20;
 const BLOCK = 10;
 const PACKAGE_BENCH_TIMEOUT_MS = 180_000;
 const sections = new Set(
-  (args.only ?? 'roundtrip,coldstart,interrupt,output,packages').split(',').map((s) => s.trim()),
+  (args.only ?? 'import,roundtrip,coldstart,interrupt,output,packages').split(',').map((s) => s.trim()),
 );
 
 const REPO = new URL('..', import.meta.url).pathname;
 const root = mkdtempSync(join(tmpdir(), 'kw-bench-'));
 const crashes = [];
 const results = { date: new Date().toISOString(), machine: describeMachine(), settings: {}, sections: [], crashes };
-results.settings = { rounds: ROUNDS, warmup: WARMUP, cold: COLD, interrupts: INTERRUPTS, outputReps: OUTPUT_REPS };
+results.settings = {
+  rounds: ROUNDS,
+  warmup: WARMUP,
+  cold: COLD,
+  interrupts: INTERRUPTS,
+  outputReps: OUTPUT_REPS,
+  imports: IMPORTS,
+};
 const servers = [];
 const children = new Set();
 const began = performance.now();
@@ -204,7 +214,7 @@ async function roundTrip(stock, nodelay) {
       extraColumns: ['cpuMs'],
       rows,
     });
-    results.goals = goals(rows);
+    results.goals = [...(results.goals ?? []), ...goals(rows)];
   } finally {
     await closeAll(entries);
     if (floor) await floor.close().catch((error) => crashed('zmq-floor', 'roundtrip close', error));
@@ -232,6 +242,96 @@ function goals(rows) {
     });
   }
   return out;
+}
+
+// --- 0. Import cost of every package, each in a fresh node ------------------------------------------------------
+/** The published packages, by directory, in dependency order (the CLI last). */
+const IMPORTED_PACKAGES = [
+  'core',
+  'jupyter-protocol',
+  'gateway-client',
+  'local-gateway',
+  'supervisor',
+  'watchdog',
+  'r-kernel',
+  'isolation',
+  'mcp',
+  'testkit',
+  'cli',
+];
+const JUPYTERLAB_IMPORT = '@jupyterlab/services';
+
+function importOnce(target) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [new URL('./import-cost.mjs', import.meta.url).pathname, target], {
+      cwd: REPO,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    children.add(child);
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => {
+      stdout += d;
+    });
+    child.stderr.on('data', (d) => {
+      stderr = (stderr + d).slice(-2000);
+    });
+    child.on('close', (code) => {
+      children.delete(child);
+      const ms = Number(stdout.trim());
+      if (code === 0 && Number.isFinite(ms)) resolve(ms);
+      else reject(new Error(`import of ${target} exited ${code}: ${stderr.trim().split('\n').slice(-2).join(' | ')}`));
+    });
+  });
+}
+
+async function importCost() {
+  const targets = [
+    ...IMPORTED_PACKAGES.map((dir) => ({
+      key: dir,
+      label: `@kernelwarden/${dir}`,
+      target: new URL(`../packages/${dir}/dist/index.js`, import.meta.url).href,
+    })),
+    { key: 'jupyterlab', label: `${JUPYTERLAB_IMPORT} 7.6.6`, target: JUPYTERLAB_IMPORT },
+  ];
+  log(`import: ${targets.length} packages, ${IMPORTS} fresh processes each, alternated`);
+  const samples = new Map(targets.map((t) => [t, []]));
+  let live = [...targets];
+  for (let i = 0; i < IMPORTS; i++) {
+    for (const t of rotate(live, i)) {
+      try {
+        samples.get(t).push(await importOnce(t.target));
+      } catch (error) {
+        crashed(t.label, 'import', error);
+        live = live.filter((x) => x !== t);
+      }
+    }
+  }
+  const jlab = summarize(samples.get(targets.at(-1)));
+  const rows = targets
+    .filter((t) => samples.get(t).length > 0)
+    .map((t) => {
+      const r = row(t.label, 'none', samples.get(t), { key: t.key });
+      r.ratio = jlab ? r.median / jlab.median : undefined;
+      return r;
+    });
+  results.sections.push({
+    id: 'import',
+    title: `Import cost: \`await import(package)\` in a fresh \`node\`, median of ${IMPORTS} processes per package, alternated`,
+    reference: `${JUPYTERLAB_IMPORT} 7.6.6`,
+    ratioColumns: ['ratio'],
+    rows,
+  });
+  const gc = rows.find((r) => r.key === 'gateway-client');
+  const value = gc && jlab ? gc.median / jlab.median : null;
+  results.goals = [
+    ...(results.goals ?? []),
+    {
+      goal: `import of @kernelwarden/gateway-client <= 0.35x ${JUPYTERLAB_IMPORT}'s`,
+      value,
+      met: value !== null && value <= 0.35,
+    },
+  ];
 }
 
 // --- 2. Cold start to a usable kernel ---------------------------------------------------------------------------
@@ -577,6 +677,7 @@ try {
   if (!readFileSync(nodelay.logFile, 'utf8').includes('TCP_NODELAY on kernel WebSockets'))
     throw new Error(`the no-delay server did not load ${NODELAY_CONFIG}; see ${nodelay.logFile}`);
   log('servers up: stock, no-delay, raised');
+  if (sections.has('import')) await importCost();
   if (sections.has('roundtrip')) await roundTrip(stock, nodelay);
   if (sections.has('coldstart')) await coldStart(stock);
   if (sections.has('interrupt')) await interruptLatency(stock, nodelay);

@@ -6,6 +6,7 @@ export type { KernelwardenErrorOptions } from './errors.js';
 export { DeadlineExceededError, InvalidOptionsError, isTimeoutError, KernelwardenError } from './errors.js';
 export type { EventMapOf, Listener, Unsubscribe } from './events.js';
 export { TypedEmitter } from './events.js';
+export { lazy, lazyModule } from './lazy.js';
 export type { OptionsSchema, OptionsSchemaIssue, ParseOptionsContext } from './options.js';
 export { parseOptions } from './options.js';
 export { emptyResult } from './result.js';

@@ -1,7 +1,8 @@
-import { WebSocket as WsWebSocket } from 'ws';
-import { z } from 'zod';
+import { lazy } from '@kernelwarden/core';
+import { defaultWebSocketClass } from './default-websocket.js';
 import type { KernelLimitReading } from './limit-deaths.js';
 import { parseOptions } from './validation.js';
+import { zod } from './zod.js';
 
 /**
  * Told which kernels this process created and deleted, so an embedded gateway can clean up after a process that
@@ -49,7 +50,10 @@ export interface GatewayClientOptions {
   token?: string;
   /** The fetch to use. @defaultValue globalThis.fetch (looked up at each call, so test hooks apply) */
   fetch?: typeof fetch;
-  /** The WebSocket class for kernel channels. @defaultValue the `ws` package's WebSocket */
+  /**
+   * The WebSocket class for kernel channels.
+   * @defaultValue `DefaultWebSocket`: the `ws` package's WebSocket, loaded when the first socket opens
+   */
   WebSocket?: WebSocketClass;
   /** Deadline of each REST request; `0` disables it. @defaultValue {@link DEFAULT_REQUEST_TIMEOUT_MS} */
   requestTimeoutMs?: number;
@@ -78,24 +82,29 @@ const hasFunctions =
   (v: unknown): v is T =>
     typeof v === 'object' && v !== null && names.every((n) => typeof (v as Record<string, unknown>)[n] === 'function');
 
-const optionsSchema = z.object({
-  baseUrl: z.string().refine((s) => URL.canParse(s) && /^https?:$/.test(new URL(s).protocol), 'must be an http(s) URL'),
-  token: z.string().optional(),
-  fetch: z.custom<typeof fetch>((v) => typeof v === 'function', 'must be a function').optional(),
-  WebSocket: z.custom<WebSocketClass>((v) => typeof v === 'function', 'must be a WebSocket class').optional(),
-  requestTimeoutMs: z.number().min(0).optional(),
-  ownership: z
-    .custom<KernelOwnership>(
-      hasFunctions<KernelOwnership>('created', 'deleted'),
-      'must have created(id) and deleted(id) functions',
-    )
-    .optional(),
-  diagnostics: z
-    .custom<KernelDiagnostics>(
-      hasFunctions<KernelDiagnostics>('processAlive', 'stderrTail'),
-      'must have processAlive(id) and stderrTail(id) functions',
-    )
-    .optional(),
+const optionsSchema = lazy(() => {
+  const { z } = zod();
+  return z.object({
+    baseUrl: z
+      .string()
+      .refine((s) => URL.canParse(s) && /^https?:$/.test(new URL(s).protocol), 'must be an http(s) URL'),
+    token: z.string().optional(),
+    fetch: z.custom<typeof fetch>((v) => typeof v === 'function', 'must be a function').optional(),
+    WebSocket: z.custom<WebSocketClass>((v) => typeof v === 'function', 'must be a WebSocket class').optional(),
+    requestTimeoutMs: z.number().min(0).optional(),
+    ownership: z
+      .custom<KernelOwnership>(
+        hasFunctions<KernelOwnership>('created', 'deleted'),
+        'must have created(id) and deleted(id) functions',
+      )
+      .optional(),
+    diagnostics: z
+      .custom<KernelDiagnostics>(
+        hasFunctions<KernelDiagnostics>('processAlive', 'stderrTail'),
+        'must have processAlive(id) and stderrTail(id) functions',
+      )
+      .optional(),
+  });
 });
 
 /**
@@ -105,12 +114,12 @@ const optionsSchema = z.object({
  * `new GatewayClient()` calls it; call it yourself to check options from configuration before use.
  */
 export function resolveGatewayClientOptions(options: GatewayClientOptions): ResolvedGatewayClientOptions {
-  const opts = parseOptions(optionsSchema, options, 'GatewayClient options');
+  const opts = parseOptions(optionsSchema(), options, 'GatewayClient options');
   return Object.freeze({
     baseUrl: opts.baseUrl.replace(/\/+$/, ''),
     token: opts.token || undefined,
     fetch: opts.fetch,
-    WebSocket: opts.WebSocket ?? (WsWebSocket as unknown as WebSocketClass),
+    WebSocket: opts.WebSocket ?? defaultWebSocketClass,
     requestTimeoutMs: opts.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS,
     ownership: opts.ownership,
     diagnostics: opts.diagnostics,

@@ -1,6 +1,6 @@
-import { abortScope, effectiveTimeout, isTimeoutError } from '@kernelwarden/core';
-import { WebSocket as WsWebSocket } from 'ws';
-import { z } from 'zod';
+import { abortScope, effectiveTimeout, isTimeoutError, lazy } from '@kernelwarden/core';
+import type { z } from 'zod';
+import { isWsClass } from './default-websocket.js';
 import {
   GatewayAuthError,
   GatewayRequestError,
@@ -15,6 +15,7 @@ import {
   resolveGatewayClientOptions,
   type WebSocketClass,
 } from './gateway-client-options.js';
+import { zod } from './zod.js';
 
 export type { GatewayClientOptions, KernelDiagnostics, KernelOwnership, WebSocketClass };
 
@@ -26,39 +27,54 @@ export interface RequestOptions {
   timeoutMs?: number;
 }
 
-const kernelModel = z.looseObject({
-  id: z.string(),
-  name: z.string(),
-  last_activity: z.string().optional(),
-  execution_state: z.string().optional(),
-  connections: z.number().optional(),
-});
+function kernelModelSchema(z: Zod) {
+  return z.looseObject({
+    id: z.string(),
+    name: z.string(),
+    last_activity: z.string().optional(),
+    execution_state: z.string().optional(),
+    connections: z.number().optional(),
+  });
+}
 
 /** A kernel as the gateway lists it. */
-export type KernelModel = z.output<typeof kernelModel>;
+export type KernelModel = z.output<ReturnType<typeof kernelModelSchema>>;
 
-const kernelSpecModel = z.looseObject({
-  name: z.string(),
-  spec: z.looseObject({
-    argv: z.array(z.string()),
-    display_name: z.string(),
-    language: z.string(),
-    env: z.record(z.string(), z.string()).optional(),
-    interrupt_mode: z.string().optional(),
-    metadata: z.record(z.string(), z.unknown()).optional(),
-  }),
-  resources: z.record(z.string(), z.unknown()).optional(),
-});
+function kernelSpecsSchema(z: Zod) {
+  const kernelSpecModel = z.looseObject({
+    name: z.string(),
+    spec: z.looseObject({
+      argv: z.array(z.string()),
+      display_name: z.string(),
+      language: z.string(),
+      env: z.record(z.string(), z.string()).optional(),
+      interrupt_mode: z.string().optional(),
+      metadata: z.record(z.string(), z.unknown()).optional(),
+    }),
+    resources: z.record(z.string(), z.unknown()).optional(),
+  });
+  return {
+    kernelSpecModel,
+    kernelSpecsModel: z.looseObject({
+      default: z.string().nullable().optional(),
+      kernelspecs: z.record(z.string(), kernelSpecModel),
+    }),
+  };
+}
 
-const kernelSpecsModel = z.looseObject({
-  default: z.string().nullable().optional(),
-  kernelspecs: z.record(z.string(), kernelSpecModel),
+type Zod = typeof z;
+
+/** The answers' schemas, built on the first request that needs one (importing this module does not load zod). */
+const schemas = lazy(() => {
+  const { z } = zod();
+  const kernelModel = kernelModelSchema(z);
+  return { kernelModel, kernelModels: z.array(kernelModel), ...kernelSpecsSchema(z) };
 });
 
 /** One kernelspec as `GET /api/kernelspecs` returns it. */
-export type KernelSpecModel = z.output<typeof kernelSpecModel>;
+export type KernelSpecModel = z.output<ReturnType<typeof kernelSpecsSchema>['kernelSpecModel']>;
 /** The answer of `GET /api/kernelspecs`. */
-export type KernelSpecsModel = z.output<typeof kernelSpecsModel>;
+export type KernelSpecsModel = z.output<ReturnType<typeof kernelSpecsSchema>['kernelSpecsModel']>;
 
 /**
  * A REST client for a Jupyter Server or Kernel Gateway: kernelspecs and the kernel lifecycle, each call with a
@@ -105,21 +121,24 @@ export class GatewayClient {
     const ws = this.baseUrl.replace(/^http/, 'ws');
     const base = `${ws}/api/kernels/${encodeURIComponent(kernelId)}/channels?session_id=${encodeURIComponent(sessionId)}`;
     if (!this.#token) return { url: base, headers: {} };
-    const isWs = this.WebSocket === (WsWebSocket as unknown) || this.WebSocket.prototype instanceof WsWebSocket;
-    if (isWs) return { url: base, headers: { Authorization: `token ${this.#token}` } };
+    if (isWsClass(this.WebSocket)) return { url: base, headers: { Authorization: `token ${this.#token}` } };
     return { url: `${base}&token=${encodeURIComponent(this.#token)}`, headers: {} };
   }
 
   /** Lists the kernelspecs the gateway can launch (`GET /api/kernelspecs`). */
   async kernelSpecs(opts: RequestOptions = {}): Promise<KernelSpecsModel> {
     const res = await this.#request('GET', '/api/kernelspecs', opts);
-    return this.#parse(kernelSpecsModel, await this.#json(res, 'GET /api/kernelspecs'), 'GET /api/kernelspecs');
+    return this.#parse(
+      schemas().kernelSpecsModel,
+      await this.#json(res, 'GET /api/kernelspecs'),
+      'GET /api/kernelspecs',
+    );
   }
 
   /** Lists the running kernels (`GET /api/kernels`). */
   async listKernels(opts: RequestOptions = {}): Promise<KernelModel[]> {
     const res = await this.#request('GET', '/api/kernels', opts);
-    return this.#parse(z.array(kernelModel), await this.#json(res, 'GET /api/kernels'), 'GET /api/kernels');
+    return this.#parse(schemas().kernelModels, await this.#json(res, 'GET /api/kernels'), 'GET /api/kernels');
   }
 
   /** One kernel's model (`GET /api/kernels/{id}`), or `undefined` when the gateway does not know it (404). */
@@ -130,7 +149,7 @@ export class GatewayClient {
       await res.text().catch(() => undefined);
       return undefined;
     }
-    return this.#parse(kernelModel, await this.#json(res, `GET ${path}`), `GET ${path}`);
+    return this.#parse(schemas().kernelModel, await this.#json(res, `GET ${path}`), `GET ${path}`);
   }
 
   /**
@@ -153,7 +172,7 @@ export class GatewayClient {
         { status: res.status },
       );
     }
-    const model = this.#parse(kernelModel, await this.#json(res, 'POST /api/kernels'), 'POST /api/kernels');
+    const model = this.#parse(schemas().kernelModel, await this.#json(res, 'POST /api/kernels'), 'POST /api/kernels');
     this.ownership?.created(model.id);
     return model;
   }
@@ -171,7 +190,7 @@ export class GatewayClient {
   async restartKernel(id: string, opts: RequestOptions = {}): Promise<KernelModel> {
     const path = `/api/kernels/${encodeURIComponent(id)}/restart`;
     const res = await this.#request('POST', path, opts);
-    return this.#parse(kernelModel, await this.#json(res, `POST ${path}`), `POST ${path}`);
+    return this.#parse(schemas().kernelModel, await this.#json(res, `POST ${path}`), `POST ${path}`);
   }
 
   /**

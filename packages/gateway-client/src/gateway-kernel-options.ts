@@ -1,11 +1,12 @@
-import { type Clock, InvalidOptionsError, isClock, systemClock } from '@kernelwarden/core';
-import { z } from 'zod';
+import { type Clock, InvalidOptionsError, isClock, lazy, systemClock } from '@kernelwarden/core';
+import type { z } from 'zod';
 import { DEFAULT_OUTPUT_CAPS, type OutputCaps } from './cell-output.js';
 import type { ReconnectPolicy, WireProtocol } from './channel.js';
 import { GatewayClient, type GatewayClientOptions } from './gateway-client.js';
 import type { RecoveryPolicy } from './restart-recovery.js';
 import type { CleanupRetryPolicy } from './start-cleanup.js';
 import { parseOptions } from './validation.js';
+import { zod } from './zod.js';
 
 /** The kernelspec `GatewayKernel.start()` launches when `kernelName` is not given. */
 export const DEFAULT_KERNEL_NAME = 'python3';
@@ -217,46 +218,49 @@ export interface ResolvedGatewayKernelOptions {
   readonly clock: Clock;
 }
 
-const ms = z.number().min(0);
-const policy = <T extends z.ZodRawShape>(shape: T) => z.object(shape).partial().optional();
-
-const startSchema = z.object({
-  gateway: z.custom<GatewayClient | GatewayClientOptions>(
-    (v) => typeof v === 'object' && v !== null,
-    'must be a GatewayClient or { baseUrl, token? }',
-  ),
-  kernelName: z.string().min(1).optional(),
-  cwd: z.string().min(1).optional(),
-  env: z.record(z.string(), z.string()).optional(),
-  prelude: z.string().optional(),
-  signal: z.instanceof(AbortSignal).optional(),
-  startupTimeoutMs: ms.optional(),
-  protocol: z.enum(['auto', 'v1', 'legacy']).optional(),
-  stallWorkaround: z.boolean().optional(),
-  outputCaps: policy({ maxStreamChars: z.number().int().min(0), maxOutputs: z.number().int().min(0) }),
-  reconnect: policy({ attempts: z.number().int().min(0), initialDelayMs: ms, maxDelayMs: ms }),
-  livenessPollMs: ms.optional(),
-  livenessTimeoutMs: ms.optional(),
-  heartbeatMs: ms.optional(),
-  kernelInfoRetryMs: z.number().positive().optional(),
-  iopubNudgeMs: z.number().positive().optional(),
-  iopubNudges: z.number().int().min(0).optional(),
-  createAttempts: z.number().int().min(1).optional(),
-  createRetryDelayMs: ms.optional(),
-  interruptDrainMs: ms.optional(),
-  idleGraceMs: ms.optional(),
-  replyGraceMs: ms.optional(),
-  stopOnError: z.boolean().optional(),
-  restartTimeoutMs: ms.optional(),
-  recovery: policy({
-    timeoutMs: ms,
-    attemptTimeoutMs: z.number().positive(),
-    maxAttemptTimeoutMs: z.number().positive(),
-  }),
-  shutdownTimeoutMs: ms.optional(),
-  cleanupTimeoutMs: ms.optional(),
-  cleanupRetry: policy({ attempts: z.number().int().min(1), initialDelayMs: ms, maxDelayMs: ms }),
-  clock: z.custom<Clock>(isClock, 'must be a Clock with now() and setTimer()').optional(),
+/** The start options' schema, built on the first start (importing this module does not load zod). */
+const startSchema = lazy(() => {
+  const { z } = zod();
+  const ms = z.number().min(0);
+  const policy = <T extends z.ZodRawShape>(shape: T) => z.object(shape).partial().optional();
+  return z.object({
+    gateway: z.custom<GatewayClient | GatewayClientOptions>(
+      (v) => typeof v === 'object' && v !== null,
+      'must be a GatewayClient or { baseUrl, token? }',
+    ),
+    kernelName: z.string().min(1).optional(),
+    cwd: z.string().min(1).optional(),
+    env: z.record(z.string(), z.string()).optional(),
+    prelude: z.string().optional(),
+    signal: z.instanceof(AbortSignal).optional(),
+    startupTimeoutMs: ms.optional(),
+    protocol: z.enum(['auto', 'v1', 'legacy']).optional(),
+    stallWorkaround: z.boolean().optional(),
+    outputCaps: policy({ maxStreamChars: z.number().int().min(0), maxOutputs: z.number().int().min(0) }),
+    reconnect: policy({ attempts: z.number().int().min(0), initialDelayMs: ms, maxDelayMs: ms }),
+    livenessPollMs: ms.optional(),
+    livenessTimeoutMs: ms.optional(),
+    heartbeatMs: ms.optional(),
+    kernelInfoRetryMs: z.number().positive().optional(),
+    iopubNudgeMs: z.number().positive().optional(),
+    iopubNudges: z.number().int().min(0).optional(),
+    createAttempts: z.number().int().min(1).optional(),
+    createRetryDelayMs: ms.optional(),
+    interruptDrainMs: ms.optional(),
+    idleGraceMs: ms.optional(),
+    replyGraceMs: ms.optional(),
+    stopOnError: z.boolean().optional(),
+    restartTimeoutMs: ms.optional(),
+    recovery: policy({
+      timeoutMs: ms,
+      attemptTimeoutMs: z.number().positive(),
+      maxAttemptTimeoutMs: z.number().positive(),
+    }),
+    shutdownTimeoutMs: ms.optional(),
+    cleanupTimeoutMs: ms.optional(),
+    cleanupRetry: policy({ attempts: z.number().int().min(1), initialDelayMs: ms, maxDelayMs: ms }),
+    clock: z.custom<Clock>(isClock, 'must be a Clock with now() and setTimer()').optional(),
+  });
 });
 
 /**
@@ -266,7 +270,7 @@ const startSchema = z.object({
  * `GatewayKernel.start()` calls it; call it yourself to check options from configuration before use.
  */
 export function resolveGatewayKernelOptions(options: GatewayKernelStartOptions): ResolvedGatewayKernelOptions {
-  const o = parseOptions(startSchema, options, 'GatewayKernel.start options');
+  const o = parseOptions(startSchema(), options, 'GatewayKernel.start options');
   return Object.freeze({
     client: o.gateway instanceof GatewayClient ? o.gateway : gatewayFrom(o.gateway),
     kernelName: o.kernelName ?? DEFAULT_KERNEL_NAME,

@@ -3,6 +3,7 @@ export { createMessage, encodeLegacy, encodeV1, V1_SUBPROTOCOL } from '@kernelwa
 export type { OutputCaps } from './cell-output.js';
 export { DEFAULT_OUTPUT_CAPS } from './cell-output.js';
 export type { ReconnectPolicy, WireProtocol } from './channel.js';
+export { DefaultWebSocket } from './default-websocket.js';
 export type { KernelDeathReason } from './errors.js';
 export {
   GatewayAuthError,

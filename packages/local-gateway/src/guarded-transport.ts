@@ -1,5 +1,9 @@
-import { GatewayClient, GatewayUnavailableError, type WebSocketClass } from '@kernelwarden/gateway-client';
-import { WebSocket as WsWebSocket } from 'ws';
+import {
+  DefaultWebSocket,
+  GatewayClient,
+  GatewayUnavailableError,
+  type WebSocketClass,
+} from '@kernelwarden/gateway-client';
 import type { ServerInfo } from './info-file.js';
 import { listenerOwnership } from './listener.js';
 
@@ -33,7 +37,8 @@ export function guardedTransport(
     }
     return globalThis.fetch(input, init);
   };
-  class GuardedWebSocket extends WsWebSocket {
+  // `ws`'s WebSocket, loaded when the first socket opens (importing this package does not load it).
+  class GuardedWebSocket extends DefaultWebSocket {
     constructor(url: string, protocols?: string | string[], options?: { headers?: Record<string, string> }) {
       assertServerListening(baseUrl, port, pid);
       super(url, protocols, options);

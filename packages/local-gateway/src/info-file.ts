@@ -1,25 +1,30 @@
-import { z } from 'zod';
+import { lazy } from '@kernelwarden/core';
 import type { ProcessIdentity } from './process-identity.js';
 import { readJsonFile, unsafeFileReason, writePrivateFileAtomic } from './state-dir.js';
+import { zod } from './zod.js';
 
-const identity = z.object({ pid: z.number().int().positive(), startTime: z.string().optional() });
+/** The schema of `server.json`, built on the first read (importing this module does not load zod). */
+const serverInfoSchema = lazy(() => {
+  const { z } = zod();
+  const identity = z.object({ pid: z.number().int().positive(), startTime: z.string().optional() });
 
-const serverInfoSchema = z.object({
-  version: z.literal(1),
-  baseUrl: z.string(),
-  port: z.number().int().positive(),
-  token: z.string().min(1),
-  server: identity,
-  watcher: identity.optional(),
-  command: z.string(),
-  interpreter: z.string(),
-  startedAt: z.string(),
-  lingerMs: z.number().nonnegative(),
-  instance: z
-    .string()
-    .regex(/^[0-9a-f]{8,64}$/)
-    .optional(),
-  ipcDir: z.string().startsWith('/').optional(),
+  return z.object({
+    version: z.literal(1),
+    baseUrl: z.string(),
+    port: z.number().int().positive(),
+    token: z.string().min(1),
+    server: identity,
+    watcher: identity.optional(),
+    command: z.string(),
+    interpreter: z.string(),
+    startedAt: z.string(),
+    lingerMs: z.number().nonnegative(),
+    instance: z
+      .string()
+      .regex(/^[0-9a-f]{8,64}$/)
+      .optional(),
+    ipcDir: z.string().startsWith('/').optional(),
+  });
 });
 
 /** What `server.json` records about the running server (the only state file holding the token; mode 0600). */
@@ -47,7 +52,7 @@ export interface ServerInfo {
  */
 export function readServerInfo(path: string): ServerInfo | undefined {
   if (unsafeFileReason(path) !== undefined) return undefined;
-  const parsed = serverInfoSchema.safeParse(readJsonFile(path));
+  const parsed = serverInfoSchema().safeParse(readJsonFile(path));
   return parsed.success ? parsed.data : undefined;
 }
 

@@ -1,12 +1,13 @@
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { z } from 'zod';
+import { lazy } from '@kernelwarden/core';
 import type { ServerInfo } from './info-file.js';
 import type { GatewayLayout } from './layout.js';
 import type { HeldLock } from './lock.js';
 import type { ProcessIdentity } from './process-identity.js';
 import { type SpawnedProcess, spawnDetached } from './server-process.js';
 import { readTextFile } from './state-dir.js';
+import { zod } from './zod.js';
 
 /** What the watcher is told at spawn (one JSON argument: paths, pids and timings, never the token). */
 export interface WatcherConfig {
@@ -24,19 +25,22 @@ export interface WatcherConfig {
   graceMs: number;
 }
 
-const identitySchema = z.object({ pid: z.number().int(), startTime: z.string().optional() });
-const configSchema = z.object({
-  dir: z.string().startsWith('/'),
-  server: identitySchema,
-  instance: z.string().optional(),
-  defaultLingerMs: z.number().nonnegative(),
-  pollMs: z.number().positive(),
-  graceMs: z.number().nonnegative(),
+const configSchema = lazy(() => {
+  const { z } = zod();
+  const identitySchema = z.object({ pid: z.number().int(), startTime: z.string().optional() });
+  return z.object({
+    dir: z.string().startsWith('/'),
+    server: identitySchema,
+    instance: z.string().optional(),
+    defaultLingerMs: z.number().nonnegative(),
+    pollMs: z.number().positive(),
+    graceMs: z.number().nonnegative(),
+  });
 });
 
 /** Reads the watcher's configuration from its argument; throws on anything else. */
 export function parseWatcherConfig(text: string | undefined): WatcherConfig {
-  return configSchema.parse(JSON.parse(text ?? ''));
+  return configSchema().parse(JSON.parse(text ?? ''));
 }
 
 /**

@@ -1,8 +1,8 @@
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { parseOptions } from '@kernelwarden/core';
-import { z } from 'zod';
+import { lazy, parseOptions } from '@kernelwarden/core';
 import type { LocalGatewayEvent } from './events.js';
+import { zod } from './zod.js';
 
 /** The environment variable naming the base state directory when `stateDir` is not given. */
 export const STATE_DIR_ENV = 'KERNELWARDEN_STATE_DIR';
@@ -128,36 +128,43 @@ export interface ResolvedLocalGatewayOptions extends ResolvedLocalGatewayStopOpt
   readonly onEvent: ((event: LocalGatewayEvent) => void) | undefined;
 }
 
-const signalSchema = z.custom<AbortSignal>((v) => v instanceof AbortSignal, 'must be an AbortSignal');
-const nonNegativeMs = z.number().nonnegative();
-const locationShape = {
-  stateDir: z.string().min(1).optional(),
-  command: z.string().min(1).optional(),
-  signal: signalSchema.optional(),
-};
-const FORBIDDEN_SERVER_ARG =
-  /token|password|^--(ServerApp\.)?(ip|port|port-retries|port_retries|sock)\b|^--ip=|^--port=/i;
+/** The options' schemas, built on the first call (importing this module does not load zod). */
+const schemas = lazy(() => {
+  const { z } = zod();
+  const signalSchema = z.custom<AbortSignal>((v) => v instanceof AbortSignal, 'must be an AbortSignal');
+  const nonNegativeMs = z.number().nonnegative();
+  const locationShape = {
+    stateDir: z.string().min(1).optional(),
+    command: z.string().min(1).optional(),
+    signal: signalSchema.optional(),
+  };
+  const FORBIDDEN_SERVER_ARG =
+    /token|password|^--(ServerApp\.)?(ip|port|port-retries|port_retries|sock)\b|^--ip=|^--port=/i;
 
-const acquireSchema = z.strictObject({
-  ...locationShape,
-  lingerMs: nonNegativeMs.optional(),
-  startupTimeoutMs: nonNegativeMs.optional(),
-  requestTimeoutMs: nonNegativeMs.optional(),
-  jupyterPath: z.array(z.string().min(1)).optional(),
-  serverEnv: z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be a variable name'), z.string()).optional(),
-  serverArgs: z
-    .array(
-      z.string().refine((arg) => !FORBIDDEN_SERVER_ARG.test(arg), 'must not set the token, password, address or port'),
-    )
-    .optional(),
-  rootDir: z.string().min(1).optional(),
-  stopTimeoutMs: nonNegativeMs.optional(),
-  onEvent: z
-    .custom<(event: LocalGatewayEvent) => void>((v) => typeof v === 'function', 'must be a function')
-    .optional(),
+  const acquireSchema = z.strictObject({
+    ...locationShape,
+    lingerMs: nonNegativeMs.optional(),
+    startupTimeoutMs: nonNegativeMs.optional(),
+    requestTimeoutMs: nonNegativeMs.optional(),
+    jupyterPath: z.array(z.string().min(1)).optional(),
+    serverEnv: z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be a variable name'), z.string()).optional(),
+    serverArgs: z
+      .array(
+        z
+          .string()
+          .refine((arg) => !FORBIDDEN_SERVER_ARG.test(arg), 'must not set the token, password, address or port'),
+      )
+      .optional(),
+    rootDir: z.string().min(1).optional(),
+    stopTimeoutMs: nonNegativeMs.optional(),
+    onEvent: z
+      .custom<(event: LocalGatewayEvent) => void>((v) => typeof v === 'function', 'must be a function')
+      .optional(),
+  });
+  const stopSchema = z.strictObject({ ...locationShape, stopTimeoutMs: nonNegativeMs.optional() });
+  const locationSchema = z.strictObject(locationShape);
+  return { acquireSchema, stopSchema, locationSchema };
 });
-const stopSchema = z.strictObject({ ...locationShape, stopTimeoutMs: nonNegativeMs.optional() });
-const locationSchema = z.strictObject(locationShape);
 
 type Env = Readonly<Record<string, string | undefined>>;
 
@@ -189,7 +196,7 @@ export function resolveLocalGatewayOptions(
   options: LocalGatewayOptions = {},
   env: Env = process.env,
 ): ResolvedLocalGatewayOptions {
-  const opts = parseOptions(acquireSchema, options, 'LocalGateway.acquire options');
+  const opts = parseOptions(schemas().acquireSchema, options, 'LocalGateway.acquire options');
   return Object.freeze({
     ...location(opts, env),
     lingerMs: opts.lingerMs ?? DEFAULT_LINGER_MS,
@@ -209,7 +216,7 @@ export function resolveStopOptions(
   options: LocalGatewayStopOptions = {},
   env: Env = process.env,
 ): ResolvedLocalGatewayStopOptions {
-  const opts = parseOptions(stopSchema, options, 'LocalGateway.stop options');
+  const opts = parseOptions(schemas().stopSchema, options, 'LocalGateway.stop options');
   return Object.freeze({ ...location(opts, env), stopTimeoutMs: opts.stopTimeoutMs ?? DEFAULT_STOP_TIMEOUT_MS });
 }
 
@@ -218,5 +225,5 @@ export function resolveLocation(
   options: LocalGatewayLocation = {},
   env: Env = process.env,
 ): ResolvedLocalGatewayLocation {
-  return Object.freeze(location(parseOptions(locationSchema, options, 'LocalGateway.status options'), env));
+  return Object.freeze(location(parseOptions(schemas().locationSchema, options, 'LocalGateway.status options'), env));
 }

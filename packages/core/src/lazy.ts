@@ -1,0 +1,72 @@
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+
+/**
+ * A value built on first use: `lazy(build)` returns a function that calls `build` once, on its first call, and then
+ * returns the same value. A `build` that throws is called again next time.
+ *
+ * Use it for what an import should not pay for (a validation schema, a table), so that importing a package stays
+ * cheap and the cost lands on the first call that needs it.
+ */
+export function lazy<T>(build: () => T): () => T {
+  let built = false;
+  let value: T;
+  return () => {
+    if (!built) {
+      value = build();
+      built = true;
+    }
+    return value;
+  };
+}
+
+type ExportTarget = string | { import?: ExportTarget; default?: ExportTarget; node?: ExportTarget } | undefined;
+
+/** The file of `target` that `import` would load (the `node`, `import`, then `default` condition). */
+function importTarget(target: ExportTarget): string | undefined {
+  if (typeof target === 'string') return target;
+  if (!target || typeof target !== 'object') return undefined;
+  return importTarget(target.node) ?? importTarget(target.import) ?? importTarget(target.default);
+}
+
+/**
+ * The file `import(specifier)` loads, for a package whose ES module entry is not its CommonJS one (zod ships both):
+ * loading that file with `require()` gives the very module instance a static `import` gets elsewhere, instead of a
+ * second copy. Undefined for a CommonJS-only package (its `require()` entry is the one `import` wraps too).
+ */
+function esModuleEntry(require: NodeJS.Require, specifier: string): string | undefined {
+  let manifestPath: string;
+  try {
+    manifestPath = require.resolve(`${specifier}/package.json`);
+  } catch {
+    return undefined;
+  }
+  const manifest = JSON.parse(readFileSync(manifestPath, 'utf8')) as {
+    type?: string;
+    exports?: Record<string, ExportTarget> | ExportTarget;
+  };
+  if (manifest.type !== 'module') return undefined;
+  const exportsMap = manifest.exports;
+  const root =
+    exportsMap && typeof exportsMap === 'object' && '.' in exportsMap
+      ? (exportsMap as Record<string, ExportTarget>)['.']
+      : (exportsMap as ExportTarget);
+  const entry = importTarget(root);
+  return entry === undefined ? undefined : join(dirname(manifestPath), entry);
+}
+
+/**
+ * A dependency loaded synchronously on first use: `lazyModule('zod', import.meta.url)` returns a function that
+ * resolves the package from the calling module's location and loads it the first time it is called (Node >= 20.19
+ * `require()`s ES modules; the ES module entry is the one loaded, so the instance is the one `import` shares).
+ *
+ * Use it for a heavy dependency that only some calls need — a validation library, a WebSocket implementation — so
+ * that importing the package that depends on it does not load it.
+ */
+export function lazyModule<T>(specifier: string, parentUrl: string): () => T {
+  return lazy(() => {
+    const require = createRequire(parentUrl);
+    return require(esModuleEntry(require, specifier) ?? specifier) as T;
+  });
+}

@@ -1,0 +1,8 @@
+import { lazyModule } from '@kernelwarden/core';
+import type * as Zod from 'zod';
+
+/**
+ * zod, loaded the first time a schema is built (`zod().z`): importing this package does not load it — it would be
+ * most of what an import costs. Every schema of the package is built through `lazy(() => …)`.
+ */
+export const zod = lazyModule<typeof Zod>('zod', import.meta.url);

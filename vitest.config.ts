@@ -25,6 +25,9 @@ export default defineConfig({
           include: integration,
           exclude: ['**/node_modules/**', '**/dist/**'],
           globalSetup: ['tools/test-env/src/global-setup.ts'],
+          // LocalGateway's warm pool is off unless a test turns it on: a pooled kernel would be one more kernel in every
+          // listing a test checks. The pool's own tests (and the CLI's) pass a pool explicitly.
+          env: { KERNELWARDEN_POOL: '0' },
           testTimeout: 120_000,
           hookTimeout: 120_000,
           maxWorkers: 2,

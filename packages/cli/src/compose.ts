@@ -111,6 +111,9 @@ async function connectGateway(
     token: lease.token,
     ownership: lease.ownership,
     diagnostics,
+    // The warm pool: a python3 kernel is claimed instead of started; a kill of a hung kernel is immediate.
+    pool: lease.pool,
+    processes: lease.processes,
     fetch: lease.fetch,
     WebSocket: lease.WebSocket,
   });

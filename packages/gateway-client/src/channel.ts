@@ -100,6 +100,23 @@ export class KernelChannel {
     });
   }
 
+  /**
+   * Points later connects at another kernel of the same gateway (a kernel replaced by a fresh one): the next
+   * `reopen()` opens that kernel's channels under the same session id. Its replay de-duplication starts afresh.
+   */
+  retarget(client: GatewayClient, kernelId: string): void {
+    const target = client.channelsTarget(kernelId, this.#opts.sessionId);
+    this.#opts = {
+      ...this.#opts,
+      url: target.url,
+      headers: target.headers,
+      where: `kernel ${kernelId} at ${client.baseUrl}`,
+    };
+    this.#seen.clear();
+    this.#ring = new Array<string>(DEDUPE_WINDOW);
+    this.#ringAt = 0;
+  }
+
   /** The negotiated wire format. */
   get format(): 'v1' | 'legacy' {
     return this.#format;

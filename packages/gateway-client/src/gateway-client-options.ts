@@ -32,6 +32,27 @@ export interface KernelDiagnostics {
   limitEvents?(kernelId: string): KernelLimitReading | undefined;
 }
 
+/**
+ * Kernels a gateway on this machine started ahead of demand (`LocalGateway` leases provide one): `GatewayKernel.start()`
+ * claims one of the kernelspec it wants instead of creating a kernel, and applies `cwd`, `env` and the prelude to it.
+ */
+export interface KernelPool {
+  /**
+   * Claims a ready kernel of `kernelName` for this process — atomically: no other process gets the same one — and
+   * records this process as its owner. Undefined when none is ready (the caller creates one instead).
+   */
+  claim(kernelName: string): string | undefined;
+}
+
+/**
+ * The processes of a gateway's kernels, when the gateway runs on this machine (`LocalGateway` leases provide it).
+ * `GatewayKernel.kill()` uses it to kill a kernel at once instead of asking the server for a graceful restart.
+ */
+export interface KernelProcesses {
+  /** Kills every process of kernel `kernelId` (SIGKILL) and says whether any was found. */
+  kill(kernelId: string): boolean;
+}
+
 /** A WHATWG-style WebSocket class (the `ws` package's class, the global one, or a test fake). */
 export type WebSocketClass = new (
   url: string,
@@ -61,6 +82,10 @@ export interface GatewayClientOptions {
   ownership?: KernelOwnership;
   /** Process and stderr diagnostics of the gateway's kernels, when it runs on this machine. */
   diagnostics?: KernelDiagnostics;
+  /** Kernels the gateway started ahead of demand, for `GatewayKernel.start()` to claim. */
+  pool?: KernelPool;
+  /** The gateway's kernel processes, for an immediate `GatewayKernel.kill()`. */
+  processes?: KernelProcesses;
 }
 
 /** `GatewayClientOptions` validated, with every default applied. */
@@ -75,6 +100,8 @@ export interface ResolvedGatewayClientOptions {
   readonly requestTimeoutMs: number;
   readonly ownership: KernelOwnership | undefined;
   readonly diagnostics: KernelDiagnostics | undefined;
+  readonly pool: KernelPool | undefined;
+  readonly processes: KernelProcesses | undefined;
 }
 
 const hasFunctions =
@@ -104,6 +131,10 @@ const optionsSchema = lazy(() => {
         'must have processAlive(id) and stderrTail(id) functions',
       )
       .optional(),
+    pool: z.custom<KernelPool>(hasFunctions<KernelPool>('claim'), 'must have a claim(kernelName) function').optional(),
+    processes: z
+      .custom<KernelProcesses>(hasFunctions<KernelProcesses>('kill'), 'must have a kill(kernelId) function')
+      .optional(),
   });
 });
 
@@ -123,5 +154,7 @@ export function resolveGatewayClientOptions(options: GatewayClientOptions): Reso
     requestTimeoutMs: opts.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS,
     ownership: opts.ownership,
     diagnostics: opts.diagnostics,
+    pool: opts.pool,
+    processes: opts.processes,
   });
 }

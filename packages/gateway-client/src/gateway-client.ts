@@ -12,12 +12,14 @@ import {
   type GatewayClientOptions,
   type KernelDiagnostics,
   type KernelOwnership,
+  type KernelPool,
+  type KernelProcesses,
   resolveGatewayClientOptions,
   type WebSocketClass,
 } from './gateway-client-options.js';
 import { zod } from './zod.js';
 
-export type { GatewayClientOptions, KernelDiagnostics, KernelOwnership, WebSocketClass };
+export type { GatewayClientOptions, KernelDiagnostics, KernelOwnership, KernelPool, KernelProcesses, WebSocketClass };
 
 /** Options every REST call accepts. */
 export interface RequestOptions {
@@ -92,6 +94,10 @@ export class GatewayClient {
   readonly ownership: KernelOwnership | undefined;
   /** The gateway's kernel diagnostics, when given (a gateway on this machine). */
   readonly diagnostics: KernelDiagnostics | undefined;
+  /** Kernels the gateway started ahead of demand, when given (a gateway on this machine). */
+  readonly pool: KernelPool | undefined;
+  /** The gateway's kernel processes, when given (a gateway on this machine). */
+  readonly processes: KernelProcesses | undefined;
   readonly #token: string | undefined;
   readonly #fetch: typeof fetch | undefined;
   readonly #requestTimeoutMs: number;
@@ -105,6 +111,8 @@ export class GatewayClient {
     this.#requestTimeoutMs = opts.requestTimeoutMs;
     this.ownership = opts.ownership;
     this.diagnostics = opts.diagnostics;
+    this.pool = opts.pool;
+    this.processes = opts.processes;
   }
 
   /** True when a token is configured (the token itself is never exposed by the client's API). */

@@ -185,6 +185,12 @@ export interface GatewayKernelStartOptions {
   clock?: Clock;
 }
 
+/** Options of `GatewayKernel.connect()`: the start's options, and the kernel to attach to instead of a kernelspec. */
+export interface GatewayKernelConnectOptions extends Omit<GatewayKernelStartOptions, 'kernelName'> {
+  /** The id of the gateway's kernel to attach to. */
+  kernelId: string;
+}
+
 /** `GatewayKernelStartOptions` validated, with every default applied and `gateway` made a `GatewayClient`. */
 export interface ResolvedGatewayKernelOptions {
   readonly client: GatewayClient;
@@ -229,6 +235,7 @@ const startSchema = lazy(() => {
       'must be a GatewayClient or { baseUrl, token? }',
     ),
     kernelName: z.string().min(1).optional(),
+    kernelId: z.string().min(1).optional(),
     cwd: z.string().min(1).optional(),
     env: z.record(z.string(), z.string()).optional(),
     prelude: z.string().optional(),

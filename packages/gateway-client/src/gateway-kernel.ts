@@ -3,16 +3,19 @@ import {
   abortScope,
   type ExecuteOptions,
   type ExecuteResult,
+  InvalidOptionsError,
   type KernelHandle,
   type KillOutcome,
   TypedEmitter,
 } from '@kernelwarden/core';
 import { createMessage, type JupyterMessage } from '@kernelwarden/jupyter-protocol';
 import { KernelChannel } from './channel.js';
+import { environmentCode } from './environment-code.js';
 import { type KernelDeathReason, KernelDiedError } from './errors.js';
 import { CellExecution } from './execution.js';
 import type { GatewayClient, KernelModel } from './gateway-client.js';
 import {
+  type GatewayKernelConnectOptions,
   type GatewayKernelStartOptions,
   type ResolvedGatewayKernelOptions,
   resolveGatewayKernelOptions,
@@ -21,7 +24,7 @@ import { Handshake, type KernelInfo } from './handshake.js';
 import { Heartbeat } from './heartbeat.js';
 import { InterruptDrain } from './interrupt-drain.js';
 import type { GatewayKernelEventMap, GatewayKernelListener, KernelStatus } from './kernel-events.js';
-import { type StartingKernel, startKernel } from './kernel-start.js';
+import { claimPooledKernel, type StartingKernel, startKernel } from './kernel-start.js';
 import { LimitDeaths } from './limit-deaths.js';
 import { LivenessPoll, probeKernel } from './liveness.js';
 import { type MessageTargets, routeMessage } from './message-router.js';
@@ -33,7 +36,7 @@ import { SendGate } from './send-gate.js';
 import type { StartWatch } from './start-watch.js';
 import { answerInputRequest } from './stdin-reply.js';
 
-export type { GatewayKernelStartOptions, KernelInfo };
+export type { GatewayKernelConnectOptions, GatewayKernelStartOptions, KernelInfo };
 
 /**
  * A kernel running on a Jupyter Server or Kernel Gateway, driven over REST and the channels WebSocket.
@@ -45,8 +48,7 @@ export type { GatewayKernelStartOptions, KernelInfo };
  * `LivenessPoll`, `Heartbeat` and `PongPolicy`.
  */
 export class GatewayKernel implements KernelHandle, AsyncDisposable {
-  /** The gateway's kernel id. */
-  readonly id: string;
+  #id: string;
   /** The session id of the channels socket (kept across reconnects so the server replays buffered output). */
   readonly sessionId: string;
   /** The REST client this kernel uses. */
@@ -65,7 +67,9 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
   readonly #poll: LivenessPoll;
   readonly #heartbeat: Heartbeat;
   readonly #pong: PongPolicy;
-  readonly #limits: LimitDeaths;
+  #limits: LimitDeaths;
+  /** True while `kill()` replaces the kernel: the old kernel's statuses are not this handle's any more. */
+  #replacing = false;
   #status: KernelStatus = 'starting';
   #alive = true;
   #shutdownConfirmed = false;
@@ -75,7 +79,7 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
 
   private constructor(model: KernelModel, opts: ResolvedGatewayKernelOptions) {
     const { client, clock } = opts;
-    this.id = model.id;
+    this.#id = model.id;
     this.kernelName = model.name;
     this.client = client;
     this.sessionId = randomUUID();
@@ -109,13 +113,12 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
       nudges: opts.iopubNudges,
     });
     this.#handshake = handshake;
-    const limits = new LimitDeaths(client.diagnostics, this.id);
-    limits.mark();
-    this.#limits = limits;
+    this.#limits = new LimitDeaths(client.diagnostics, this.id);
+    this.#limits.mark();
     const restarts = new RestartRecovery({
       clock,
       client,
-      kernelId: this.id,
+      kernelId: () => this.id,
       restartTimeoutMs: opts.restartTimeoutMs,
       recovery: opts.recovery,
       gate: this.#gate,
@@ -133,7 +136,7 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
           cause,
         ),
       ready: () => this.#setStatus('idle'),
-      oomDeath: () => limits.oomDeath(),
+      oomDeath: () => this.#limits.oomDeath(),
     });
     this.#restarts = restarts;
     const cells = new PendingCells({
@@ -199,6 +202,29 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
     });
   }
 
+  /**
+   * Attaches to a kernel that already runs on the gateway (`kernelId`): connects its channels, waits for its
+   * `kernel_info_reply`, applies `cwd`/`env` and runs the prelude, like `start()` after its create. The kernel's
+   * kernelspec is the gateway's; a failure closes the socket and leaves the kernel running (it is not this call's to
+   * delete); `shutdown()` of the handle deletes it as usual.
+   */
+  static async connect(options: GatewayKernelConnectOptions): Promise<GatewayKernel> {
+    if (typeof options?.kernelId !== 'string' || options.kernelId === '') {
+      throw new InvalidOptionsError([{ path: 'kernelId', message: 'must be the id of a kernel of the gateway' }], {
+        subject: 'GatewayKernel.connect options',
+      });
+    }
+    const opts = resolveGatewayKernelOptions(options);
+    return startKernel(
+      opts,
+      (model) => {
+        const kernel = new GatewayKernel(model, opts);
+        return { kernel, starting: kernel.#starting() };
+      },
+      { kind: 'attach', kernelId: options.kernelId },
+    );
+  }
+
   /** What the start sequence (`startKernel`) drives. */
   #starting(): StartingKernel {
     const handshake = this.#handshake;
@@ -218,7 +244,13 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
         if (this.#status === 'starting' || this.#status === 'busy') this.#setStatus('idle');
       },
       shutdown: (opts) => this.shutdown(opts),
+      abandon: () => this.#abandon(),
     };
+  }
+
+  /** The gateway's kernel id (a `kill()` on a gateway with a pool of kernels may move the handle to another). */
+  get id(): string {
+    return this.#id;
   }
 
   /** The kernel's current state. */
@@ -263,7 +295,7 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
     return this.#execute(code, opts, true);
   }
 
-  #execute(code: string, opts: ExecuteOptions, interruptOnCancel: boolean): Promise<ExecuteResult> {
+  #execute(code: string, opts: ExecuteOptions, interruptOnCancel: boolean, direct = false): Promise<ExecuteResult> {
     if (!this.#alive) return Promise.reject(this.#notAlive());
     const cellId = opts.cellId ?? randomUUID();
     const silent = opts.silent ?? false;
@@ -302,9 +334,12 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
     this.#cells.add(cell);
     this.#poll.schedule();
     this.#heartbeat.schedule();
-    this.#gate.whenOpen(() => {
+    const send = () => {
       if (!cell.settled && this.#alive) this.#channel.send(msg);
-    });
+    };
+    // A cell of a kernel replacement runs while other requests wait at the gate for it.
+    if (direct) send();
+    else this.#gate.whenOpen(send);
     return cell.result;
   }
 
@@ -324,13 +359,67 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
   }
 
   /**
-   * Hard stop of the interpreter: the gateway's restart, which kills a kernel that ignores the shutdown request
-   * and starts a fresh one under the same id. Resolves `{ restarted: true }`: the handle stays usable, with fresh
-   * state, so a caller that kills in order to restart (the watchdog) need not `restart()` again.
+   * Hard stop of the interpreter. On a gateway on this machine that keeps a pool of started kernels (a `LocalGateway`
+   * lease), at once: every process of the kernel is killed (SIGKILL), the handle moves to a pooled kernel of the same
+   * kernelspec (its `id` changes; `cwd` and `env` are applied to it again) and the old kernel is deleted in the
+   * background; with no pooled kernel ready, the server restarts the dead kernel under its id. Elsewhere, the
+   * gateway's restart, which first asks the kernel to shut down, kills it when it ignores that, and starts a fresh one
+   * under the same id. Resolves `{ restarted: true }`: the handle stays usable, with fresh state, so a caller that
+   * kills in order to restart (the watchdog) need not `restart()` again.
    */
   async kill(opts: { signal?: AbortSignal } = {}): Promise<KillOutcome> {
-    await this.#restart(opts);
+    if (this.client.processes) await this.#replace(opts.signal);
+    else await this.#restart(opts);
     return { restarted: this.#alive };
+  }
+
+  /** `kill()` on a gateway that can kill kernel processes itself: kill at once, then a pooled kernel or a restart. */
+  async #replace(signal: AbortSignal | undefined): Promise<void> {
+    if (!this.#alive) throw this.#notAlive();
+    this.#setStatus('restarting');
+    this.#cells.abortAll();
+    this.#replacing = true;
+    try {
+      await this.#restarts.restart(signal, {
+        swap: (s) => this.#swapKilled(s),
+        prepare: (s) => this.#reapplyEnvironment(s),
+      });
+    } finally {
+      this.#replacing = false;
+    }
+  }
+
+  /** Kills the kernel's processes and points the handle at a pooled kernel (true), or restarts the dead one. */
+  async #swapKilled(signal: AbortSignal | undefined): Promise<boolean> {
+    const old = this.#id;
+    const { client, restartTimeoutMs, clock } = this.#opts;
+    client.processes?.kill(old);
+    const scope = abortScope({ signal, timeoutMs: restartTimeoutMs, clock });
+    try {
+      const model = await claimPooledKernel(client, { ...this.#opts, kernelName: this.kernelName }, scope);
+      if (!model) {
+        await client.restartKernel(old, { signal: scope.signal, timeoutMs: restartTimeoutMs });
+        return false;
+      }
+      this.#id = model.id;
+      this.#channel.retarget(client, model.id);
+      this.#limits = new LimitDeaths(client.diagnostics, model.id);
+      this.#limits.mark();
+      // Its processes are gone: the server's shutdown of it returns at once. An unconfirmed DELETE leaves its owner
+      // record (this process), so the gateway reaps it when this process ends.
+      void client.deleteKernel(old, { timeoutMs: this.#opts.shutdownTimeoutMs }).catch(() => {});
+      return true;
+    } finally {
+      scope.dispose();
+    }
+  }
+
+  /** The start's `cwd` and `env`, applied again to a kernel that replaced the killed one. */
+  async #reapplyEnvironment(signal: AbortSignal | undefined): Promise<void> {
+    const { cwd, env } = this.#opts;
+    if (cwd === undefined && env === undefined) return;
+    const code = environmentCode(this.#handshake.info?.language ?? '', cwd, env);
+    await this.#execute(code, { silent: true, storeHistory: false, ...(signal ? { signal } : {}) }, false, true);
   }
 
   /**
@@ -378,6 +467,29 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
     return attempt;
   }
 
+  /**
+   * Lets go of the kernel without stopping it: closes the channels socket and settles pending executions as
+   * cancelled, and leaves the kernel running on the gateway for whoever attaches to it next (`GatewayKernel.connect`,
+   * or a warm pool handing it to another process). The handle is then closed (`isAlive()` false); `shutdown()` is
+   * still the way to delete the kernel.
+   */
+  detach(): void {
+    if (!this.#alive) return;
+    this.#abandon('was detached');
+  }
+
+  /** Closes the socket and settles everything, leaving the kernel on the gateway to its owner. */
+  #abandon(why = 'was not attached'): void {
+    this.#close();
+    const error = new KernelDiedError(`Kernel ${this.id} at ${this.client.baseUrl} ${why}`, {
+      reason: 'shutdown',
+      kernelId: this.id,
+    });
+    this.#handshake.fail(error);
+    this.#cells.abortAll({ cancelled: true });
+    this.#setStatus('closed');
+  }
+
   /** Shuts the kernel down (for `await using`). */
   async [Symbol.asyncDispose](): Promise<void> {
     await this.shutdown();
@@ -401,7 +513,7 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
 
   /** An unsolicited `restarting` or `dead` status: the server's auto-restarter, after a crash or `kill -9`. */
   #serverRestarted(state: 'restarting' | 'dead'): void {
-    if (!this.#alive) return;
+    if (!this.#alive || this.#replacing) return;
     if (this.#startWatch) {
       this.#startWatch.statusSeen(state);
       return;

@@ -20,12 +20,18 @@ export type {
   GatewayClientOptions,
   KernelDiagnostics,
   KernelOwnership,
+  KernelPool,
+  KernelProcesses,
   ResolvedGatewayClientOptions,
   WebSocketClass,
 } from './gateway-client-options.js';
 export { DEFAULT_REQUEST_TIMEOUT_MS, resolveGatewayClientOptions } from './gateway-client-options.js';
 export { GatewayKernel } from './gateway-kernel.js';
-export type { GatewayKernelStartOptions, ResolvedGatewayKernelOptions } from './gateway-kernel-options.js';
+export type {
+  GatewayKernelConnectOptions,
+  GatewayKernelStartOptions,
+  ResolvedGatewayKernelOptions,
+} from './gateway-kernel-options.js';
 export {
   DEFAULT_CLEANUP_RETRY,
   DEFAULT_CLEANUP_TIMEOUT_MS,

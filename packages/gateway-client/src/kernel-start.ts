@@ -27,7 +27,19 @@ export interface StartingKernel {
   ready(): void;
   /** Closes the socket, settles everything pending, and DELETEs the kernel. */
   shutdown(opts: { timeoutMs: number; signal: AbortSignal }): Promise<{ confirmed: boolean }>;
+  /** Closes the socket and settles everything pending, leaving the kernel to whoever owns it (no DELETE). */
+  abandon(): void;
 }
+
+/**
+ * Where the start's kernel comes from: a new one (`create`: claimed from the gateway's pool when it has a ready one
+ * of the kernelspec, else created over REST), or an existing one the caller names (`attach`; a failed start then
+ * leaves it running: it is not the start's to delete).
+ */
+export type KernelSource = { kind: 'create' } | { kind: 'attach'; kernelId: string };
+
+/** Pool entries tried before a start creates its kernel instead (an entry whose kernel is gone is skipped). */
+const CLAIM_ATTEMPTS = 3;
 
 /**
  * The start sequence of `GatewayKernel.start()`: create the kernel (retried on 5xx), open its channels and run the
@@ -39,6 +51,7 @@ export interface StartingKernel {
 export async function startKernel<K>(
   opts: ResolvedGatewayKernelOptions,
   build: (model: KernelModel) => { kernel: K; starting: StartingKernel },
+  source: KernelSource = { kind: 'create' },
 ): Promise<K> {
   const { client, clock, startupTimeoutMs } = opts;
   const scope = abortScope({
@@ -48,9 +61,13 @@ export async function startKernel<K>(
     timeoutMessage: `Kernel start on ${client.baseUrl} timed out after ${startupTimeoutMs} ms`,
   });
   let starting: StartingKernel | undefined;
+  const owned = source.kind === 'create';
   try {
     scope.throwIfAborted();
-    const model = await createKernel(client, opts, scope);
+    const model =
+      source.kind === 'attach'
+        ? await attachedKernel(client, source.kernelId, scope)
+        : ((await claimPooledKernel(client, opts, scope)) ?? (await createKernel(client, opts, scope)));
     const built = build(model);
     const kernel = built.starting;
     starting = kernel;
@@ -71,7 +88,8 @@ export async function startKernel<K>(
     kernel.ready();
     return built.kernel;
   } catch (error) {
-    if (starting) {
+    if (starting && !owned) starting.abandon();
+    else if (starting) {
       const doomed = starting;
       const cleanup = startCleanup(opts, async (signal) => (await doomed.shutdown({ timeoutMs: 0, signal })).confirmed);
       // A caller who gave up gets its reason at once; a start that failed on its own waits for the first DELETE.
@@ -96,6 +114,55 @@ export function startCleanup(
     timeoutMs: opts.cleanupTimeoutMs,
     retry: opts.cleanupRetry,
   });
+}
+
+/** The model of the existing kernel `kernelId`; `KernelStartError` (status 404) when the gateway does not know it. */
+async function attachedKernel(client: GatewayClient, kernelId: string, scope: AbortScope): Promise<KernelModel> {
+  const model = await scope.race(client.getKernel(kernelId, { signal: scope.signal }));
+  if (!model) {
+    throw new KernelStartError(`Failed to attach to kernel ${kernelId}: gateway ${client.baseUrl} has no such kernel`, {
+      status: 404,
+    });
+  }
+  return model;
+}
+
+/**
+ * A ready kernel of the wanted kernelspec claimed from the gateway's pool (this process is then its owner), or
+ * undefined when the gateway has no pool or no ready kernel. An entry whose kernel the gateway no longer lists is
+ * forgotten and the next one tried. A claimed kernel the start gives up on (its signal aborted) is deleted in the
+ * background, as a created one would be.
+ */
+export async function claimPooledKernel(
+  client: GatewayClient,
+  opts: Pick<ResolvedGatewayKernelOptions, 'kernelName' | 'clock' | 'cleanupTimeoutMs' | 'cleanupRetry'>,
+  scope: AbortScope,
+): Promise<KernelModel | undefined> {
+  const pool = client.pool;
+  if (!pool) return undefined;
+  for (let attempt = 0; attempt < CLAIM_ATTEMPTS; attempt++) {
+    const kernelId = pool.claim(opts.kernelName);
+    if (kernelId === undefined) return undefined;
+    const looking = client.getKernel(kernelId);
+    let model: KernelModel | undefined;
+    try {
+      model = await scope.race(looking);
+    } catch {
+      if (scope.signal.aborted) {
+        startCleanup(opts, async (signal) => {
+          await client.deleteKernel(kernelId, { timeoutMs: 0, signal });
+          return true;
+        });
+        throw scope.signal.reason;
+      }
+      // Unreachable for now: its owner record (this process) stays, so the gateway reaps it once this process ends.
+      continue;
+    }
+    if (model?.name === opts.kernelName) return model;
+    if (model) await client.deleteKernel(kernelId).catch(() => {});
+    else client.ownership?.deleted(kernelId);
+  }
+  return undefined;
 }
 
 /**

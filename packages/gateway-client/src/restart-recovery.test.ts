@@ -30,7 +30,7 @@ function setup(
   const recovery = new RestartRecovery({
     clock,
     client,
-    kernelId: 'k',
+    kernelId: () => 'k',
     restartTimeoutMs: 120_000,
     recovery: { timeoutMs: 30_000, attemptTimeoutMs: 5000, maxAttemptTimeoutMs: 10_000 },
     gate,

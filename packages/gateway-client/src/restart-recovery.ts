@@ -19,7 +19,8 @@ export interface RecoveryPolicy {
 export interface RestartRecoveryOptions {
   clock: Clock;
   client: GatewayClient;
-  kernelId: string;
+  /** The kernel's current id (a kill can replace the kernel by a fresh one under another id). */
+  kernelId(): string;
   /** The bound on `POST …/restart` (the server stops the process, killing it when it ignores the request). */
   restartTimeoutMs: number;
   recovery: RecoveryPolicy;
@@ -71,13 +72,26 @@ export class RestartRecovery {
     return this.#recovering !== undefined;
   }
 
-  /** Our restart: `POST …/restart`, reopen, handshake; requests wait meanwhile. */
-  async restart(signal: AbortSignal | undefined): Promise<void> {
-    const { client, kernelId, restartTimeoutMs, gate, reconnect, alive, ready } = this.#opts;
+  /**
+   * Our restart: `POST …/restart`, reopen, handshake; requests wait meanwhile. With `swap`, the kernel is replaced
+   * instead (`swap` kills it and points the channels at a fresh one, or restarts it; it resolves true when the kernel
+   * changed), and `prepare` runs on the fresh kernel after the handshake, before any waiting request is sent.
+   */
+  async restart(
+    signal: AbortSignal | undefined,
+    replacement?: {
+      swap(signal: AbortSignal | undefined): Promise<boolean>;
+      prepare(signal: AbortSignal | undefined): Promise<void>;
+    },
+  ): Promise<void> {
+    const { client, restartTimeoutMs, gate, reconnect, alive, ready } = this.#opts;
     this.#own = true;
     const work = (async () => {
-      await client.restartKernel(kernelId, { signal, timeoutMs: restartTimeoutMs });
+      const swapped = replacement
+        ? await replacement.swap(signal)
+        : (await client.restartKernel(this.#opts.kernelId(), { signal, timeoutMs: restartTimeoutMs }), false);
       await reconnect(signal);
+      if (swapped) await replacement?.prepare(signal);
     })();
     gate.hold(work);
     try {
@@ -95,7 +109,8 @@ export class RestartRecovery {
    */
   serverRestarting(): void {
     if (this.#own) return;
-    const { client, kernelId, cells } = this.#opts;
+    const { client, cells } = this.#opts;
+    const kernelId = this.#opts.kernelId();
     const oom = this.#opts.oomDeath?.();
     cells.failAll(
       oom

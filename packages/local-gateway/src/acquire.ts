@@ -3,6 +3,7 @@ import { emitter } from './events.js';
 import { locateGateway, prepareGatewayDir, pruneKernelLogs } from './gateway-dir.js';
 import { serverClient } from './guarded-transport.js';
 import type { ServerInfo } from './info-file.js';
+import { writePoolConfig } from './kernel-pool.js';
 import { type LeaseRelease, type LocalGatewayLease, makeLease, releaseLease } from './lease.js';
 import { addLease, clearExpiredIdle } from './leases.js';
 import { acquireLock, type HeldLock } from './lock.js';
@@ -60,6 +61,8 @@ export async function acquireLease(options: LocalGatewayOptions): Promise<LocalG
       const leaseFile = addLease(layout.leases, opts.lingerMs);
       ending = { leaseFile, lingerMs: opts.lingerMs, graceMs: opts.stopTimeoutMs, emit };
       clearExpiredIdle(layout.idle);
+      // The last acquire's pool counts are the running server's: its watcher keeps the pool at them.
+      writePoolConfig(layout, opts.pool);
       pruneKernelLogs(layout);
     } finally {
       lock.release();

@@ -56,6 +56,8 @@ export function prepareGatewayDir(layout: GatewayLayout): void {
     layout.kernelSpecDir,
     layout.config,
     layout.kernelLogs,
+    layout.pool,
+    layout.poolClaims,
   ]) {
     ensurePrivateDir(dir);
   }

@@ -13,12 +13,14 @@ export type {
 } from './options.js';
 export {
   DEFAULT_LINGER_MS,
+  DEFAULT_POOL,
   DEFAULT_REQUEST_TIMEOUT_MS,
   DEFAULT_ROOT_DIR,
   DEFAULT_SERVER_COMMAND,
   DEFAULT_STARTUP_TIMEOUT_MS,
   DEFAULT_STOP_TIMEOUT_MS,
   JUPYTER_SERVER_ENV,
+  POOL_ENV,
   resolveLocalGatewayOptions,
   STATE_DIR_ENV,
 } from './options.js';

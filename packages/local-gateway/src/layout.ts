@@ -34,6 +34,10 @@ export interface GatewayLayout {
   ipc: string;
   /** The linger watcher's log. */
   watcherLog: string;
+  /** The warm pool: `<pool>/<kernelspec>/<kernel id>` per ready kernel, `config.json` (the wanted counts). */
+  pool: string;
+  /** A pooled kernel being claimed: `<kernel id>~<claimant pid>~<its start time>`, until its owner is recorded. */
+  poolClaims: string;
 }
 
 /** The layout of the gateway whose state directory is `dir`. */
@@ -56,5 +60,7 @@ export function gatewayLayout(dir: string): GatewayLayout {
     kernelLogs: join(dir, 'kernel-logs'),
     ipc: join(dir, 'ipc'),
     watcherLog: join(dir, 'linger-watcher.log'),
+    pool: join(dir, 'pool'),
+    poolClaims: join(dir, 'pool-claims'),
   };
 }

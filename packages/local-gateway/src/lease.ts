@@ -1,8 +1,16 @@
-import type { KernelDiagnostics, KernelOwnership, WebSocketClass } from '@kernelwarden/gateway-client';
+import type {
+  KernelDiagnostics,
+  KernelOwnership,
+  KernelPool,
+  KernelProcesses,
+  WebSocketClass,
+} from '@kernelwarden/gateway-client';
 import type { Emit } from './events.js';
 import { guardedTransport } from './guarded-transport.js';
 import { readServerInfo, type ServerInfo } from './info-file.js';
 import { kernelDiagnostics } from './kernel-diagnostics.js';
+import { claimPooledKernel } from './kernel-pool.js';
+import { killKernelProcesses } from './kernel-processes.js';
 import type { GatewayLayout } from './layout.js';
 import { lingerPending, liveLeases, markIdle } from './leases.js';
 import { acquireLock } from './lock.js';
@@ -35,6 +43,16 @@ export interface LocalGatewayLease extends AsyncDisposable {
    * uses them to fail a kernel that dies while starting at once, with its own error.
    */
   readonly diagnostics: KernelDiagnostics;
+  /**
+   * The warm pool of the server: `GatewayKernel.start()` through this lease claims a ready kernel of the kernelspec it
+   * wants (this process becomes its owner) instead of creating one. `claim()` never hands a kernel to two processes.
+   */
+  readonly pool: KernelPool;
+  /**
+   * The server's kernel processes: `kill(id)` SIGKILLs every process carrying the kernel's marker, at once.
+   * `GatewayKernel.kill()` through this lease uses it, then moves to a pooled kernel.
+   */
+  readonly processes: KernelProcesses;
   /**
    * The fetch GatewayClient/GatewayKernel use through this lease: before each request it checks that the server
    * this lease is for still holds its port (from `/proc`), so nothing — least of all the token — is ever sent to a
@@ -112,6 +130,10 @@ export function makeLease(
     reused,
     ownership,
     diagnostics: kernelDiagnostics({ runtimeDir: layout.runtime, kernelLogDir: layout.kernelLogs }, info.token),
+    pool: { claim: (kernelName) => claimPooledKernel(layout, kernelName) },
+    // Without the run's marker (a server recorded by an older version) nothing is killed here: the kill falls back
+    // to the server's own restart.
+    processes: { kill: (kernelId) => info.instance !== undefined && killKernelProcesses(info.instance, kernelId) },
     ...guardedTransport(info.baseUrl, info.port, info.server.pid),
     release,
     [Symbol.asyncDispose]: () => release(),

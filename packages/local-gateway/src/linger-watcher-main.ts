@@ -4,11 +4,23 @@
  * once the server is stopped or no longer its own. Built as an entry of its own (`dist/linger-watcher-main.js`).
  */
 import { appendFileSync } from 'node:fs';
+import { GatewayKernel } from '@kernelwarden/gateway-client';
+import { serverClient } from './guarded-transport.js';
 import { readServerInfo } from './info-file.js';
+import {
+  abandonedClaims,
+  addReadyKernel,
+  pooledKernelspecs,
+  readPoolConfig,
+  readyKernels,
+  takeSurplus,
+} from './kernel-pool.js';
 import { gatewayLayout } from './layout.js';
 import { lingerUntil, liveLeases } from './leases.js';
 import { lingerWatcher, parseWatcherConfig, type WatcherWorld } from './linger-watcher.js';
 import { tryAcquireLock } from './lock.js';
+import { DEFAULT_REQUEST_TIMEOUT_MS, DEFAULT_STARTUP_TIMEOUT_MS } from './options.js';
+import { poolKeeper } from './pool-keeper.js';
 import { isProcessAlive } from './process-identity.js';
 import { stopRecordedServer } from './server-shutdown.js';
 
@@ -44,9 +56,50 @@ const world: WatcherWorld = {
   log,
 };
 
+/** A client of the watched server (its token read from `server.json`, which must still name it). */
+function client() {
+  const info = readServerInfo(layout.info);
+  if (!info || !recordNamesServer()) throw new Error('the info file no longer names the watched server');
+  return serverClient(info, DEFAULT_REQUEST_TIMEOUT_MS);
+}
+
+// The warm pool lives as long as the server: this watcher keeps it filled, and its kernels go with the server.
+const pool = poolKeeper({
+  now: () => Date.now(),
+  wanted: () => readPoolConfig(layout),
+  pooled: () => pooledKernelspecs(layout),
+  ready: (kernelName) => readyKernels(layout, kernelName),
+  async start(kernelName) {
+    // Started like any kernel of the server (ipc, own log, marker), with nothing of any process's: a claimant
+    // applies its own cwd, env and prelude. One silent no-op cell makes its first real cell as quick as a later one.
+    const kernel = await GatewayKernel.start({
+      gateway: client(),
+      kernelName,
+      startupTimeoutMs: DEFAULT_STARTUP_TIMEOUT_MS,
+    });
+    try {
+      const warm = await kernel.execute('pass', { silent: true, storeHistory: false, timeoutMs: 30_000 });
+      if (warm.status !== 'ok') throw new Error(`its first cell ended ${warm.status}`);
+    } catch (error) {
+      await kernel.shutdown();
+      throw error;
+    }
+    kernel.detach();
+    return kernel.id;
+  },
+  add: (kernelName, kernelId) => addReadyKernel(layout, kernelName, kernelId),
+  surplus: (kernelName, keep) => takeSurplus(layout, kernelName, keep),
+  abandoned: () => abandonedClaims(layout),
+  async remove(kernelId) {
+    await client().deleteKernel(kernelId);
+  },
+  log,
+});
+
 const watcher = lingerWatcher(config, world);
 async function look(): Promise<void> {
   if ((await watcher.tick()) === 'exit') process.exit(0);
+  pool.tick();
 }
 log(`watching server pid ${config.server.pid}`);
 setInterval(() => void look(), config.pollMs);

@@ -1,6 +1,7 @@
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { lazy, parseOptions } from '@kernelwarden/core';
+import type * as Zod from 'zod';
 import type { LocalGatewayEvent } from './events.js';
 import { zod } from './zod.js';
 
@@ -20,6 +21,19 @@ export const DEFAULT_REQUEST_TIMEOUT_MS = 10_000;
 export const DEFAULT_STOP_TIMEOUT_MS = 10_000;
 /** The server's `root_dir`, so that any absolute directory can be a kernel's `path`. */
 export const DEFAULT_ROOT_DIR = '/';
+/**
+ * The environment variable giving the warm pool when `pool` is not given: `0` (no pool), a count of python3
+ * kernels (`2`), or counts per kernelspec (`python3=1,ir=1`).
+ */
+export const POOL_ENV = 'KERNELWARDEN_POOL';
+/** The warm pool when neither `pool` nor `KERNELWARDEN_POOL` says otherwise: one started python3 kernel. */
+export const DEFAULT_POOL: Readonly<Record<string, number>> = Object.freeze({ python3: 1 });
+/** The kernelspec a bare count in `KERNELWARDEN_POOL` is for. */
+const POOL_ENV_KERNELSPEC = 'python3';
+/** What a pooled kernelspec's name may be: jupyter's own rule for kernelspec directory names. */
+const KERNELSPEC_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
+/** The most kernels the pool keeps started for one kernelspec. */
+const MAX_POOL_SIZE = 16;
 
 /** Options shared by `acquire`, `stop` and `status`: which gateway. */
 export interface LocalGatewayLocation {
@@ -84,6 +98,14 @@ export interface LocalGatewayOptions extends LocalGatewayLocation {
   stopTimeoutMs?: number;
   /** Told what happens (lock waits, start, reuse, reaped kernels). Never receives the token. */
   onEvent?: (event: LocalGatewayEvent) => void;
+  /**
+   * The warm pool: how many started kernels the server keeps ready per kernelspec, for any process of this user to
+   * claim (`GatewayKernel.start()` through the lease claims one instead of creating a kernel, and applies its `cwd`,
+   * `env` and prelude to it). `{}` or `0` counts turn it off. Each acquire sets the pool of the running server; the
+   * linger watcher fills it in the background. Each idle pooled python3 kernel costs its memory (see the README).
+   * @defaultValue env `KERNELWARDEN_POOL` (`POOL_ENV`), else `DEFAULT_POOL`
+   */
+  pool?: Record<string, number>;
 }
 
 /** Options of `LocalGateway.stop()`. */
@@ -126,6 +148,8 @@ export interface ResolvedLocalGatewayOptions extends ResolvedLocalGatewayStopOpt
   readonly rootDir: string;
   /** The caller's event listener, if any. */
   readonly onEvent: ((event: LocalGatewayEvent) => void) | undefined;
+  /** Started kernels kept ready per kernelspec (kernelspecs with 0 left out). */
+  readonly pool: Readonly<Record<string, number>>;
 }
 
 /** The options' schemas, built on the first call (importing this module does not load zod). */
@@ -160,13 +184,43 @@ const schemas = lazy(() => {
     onEvent: z
       .custom<(event: LocalGatewayEvent) => void>((v) => typeof v === 'function', 'must be a function')
       .optional(),
+    pool: poolSchema(z).optional(),
   });
   const stopSchema = z.strictObject({ ...locationShape, stopTimeoutMs: nonNegativeMs.optional() });
   const locationSchema = z.strictObject(locationShape);
   return { acquireSchema, stopSchema, locationSchema };
 });
 
+function poolSchema(z: typeof Zod.z) {
+  return z.record(
+    z.string().regex(KERNELSPEC_NAME, 'must be a kernelspec name'),
+    z.number().int().min(0).max(MAX_POOL_SIZE),
+  );
+}
+
 type Env = Readonly<Record<string, string | undefined>>;
+
+/** `KERNELWARDEN_POOL`'s value as a pool; `InvalidOptionsError` (path `KERNELWARDEN_POOL`) when malformed. */
+function poolFromEnv(text: string): Record<string, number> {
+  const trimmed = text.trim();
+  const pool: Record<string, number> = {};
+  if (/^\d+$/.test(trimmed)) pool[POOL_ENV_KERNELSPEC] = Number(trimmed);
+  else {
+    for (const part of trimmed.split(',')) {
+      const [name, count] = part.split('=').map((s) => s.trim());
+      pool[name ?? ''] = count !== undefined && /^\d+$/.test(count) ? Number(count) : Number.NaN;
+    }
+  }
+  return parseOptions(poolSchema(zod().z), pool, {
+    subject: `${POOL_ENV} (e.g. 0, 2 or python3=1,ir=1)`,
+    root: POOL_ENV,
+  });
+}
+
+/** The pool with every kernelspec of count 0 left out. */
+function activePool(pool: Record<string, number>): Readonly<Record<string, number>> {
+  return Object.freeze(Object.fromEntries(Object.entries(pool).filter(([, n]) => n > 0)));
+}
 
 function baseStateDir(explicit: string | undefined, env: Env): string {
   if (explicit) return resolve(explicit);
@@ -208,6 +262,7 @@ export function resolveLocalGatewayOptions(
     rootDir: opts.rootDir ?? DEFAULT_ROOT_DIR,
     stopTimeoutMs: opts.stopTimeoutMs ?? DEFAULT_STOP_TIMEOUT_MS,
     onEvent: opts.onEvent,
+    pool: activePool(opts.pool ?? (env[POOL_ENV] ? poolFromEnv(env[POOL_ENV]) : { ...DEFAULT_POOL })),
   });
 }
 

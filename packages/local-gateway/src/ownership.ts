@@ -83,10 +83,11 @@ export interface ReapOptions {
 /**
  * Deletes, through the REST API, every kernel whose creating process is dead, and removes its record; records of
  * kernels the server no longer lists are removed too. Returns the ids deleted. Failures are reported, not thrown.
+ * While every recorded owner lives, nothing is asked of the server (an acquire then makes no request for it).
  */
 export async function reapOrphanKernels(opts: ReapOptions): Promise<string[]> {
   const records = listOwners(opts.ownersDir);
-  if (records.length === 0) return [];
+  if (records.every(({ owner }) => isProcessAlive(owner))) return [];
   const request = opts.signal ? { signal: opts.signal } : {};
   let listed: Set<string>;
   try {

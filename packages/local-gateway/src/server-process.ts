@@ -3,6 +3,7 @@ import { closeSync, openSync, readdirSync, readFileSync, readSync, renameSync, s
 import { createServer } from 'node:net';
 import { sleep, withDeadline } from '@kernelwarden/core';
 import { KERNEL_MARKER_ENV } from './kernel-launch.js';
+import { processesCarrying } from './kernel-processes.js';
 import { listenerOwnership } from './listener.js';
 import { identityOf, isProcessAlive, type ProcessIdentity, signalGroup } from './process-identity.js';
 
@@ -198,7 +199,6 @@ async function waitForExit(id: ProcessIdentity, ms: number): Promise<boolean> {
  */
 export function kernelProcesses(runtimeDir: string, instance?: string): number[] {
   const marker = `${runtimeDir}/kernel-`;
-  const envMarker = instance ? Buffer.from(`\0${KERNEL_MARKER_ENV}=${instance}:`) : undefined;
   const pids: number[] = [];
   let entries: string[];
   try {
@@ -209,18 +209,14 @@ export function kernelProcesses(runtimeDir: string, instance?: string): number[]
   for (const entry of entries) {
     if (!/^\d+$/.test(entry) || Number(entry) === process.pid) continue;
     try {
-      if (readFileSync(`/proc/${entry}/cmdline`, 'utf8').includes(marker)) {
-        pids.push(Number(entry));
-        continue;
-      }
-      if (envMarker && Buffer.concat([Buffer.from([0]), readFileSync(`/proc/${entry}/environ`)]).includes(envMarker)) {
-        pids.push(Number(entry));
-      }
+      if (readFileSync(`/proc/${entry}/cmdline`, 'utf8').includes(marker)) pids.push(Number(entry));
     } catch {
       // exited meanwhile, or not ours to read
     }
   }
-  return pids;
+  if (!instance) return pids;
+  const marked = processesCarrying(`${KERNEL_MARKER_ENV}=${instance}:`);
+  return [...new Set([...pids, ...marked])];
 }
 
 /**

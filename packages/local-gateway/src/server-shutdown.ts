@@ -1,5 +1,6 @@
 import type { ServerInfo } from './info-file.js';
 import { removeIpcDir } from './ipc-dir.js';
+import { clearPool } from './kernel-pool.js';
 import type { GatewayLayout } from './layout.js';
 import { liveLeases } from './leases.js';
 import { isLingerWatcherOf } from './linger-watcher.js';
@@ -16,6 +17,7 @@ export function clearServerState(layout: GatewayLayout, info?: ServerInfo): void
   removeFile(layout.idle);
   removeFile(layout.tokenFile);
   clearOwners(layout.owners);
+  clearPool(layout);
   liveLeases(layout.leases); // prunes dead holders' files
 }
 

@@ -57,16 +57,28 @@ function esModuleEntry(require: NodeJS.Require, specifier: string): string | und
 }
 
 /**
- * A dependency loaded synchronously on first use: `lazyModule('zod', import.meta.url)` returns a function that
- * resolves the package from the calling module's location and loads it the first time it is called (Node >= 20.19
- * `require()`s ES modules; the ES module entry is the one loaded, so the instance is the one `import` shares).
+ * A dependency loaded synchronously on first use: `lazyModule('zod', import.meta.url, () => require('zod'))` returns
+ * a function that resolves the package from the calling module's location and loads it the first time it is called
+ * (Node >= 20.19 `require()`s ES modules; the ES module entry is the one loaded, so the instance is the one `import`
+ * shares).
+ *
+ * `bundled` is for an application bundled into one file, where the package is not on disk: write it as a call of
+ * `require` with the literal name, which a bundler replaces by the bundled module (evaluated on that first call); it
+ * is only called when the package cannot be resolved from `parentUrl`.
  *
  * Use it for a heavy dependency that only some calls need — a validation library, a WebSocket implementation — so
  * that importing the package that depends on it does not load it.
  */
-export function lazyModule<T>(specifier: string, parentUrl: string): () => T {
+export function lazyModule<T>(specifier: string, parentUrl: string, bundled?: () => T): () => T {
   return lazy(() => {
     const require = createRequire(parentUrl);
-    return require(esModuleEntry(require, specifier) ?? specifier) as T;
+    let path: string;
+    try {
+      path = esModuleEntry(require, specifier) ?? require.resolve(specifier);
+    } catch (error) {
+      if (bundled && (error as NodeJS.ErrnoException).code === 'MODULE_NOT_FOUND') return bundled();
+      throw error;
+    }
+    return require(path) as T;
   });
 }

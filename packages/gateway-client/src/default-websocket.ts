@@ -2,7 +2,8 @@ import { lazyModule } from '@kernelwarden/core';
 import type * as Ws from 'ws';
 import type { WebSocketClass } from './gateway-client-options.js';
 
-const wsLibrary = lazyModule<typeof Ws>('ws', import.meta.url);
+// The literal require() is what a bundler inlines for an application bundled into one file (see lazyModule).
+const wsLibrary = lazyModule<typeof Ws>('ws', import.meta.url, () => require('ws'));
 
 let linked = false;
 

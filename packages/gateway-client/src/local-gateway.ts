@@ -82,6 +82,8 @@ export interface LocalGatewayOptions
   rootDir?: string;
   /** Told what happens. */
   onEvent?: (event: LocalGatewayEvent) => void;
+  /** Started kernels kept ready per kernelspec. */
+  pool?: Record<string, number>;
 }
 
 /**
@@ -126,7 +128,16 @@ export interface LocalGatewayStatus extends Record<'stateDir' | 'command' | 'int
   startedAt?: string;
   /** Processes holding a lease, and the kernels the server lists with their creating process. */
   holders: { pid: number; acquiredAt: string }[];
-  kernels: { id: string; name: string; executionState?: string; ownerPid?: number; ownerAlive?: boolean }[];
+  kernels: {
+    id: string;
+    name: string;
+    executionState?: string;
+    ownerPid?: number;
+    ownerAlive?: boolean;
+    pooled?: boolean;
+  }[];
+  /** The warm pool's counts per kernelspec. */
+  pool: Record<string, { wanted: number; ready: number }>;
 }
 
 /** What this forwarder needs of `@kernelwarden/local-gateway`. */

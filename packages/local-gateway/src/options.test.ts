@@ -4,6 +4,7 @@ import { InvalidOptionsError } from '@kernelwarden/core';
 import { describe, expect, it } from 'vitest';
 import {
   DEFAULT_LINGER_MS,
+  DEFAULT_POOL,
   DEFAULT_REQUEST_TIMEOUT_MS,
   DEFAULT_ROOT_DIR,
   DEFAULT_SERVER_COMMAND,
@@ -29,7 +30,32 @@ describe('resolveLocalGatewayOptions', () => {
       rootDir: DEFAULT_ROOT_DIR,
       stopTimeoutMs: DEFAULT_STOP_TIMEOUT_MS,
       onEvent: undefined,
+      pool: DEFAULT_POOL,
     });
+  });
+
+  it('takes the warm pool from KERNELWARDEN_POOL (0, a python3 count, or counts per kernelspec), pool over it', () => {
+    expect(resolveLocalGatewayOptions({}, { KERNELWARDEN_POOL: '0' }).pool).toEqual({});
+    expect(resolveLocalGatewayOptions({}, { KERNELWARDEN_POOL: '2' }).pool).toEqual({ python3: 2 });
+    expect(resolveLocalGatewayOptions({}, { KERNELWARDEN_POOL: 'python3=1, ir=2' }).pool).toEqual({
+      python3: 1,
+      ir: 2,
+    });
+    expect(resolveLocalGatewayOptions({ pool: { ir: 1, python3: 0 } }, { KERNELWARDEN_POOL: '3' }).pool).toEqual({
+      ir: 1,
+    });
+    for (const bad of ['python3=many', '-1', 'no/slash=1']) {
+      const error = (() => {
+        try {
+          resolveLocalGatewayOptions({}, { KERNELWARDEN_POOL: bad });
+        } catch (e) {
+          return e;
+        }
+      })();
+      expect(InvalidOptionsError.isInstance(error), bad).toBe(true);
+      expect((error as InvalidOptionsError).issues[0]?.path).toMatch(/^KERNELWARDEN_POOL/);
+    }
+    expect(() => resolveLocalGatewayOptions({ pool: { python3: 1.5 } }, {})).toThrow(/pool\.python3/);
   });
 
   it('takes the state directory and the server from the environment, and explicit options over both', () => {

@@ -1,6 +1,7 @@
 import { locateGateway } from './gateway-dir.js';
 import { serverClient } from './guarded-transport.js';
 import { readServerInfo } from './info-file.js';
+import { pooledKernelspecs, readPoolConfig, readyKernels } from './kernel-pool.js';
 import { liveLeases } from './leases.js';
 import { DEFAULT_REQUEST_TIMEOUT_MS, type ResolvedLocalGatewayLocation } from './options.js';
 import { listOwners } from './ownership.js';
@@ -25,8 +26,30 @@ export interface LocalGatewayStatus {
   startedAt?: string;
   /** Processes holding a lease. */
   holders: { pid: number; acquiredAt: string }[];
-  /** Kernels the server lists, with the process that created each when known. */
-  kernels: { id: string; name: string; executionState?: string; ownerPid?: number; ownerAlive?: boolean }[];
+  /**
+   * Kernels the server lists, with the process that created (or claimed) each when known; `pooled` for a kernel
+   * of the warm pool, ready for a process to claim.
+   */
+  kernels: {
+    id: string;
+    name: string;
+    executionState?: string;
+    ownerPid?: number;
+    ownerAlive?: boolean;
+    pooled?: boolean;
+  }[];
+  /** The warm pool: per kernelspec, how many kernels it should keep ready and how many are. */
+  pool: Record<string, { wanted: number; ready: number }>;
+}
+
+/** The warm pool's counts, from its files. */
+function poolCounts(layout: Parameters<typeof readPoolConfig>[0]): LocalGatewayStatus['pool'] {
+  const wanted = readPoolConfig(layout);
+  const pool: LocalGatewayStatus['pool'] = {};
+  for (const name of new Set([...Object.keys(wanted), ...pooledKernelspecs(layout)])) {
+    pool[name] = { wanted: wanted[name] ?? 0, ready: readyKernels(layout, name).length };
+  }
+  return pool;
 }
 
 /**
@@ -40,7 +63,7 @@ export async function gatewayStatus(location: ResolvedLocalGatewayLocation): Pro
   const info = readServerInfo(layout.info);
   const holders = liveLeases(layout.leases).map((l) => ({ pid: l.pid, acquiredAt: l.acquiredAt }));
   if (!info || unverifiedServerReason(layout, info) !== undefined) {
-    return { running: false, ...base, holders, kernels: [] };
+    return { running: false, ...base, holders, kernels: [], pool: {} };
   }
   let kernels: LocalGatewayStatus['kernels'] = [];
   let running = false;
@@ -50,6 +73,7 @@ export async function gatewayStatus(location: ResolvedLocalGatewayLocation): Pro
     );
     running = true;
     const owners = new Map(listOwners(layout.owners).map((r) => [r.kernelId, r.owner] as const));
+    const pooled = new Set(pooledKernelspecs(layout).flatMap((name) => readyKernels(layout, name)));
     kernels = listed.map((k) => {
       const owner = owners.get(k.id);
       return {
@@ -57,6 +81,7 @@ export async function gatewayStatus(location: ResolvedLocalGatewayLocation): Pro
         name: k.name,
         ...(k.execution_state === undefined ? {} : { executionState: k.execution_state }),
         ...(owner ? { ownerPid: owner.pid, ownerAlive: isProcessAlive(owner) } : {}),
+        ...(pooled.has(k.id) ? { pooled: true } : {}),
       };
     });
   } catch {
@@ -70,5 +95,6 @@ export async function gatewayStatus(location: ResolvedLocalGatewayLocation): Pro
     startedAt: info.startedAt,
     holders,
     kernels,
+    pool: poolCounts(layout),
   };
 }

@@ -5,4 +5,5 @@ import type * as Zod from 'zod';
  * zod, loaded the first time a schema is built (`zod().z`): importing this package does not load it — it would be
  * most of what an import costs. Every schema of the package is built through `lazy(() => …)`.
  */
-export const zod = lazyModule<typeof Zod>('zod', import.meta.url);
+// The literal require() is what a bundler inlines for an application bundled into one file (see lazyModule).
+export const zod = lazyModule<typeof Zod>('zod', import.meta.url, () => require('zod'));

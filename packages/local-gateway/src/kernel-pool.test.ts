@@ -1,0 +1,73 @@
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import {
+  abandonedClaims,
+  addReadyKernel,
+  claimPooledKernel,
+  readPoolConfig,
+  readyKernels,
+  takeSurplus,
+  writePoolConfig,
+} from './kernel-pool.js';
+import { gatewayLayout } from './layout.js';
+import { listOwners } from './ownership.js';
+import { ensurePrivateDir, writePrivateFileAtomic } from './state-dir.js';
+
+const dirs: string[] = [];
+afterEach(() => {
+  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
+});
+
+function layout() {
+  const dir = mkdtempSync(join(tmpdir(), 'kw-pool-'));
+  dirs.push(dir);
+  const l = gatewayLayout(dir);
+  for (const d of [l.owners, l.pool, l.poolClaims]) ensurePrivateDir(d);
+  return l;
+}
+
+describe('the pool files', () => {
+  it('hands each ready kernel to one claim only, and records the claimant as its owner', () => {
+    const l = layout();
+    addReadyKernel(l, 'python3', 'k1');
+    addReadyKernel(l, 'python3', 'k2');
+    const claims = [claimPooledKernel(l, 'python3'), claimPooledKernel(l, 'python3'), claimPooledKernel(l, 'python3')];
+    expect(claims.slice(0, 2).sort()).toEqual(['k1', 'k2']);
+    expect(claims[2]).toBeUndefined();
+    expect(
+      listOwners(l.owners)
+        .map((r) => [r.kernelId, r.owner.pid])
+        .sort(),
+    ).toEqual([
+      ['k1', process.pid],
+      ['k2', process.pid],
+    ]);
+    expect(readdirSync(l.poolClaims)).toEqual([]);
+    expect(claimPooledKernel(l, 'ir')).toBeUndefined();
+  });
+
+  it('finds claims whose claimant died before recording itself, and leaves a live claimant alone', () => {
+    const l = layout();
+    writePrivateFileAtomic(join(l.poolClaims, 'dead~999999999~'), '{}');
+    writePrivateFileAtomic(join(l.poolClaims, `live~${process.pid}~`), '{}');
+    writePrivateFileAtomic(join(l.poolClaims, 'owned~999999998~'), '{}');
+    writePrivateFileAtomic(join(l.owners, 'owned'), JSON.stringify({ pid: process.pid }));
+    expect(abandonedClaims(l)).toEqual(['dead']);
+    expect(readdirSync(l.poolClaims)).toEqual([`live~${process.pid}~`]);
+  });
+
+  it('keeps the wanted counts and takes out the surplus, oldest kept', () => {
+    const l = layout();
+    writePoolConfig(l, { python3: 1, ir: 2 });
+    expect(readPoolConfig(l)).toEqual({ python3: 1, ir: 2 });
+    addReadyKernel(l, 'python3', 'a');
+    addReadyKernel(l, 'python3', 'b');
+    expect(readyKernels(l, 'python3')).toHaveLength(2);
+    const taken = takeSurplus(l, 'python3', 1);
+    expect(taken).toHaveLength(1);
+    expect(readyKernels(l, 'python3')).toHaveLength(1);
+    expect(readyKernels(l, '../python3')).toEqual([]);
+  });
+});

@@ -1,0 +1,101 @@
+import { describe, expect, it } from 'vitest';
+import { POOL_RETRY_MS, type PoolKeeperWorld, poolKeeper } from './pool-keeper.js';
+
+/** A pool in memory: starts resolve when the test says so. */
+function fakeWorld(wanted: Record<string, number>) {
+  let now = 0;
+  let next = 0;
+  const ready = new Map<string, string[]>();
+  const starts: { kernelName: string; resolve(id: string): void; reject(error: Error): void }[] = [];
+  const removed: string[] = [];
+  const abandoned: string[] = [];
+  const world: PoolKeeperWorld = {
+    now: () => now,
+    wanted: () => wanted,
+    pooled: () => [...ready.keys()].filter((k) => (ready.get(k) ?? []).length > 0),
+    ready: (k) => ready.get(k) ?? [],
+    start: (kernelName) =>
+      new Promise<string>((resolve, reject) => {
+        starts.push({ kernelName, resolve, reject });
+      }),
+    add: (k, id) => ready.set(k, [...(ready.get(k) ?? []), id]),
+    surplus: (k, keep) => {
+      const ids = ready.get(k) ?? [];
+      ready.set(k, ids.slice(0, keep));
+      return ids.slice(keep);
+    },
+    abandoned: () => abandoned.splice(0),
+    remove: async (id) => {
+      removed.push(id);
+    },
+    log: () => {},
+  };
+  return {
+    world,
+    ready,
+    starts,
+    removed,
+    abandoned,
+    advance: (ms: number) => {
+      now += ms;
+    },
+    id: () => `k${next++}`,
+  };
+}
+
+describe('poolKeeper', () => {
+  it('starts one kernel at a time per kernelspec and puts it into the pool only once it answered', async () => {
+    const f = fakeWorld({ python3: 2 });
+    const keeper = poolKeeper(f.world);
+    keeper.tick();
+    keeper.tick();
+    expect(f.starts.map((s) => s.kernelName)).toEqual(['python3']);
+    expect(f.world.ready('python3')).toEqual([]);
+    f.starts[0]?.resolve(f.id());
+    await keeper.settled();
+    expect(f.world.ready('python3')).toEqual(['k0']);
+    keeper.tick();
+    f.starts[1]?.resolve(f.id());
+    await keeper.settled();
+    keeper.tick();
+    expect(f.world.ready('python3')).toEqual(['k0', 'k1']);
+    expect(f.starts).toHaveLength(2);
+  });
+
+  it('deletes ready kernels beyond a smaller count and the kernels of abandoned claims', async () => {
+    const wanted: Record<string, number> = { python3: 0 };
+    const f = fakeWorld(wanted);
+    f.ready.set('python3', ['a', 'b']);
+    f.abandoned.push('c');
+    const keeper = poolKeeper(f.world);
+    keeper.tick();
+    await keeper.settled();
+    expect(f.removed.sort()).toEqual(['a', 'b', 'c']);
+    expect(f.starts).toEqual([]);
+  });
+
+  it('waits POOL_RETRY_MS before starting a kernelspec again whose start failed', async () => {
+    const f = fakeWorld({ nope: 1 });
+    const keeper = poolKeeper(f.world);
+    keeper.tick();
+    f.starts[0]?.reject(new Error('no such kernelspec'));
+    await keeper.settled();
+    keeper.tick();
+    expect(f.starts).toHaveLength(1);
+    f.advance(POOL_RETRY_MS);
+    keeper.tick();
+    expect(f.starts).toHaveLength(2);
+  });
+
+  it('deletes a kernel that finished starting after the pool stopped wanting it', async () => {
+    const wanted: Record<string, number> = { python3: 1 };
+    const f = fakeWorld(wanted);
+    const keeper = poolKeeper(f.world);
+    keeper.tick();
+    wanted.python3 = 0;
+    f.starts[0]?.resolve('late');
+    await keeper.settled();
+    expect(f.removed).toEqual(['late']);
+    expect(f.world.ready('python3')).toEqual([]);
+  });
+});

@@ -52,7 +52,7 @@ function caption(section) {
 
 function goalLines(results) {
   return (results.goals ?? []).map(
-    (g) => `${g.met ? 'MET ' : 'MISSED'} ${g.goal}: ${g.value === null ? 'no figure' : ratio(g.value)}`,
+    (g) => `${g.met ? 'MET ' : 'MISSED'} ${g.goal}: ${g.value === null ? 'no figure' : (g.display ?? ratio(g.value))}`,
   );
 }
 

@@ -9,7 +9,7 @@
 //
 // Options: --rounds N (300), --only a,b (sections: import, roundtrip, coldstart, interrupt, output [= output-20mb,
 //          output-lines], packages),
-//          --imports N (15: fresh processes per package in the import section),
+//          --imports N (15: fresh processes per package in the import section), --cli-runs N (10: warm CLI runs),
 //          --cold N (10), --interrupts N (5), --output-reps N (3), --output-timeout SECONDS (per scenario: 120 / 180),
 //          --update-readme, --keep (keep the temp dir).
 import './quiet-console.mjs';
@@ -35,6 +35,7 @@ const { values: args } = parseArgs({
     cold: { type: 'string', default: '10' },
     interrupts: { type: 'string', default: '5' },
     imports: { type: 'string', default: '15' },
+    'cli-runs': { type: 'string', default: '10' },
     'output-reps': { type: 'string', default: '3' },
     'output-timeout': { type: 'string' },
     'update-readme': { type: 'boolean', default: false },
@@ -46,11 +47,12 @@ const COLD = Number(args.cold);
 const INTERRUPTS = Number(args.interrupts);
 const OUTPUT_REPS = Number(args['output-reps']);
 const IMPORTS = Number(args.imports);
+const CLI_RUNS = Number(args['cli-runs']);
 const WARMUP = 20;
 const BLOCK = 10;
 const PACKAGE_BENCH_TIMEOUT_MS = 180_000;
 const sections = new Set(
-  (args.only ?? 'import,roundtrip,coldstart,interrupt,output,packages').split(',').map((s) => s.trim()),
+  (args.only ?? 'import,cli,roundtrip,coldstart,interrupt,output,packages').split(',').map((s) => s.trim()),
 );
 
 const REPO = new URL('..', import.meta.url).pathname;
@@ -64,6 +66,7 @@ results.settings = {
   interrupts: INTERRUPTS,
   outputReps: OUTPUT_REPS,
   imports: IMPORTS,
+  cliRuns: CLI_RUNS,
 };
 const servers = [];
 const children = new Set();
@@ -334,6 +337,92 @@ async function importCost() {
   ];
 }
 
+// --- 0b. A warm CLI run: the embedded gateway running, its pool filled ---------------------------------------------
+const CLI_BIN = new URL('../packages/cli/dist/bin.js', import.meta.url).pathname;
+
+/** Runs `node argv` to its exit; resolves with the wall time from spawn to exit and its stdout. */
+function timedNode(argv, env) {
+  return new Promise((resolve, reject) => {
+    const start = performance.now();
+    const child = spawn(process.execPath, argv, { cwd: REPO, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    children.add(child);
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => {
+      stdout += d;
+    });
+    child.stderr.on('data', (d) => {
+      stderr = (stderr + d).slice(-2000);
+    });
+    child.on('close', (code) => {
+      const ms = performance.now() - start;
+      children.delete(child);
+      if (code === 0) resolve({ ms, stdout });
+      else
+        reject(new Error(`node ${argv.join(' ')} exited ${code}: ${stderr.trim().split('\n').slice(-3).join(' | ')}`));
+    });
+  });
+}
+
+async function warmCliRun() {
+  const stateDir = join(root, 'cli-state');
+  const env = { ...process.env, KERNELWARDEN_STATE_DIR: stateDir };
+  delete env.KERNELWARDEN_POOL; // the default pool: one python3 kernel
+  const { LocalGateway } = await import(new URL('../packages/local-gateway/dist/index.js', import.meta.url).href);
+  const poolReady = async () => {
+    const until = Date.now() + 60_000;
+    while ((await LocalGateway.status({ stateDir })).pool.python3?.ready !== 1) {
+      if (Date.now() > until) throw new Error('the warm pool of the CLI gateway did not fill');
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  };
+  log(`warm CLI run: ${CLI_RUNS} runs of kernelwarden run -c 'print(1)' and of node -e 0, alternated`);
+  const samples = { cli: [], node: [] };
+  try {
+    await timedNode([CLI_BIN, 'gateway', 'start'], env);
+    await poolReady();
+    await timedNode([CLI_BIN, 'run', '-c', 'print(1)'], env); // warm-up: the OS caches, the pool's refill path
+    for (let i = 0; i < CLI_RUNS; i++) {
+      for (const key of rotate(['cli', 'node'], i)) {
+        if (key === 'node') {
+          samples.node.push((await timedNode(['-e', '0'], env)).ms);
+          continue;
+        }
+        await poolReady();
+        const { ms, stdout } = await timedNode([CLI_BIN, 'run', '-c', 'print(1)'], env);
+        if (stdout !== '1\n') throw new Error(`kernelwarden run printed ${JSON.stringify(stdout)}`);
+        samples.cli.push(ms);
+      }
+    }
+  } catch (error) {
+    crashed('kernelwarden run', 'warm CLI run', error);
+  } finally {
+    await timedNode([CLI_BIN, 'gateway', 'stop'], env).catch((error) => log(`gateway stop: ${error.message}`));
+  }
+  const node = summarize(samples.node);
+  const rows = [];
+  if (samples.cli.length) {
+    const r = row("kernelwarden run -c 'print(1)' (gateway running, pool filled)", 'embedded', samples.cli, {
+      key: 'cli-warm',
+    });
+    r.ratio = node ? r.median / node.median : undefined;
+    rows.push(r);
+  }
+  if (node) rows.push({ ...row('node -e 0', 'none', samples.node, { key: 'node' }), ratio: 1 });
+  results.sections.push({
+    id: 'cli',
+    title: `A warm CLI run, process spawn to exit, median of ${CLI_RUNS}, alternated with \`node -e 0\``,
+    reference: 'node -e 0',
+    ratioColumns: ['ratio'],
+    rows,
+  });
+  const value = rows[0]?.ratio ?? null;
+  results.goals = [
+    ...(results.goals ?? []),
+    { goal: "warm kernelwarden run -c 'print(1)' <= 3x node -e 0", value, met: value !== null && value <= 3 },
+  ];
+}
+
 // --- 2. Cold start to a usable kernel ---------------------------------------------------------------------------
 async function coldStart(stock) {
   log(`cold start: ${COLD} each, alternated`);
@@ -587,6 +676,19 @@ async function packageBenches(stock) {
       }
     }
   }
+  const killed = rows.find((r) => r.client === 'watchdog: kill_to_next_answer.local_gateway_pool');
+  const killedStock = rows.find((r) => r.client === 'watchdog: kill_to_next_answer.stock');
+  if (killed) {
+    results.goals = [
+      ...(results.goals ?? []),
+      {
+        goal: `watchdog kill on the embedded gateway, end of interrupt grace to next answer <= 600 ms${killedStock ? ` (stock server: ${Math.round(killedStock.median)} ms)` : ''}`,
+        value: killed.median,
+        display: `${Math.round(killed.median)} ms`,
+        met: killed.median <= 600,
+      },
+    ];
+  }
   if (rows.length)
     results.sections.push({
       id: 'packages',
@@ -678,6 +780,7 @@ try {
     throw new Error(`the no-delay server did not load ${NODELAY_CONFIG}; see ${nodelay.logFile}`);
   log('servers up: stock, no-delay, raised');
   if (sections.has('import')) await importCost();
+  if (sections.has('cli')) await warmCliRun();
   if (sections.has('roundtrip')) await roundTrip(stock, nodelay);
   if (sections.has('coldstart')) await coldStart(stock);
   if (sections.has('interrupt')) await interruptLatency(stock, nodelay);

@@ -44,10 +44,10 @@ export class DefaultWebSocket {
  * derived from `ws`'s own): they take connect headers and can ping and pong.
  */
 export function isWsClass(Impl: WebSocketClass): boolean {
-  const proto = (Impl as unknown as { prototype?: object }).prototype;
-  if ((Impl as unknown) === DefaultWebSocket || (proto && DefaultWebSocket.prototype.isPrototypeOf(proto))) return true;
-  const WsImpl = wsWebSocket();
-  return (Impl as unknown) === WsImpl || (proto !== undefined && WsImpl.prototype.isPrototypeOf(proto));
+  const derives = (Base: object) =>
+    (Impl as unknown) === Base ||
+    Object.prototype.isPrototypeOf.call((Base as { prototype: object }).prototype, Impl.prototype);
+  return derives(DefaultWebSocket) || derives(wsWebSocket());
 }
 
 /** The default class as the `WebSocketClass` type the options use. */

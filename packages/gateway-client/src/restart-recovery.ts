@@ -87,9 +87,9 @@ export class RestartRecovery {
     const { client, restartTimeoutMs, gate, reconnect, alive, ready } = this.#opts;
     this.#own = true;
     const work = (async () => {
-      const swapped = replacement
-        ? await replacement.swap(signal)
-        : (await client.restartKernel(this.#opts.kernelId(), { signal, timeoutMs: restartTimeoutMs }), false);
+      let swapped = false;
+      if (replacement) swapped = await replacement.swap(signal);
+      else await client.restartKernel(this.#opts.kernelId(), { signal, timeoutMs: restartTimeoutMs });
       await reconnect(signal);
       if (swapped) await replacement?.prepare(signal);
     })();

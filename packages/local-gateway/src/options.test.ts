@@ -45,13 +45,12 @@ describe('resolveLocalGatewayOptions', () => {
       ir: 1,
     });
     for (const bad of ['python3=many', '-1', 'no/slash=1']) {
-      const error = (() => {
-        try {
-          resolveLocalGatewayOptions({}, { KERNELWARDEN_POOL: bad });
-        } catch (e) {
-          return e;
-        }
-      })();
+      let error: unknown;
+      try {
+        resolveLocalGatewayOptions({}, { KERNELWARDEN_POOL: bad });
+      } catch (e) {
+        error = e;
+      }
       expect(InvalidOptionsError.isInstance(error), bad).toBe(true);
       expect((error as InvalidOptionsError).issues[0]?.path).toMatch(/^KERNELWARDEN_POOL/);
     }

@@ -247,6 +247,32 @@ function goals(rows) {
   return out;
 }
 
+const CLI_BIN = new URL('../packages/cli/dist/bin.js', import.meta.url).pathname;
+
+/** Runs `node argv` to its exit; resolves with the wall time from spawn to exit and its stdout. */
+function timedNode(argv, env) {
+  return new Promise((resolve, reject) => {
+    const start = performance.now();
+    const child = spawn(process.execPath, argv, { cwd: REPO, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    children.add(child);
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => {
+      stdout += d;
+    });
+    child.stderr.on('data', (d) => {
+      stderr = (stderr + d).slice(-2000);
+    });
+    child.on('close', (code) => {
+      const ms = performance.now() - start;
+      children.delete(child);
+      if (code === 0) resolve({ ms, stdout });
+      else
+        reject(new Error(`node ${argv.join(' ')} exited ${code}: ${stderr.trim().split('\n').slice(-3).join(' | ')}`));
+    });
+  });
+}
+
 // --- 0. Import cost of every package, each in a fresh node ------------------------------------------------------
 /** The published packages, by directory, in dependency order (the CLI last). */
 const IMPORTED_PACKAGES = [
@@ -264,28 +290,11 @@ const IMPORTED_PACKAGES = [
 ];
 const JUPYTERLAB_IMPORT = '@jupyterlab/services';
 
-function importOnce(target) {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [new URL('./import-cost.mjs', import.meta.url).pathname, target], {
-      cwd: REPO,
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    children.add(child);
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => {
-      stdout += d;
-    });
-    child.stderr.on('data', (d) => {
-      stderr = (stderr + d).slice(-2000);
-    });
-    child.on('close', (code) => {
-      children.delete(child);
-      const ms = Number(stdout.trim());
-      if (code === 0 && Number.isFinite(ms)) resolve(ms);
-      else reject(new Error(`import of ${target} exited ${code}: ${stderr.trim().split('\n').slice(-2).join(' | ')}`));
-    });
-  });
+async function importOnce(target) {
+  const { stdout } = await timedNode([new URL('./import-cost.mjs', import.meta.url).pathname, target], process.env);
+  const ms = Number(stdout.trim());
+  if (!Number.isFinite(ms)) throw new Error(`import of ${target} printed ${JSON.stringify(stdout)}`);
+  return ms;
 }
 
 async function importCost() {
@@ -338,32 +347,6 @@ async function importCost() {
 }
 
 // --- 0b. A warm CLI run: the embedded gateway running, its pool filled ---------------------------------------------
-const CLI_BIN = new URL('../packages/cli/dist/bin.js', import.meta.url).pathname;
-
-/** Runs `node argv` to its exit; resolves with the wall time from spawn to exit and its stdout. */
-function timedNode(argv, env) {
-  return new Promise((resolve, reject) => {
-    const start = performance.now();
-    const child = spawn(process.execPath, argv, { cwd: REPO, env, stdio: ['ignore', 'pipe', 'pipe'] });
-    children.add(child);
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => {
-      stdout += d;
-    });
-    child.stderr.on('data', (d) => {
-      stderr = (stderr + d).slice(-2000);
-    });
-    child.on('close', (code) => {
-      const ms = performance.now() - start;
-      children.delete(child);
-      if (code === 0) resolve({ ms, stdout });
-      else
-        reject(new Error(`node ${argv.join(' ')} exited ${code}: ${stderr.trim().split('\n').slice(-3).join(' | ')}`));
-    });
-  });
-}
-
 async function warmCliRun() {
   const stateDir = join(root, 'cli-state');
   const env = { ...process.env, KERNELWARDEN_STATE_DIR: stateDir };

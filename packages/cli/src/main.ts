@@ -1,7 +1,6 @@
 import { createRequire } from 'node:module';
 import { type Command, parseCommand } from './args.js';
 import { type CliIo, processIo } from './cli-io.js';
-import { doctorCommand } from './doctor.js';
 import { ExitCode } from './exit-code.js';
 import { helpText } from './help.js';
 import { terminalSafe } from './terminal-text.js';
@@ -36,8 +35,11 @@ export async function main(argv: readonly string[], io: CliIo = processIo()): Pr
     case 'version':
       io.stdout.write(`${version()}\n`);
       return ExitCode.ok;
-    case 'doctor':
+    case 'doctor': {
+      // Loaded for this command only: the isolation package it probes with is not needed by the others' start.
+      const { doctorCommand } = await import('./doctor.js');
       return doctorCommand(command.json, io);
+    }
     default: {
       const { runStackCommand } = await import('./stack-commands.js');
       return runStackCommand(command, io);

@@ -8,23 +8,25 @@ import { KERNEL_MARKER_ENV } from './kernel-launch.js';
  */
 export function processesCarrying(prefix: string, exact = false): number[] {
   const needle = Buffer.from(`\0${prefix}${exact ? '\0' : ''}`);
-  const pids: number[] = [];
-  let entries: string[];
-  try {
-    entries = readdirSync('/proc');
-  } catch {
-    return pids;
-  }
-  for (const entry of entries) {
-    if (!/^\d+$/.test(entry) || Number(entry) === process.pid) continue;
+  return otherProcesses().filter((pid) => {
     try {
-      const environ = readFileSync(`/proc/${entry}/environ`);
-      if (Buffer.concat([Buffer.from([0]), environ, Buffer.from([0])]).includes(needle)) pids.push(Number(entry));
+      const environ = readFileSync(`/proc/${pid}/environ`);
+      return Buffer.concat([Buffer.from([0]), environ, Buffer.from([0])]).includes(needle);
     } catch {
-      // exited meanwhile, or not ours to read
+      return false; // exited meanwhile, or not ours to read
     }
+  });
+}
+
+/** Every pid in `/proc` but this process's; empty where there is no `/proc`. */
+export function otherProcesses(): number[] {
+  try {
+    return readdirSync('/proc')
+      .filter((entry) => /^\d+$/.test(entry) && Number(entry) !== process.pid)
+      .map(Number);
+  } catch {
+    return [];
   }
-  return pids;
 }
 
 /** The marker entry every process of kernel `kernelId` of server run `instance` carries. */

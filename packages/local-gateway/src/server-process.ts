@@ -1,9 +1,9 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { closeSync, openSync, readdirSync, readFileSync, readSync, renameSync, statSync } from 'node:fs';
+import { closeSync, openSync, readFileSync, readSync, renameSync, statSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { sleep, withDeadline } from '@kernelwarden/core';
 import { KERNEL_MARKER_ENV } from './kernel-launch.js';
-import { processesCarrying } from './kernel-processes.js';
+import { otherProcesses, processesCarrying } from './kernel-processes.js';
 import { listenerOwnership } from './listener.js';
 import { identityOf, isProcessAlive, type ProcessIdentity, signalGroup } from './process-identity.js';
 
@@ -199,21 +199,13 @@ async function waitForExit(id: ProcessIdentity, ms: number): Promise<boolean> {
  */
 export function kernelProcesses(runtimeDir: string, instance?: string): number[] {
   const marker = `${runtimeDir}/kernel-`;
-  const pids: number[] = [];
-  let entries: string[];
-  try {
-    entries = readdirSync('/proc');
-  } catch {
-    return pids;
-  }
-  for (const entry of entries) {
-    if (!/^\d+$/.test(entry) || Number(entry) === process.pid) continue;
+  const pids = otherProcesses().filter((pid) => {
     try {
-      if (readFileSync(`/proc/${entry}/cmdline`, 'utf8').includes(marker)) pids.push(Number(entry));
+      return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(marker);
     } catch {
-      // exited meanwhile, or not ours to read
+      return false; // exited meanwhile, or not ours to read
     }
-  }
+  });
   if (!instance) return pids;
   const marked = processesCarrying(`${KERNEL_MARKER_ENV}=${instance}:`);
   return [...new Set([...pids, ...marked])];

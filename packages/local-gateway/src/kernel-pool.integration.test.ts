@@ -109,18 +109,22 @@ describe("LocalGateway's warm pool (real jupyter-server)", () => {
     const [pooled] = await pooledKernels(stateDir, 1);
     const cwd = realpathSync(freshDir('claim-cwd'));
     const kernel = await GatewayKernel.start({ gateway: lease, cwd, env: { KW_POOL_PROBE: 'claimed' } });
+    // A kernel created cold on the same server, without the pool: what a claimed kernel must look like.
+    const cold = await GatewayKernel.start({ gateway: { baseUrl: lease.baseUrl, token: lease.token } });
+    const namespace = "print(sorted(n for n in dir() if not n.startswith('_')), len(In))";
     try {
       expect(kernel.id).toBe(pooled);
-      const probe = await kernel.execute(
-        "import os; print(os.getcwd()); print(os.environ.get('KW_POOL_PROBE')); print([n for n in dir() if not n.startswith('_') and n not in ('In', 'Out', 'exit', 'quit', 'get_ipython', 'os')])",
-      );
-      expect(probe.stdout).toBe(`${cwd}\nclaimed\n[]\n`);
+      const probe = await kernel.execute("import os; print(os.getcwd()); print(os.environ.get('KW_POOL_PROBE'))");
+      expect(probe.stdout).toBe(`${cwd}\nclaimed\n`);
       expect(probe.executionCount).toBe(1);
+      await cold.execute('import os');
+      expect((await kernel.execute(namespace)).stdout).toBe((await cold.execute(namespace)).stdout);
       const status = await LocalGateway.status({ stateDir });
       expect(status.kernels.find((k) => k.id === kernel.id)).toMatchObject({ ownerPid: process.pid, ownerAlive: true });
       expect(status.kernels.find((k) => k.id === kernel.id)?.pooled).toBeUndefined();
     } finally {
       await kernel.shutdown();
+      await cold.shutdown();
     }
   });
 

@@ -122,6 +122,8 @@ export function isolatedSpecs(stateDir: string): string[] {
   const walk = (dir: string, level: number) => {
     for (const entry of readdirSync(dir, { withFileTypes: true })) {
       if (!entry.isDirectory()) continue;
+      // The warm pool's own directories (`pool/<kernelspec>/`) are named after the specs, not specs.
+      if (entry.name === 'pool') continue;
       if (entry.name.startsWith('kw-iso-')) found.push(entry.name);
       else if (level < 3) walk(join(dir, entry.name), level + 1);
     }

@@ -137,3 +137,81 @@ describe('kernelwarden run --hide leaves no isolated kernelspec behind', () => {
     }
   });
 });
+
+describe('kernelwarden run --hide with the warm pool on', () => {
+  it('pools an isolated kernel per policy: the next run with the same policy claims it, and it is isolated as a cold one', async () => {
+    const poolState = join(root, 'state-pool');
+    const work = join(root, 'work-pooled');
+    mkdirSync(poolState);
+    mkdirSync(work);
+    const env = { TMPDIR: systmp, KERNELWARDEN_POOL: '1' };
+    const pooledRun = (cwd: string) =>
+      runCli(['run', '--hide', vault, '-c', probe()], { stateDir: poolState, cwd, env });
+    const status = async () => {
+      const ran = await runCli(['gateway', 'status', '--json'], { stateDir: poolState, cwd: root, env });
+      expect(ran.code, ran.stderr).toBe(0);
+      return JSON.parse(ran.stdout) as {
+        kernels: { id: string; name: string; pooled?: boolean }[];
+        pool: Record<string, { wanted: number; ready: number }>;
+      };
+    };
+    /** The ready pooled kernels of an isolated kernelspec, once there is one. */
+    const pooledIsolated = async () => {
+      let found: { id: string; name: string }[] = [];
+      expect(
+        await waitUntilAsync(async () => {
+          found = (await status()).kernels.filter((k) => k.pooled && k.name.startsWith('kw-iso-'));
+          return found.length > 0;
+        }, 60_000),
+      ).toBe(true);
+      return found;
+    };
+    try {
+      const first = await pooledRun(work);
+      expect(first.code, first.stderr).toBe(0);
+      expect(first.stdout.trim().split('\n')[0]).toBe('denied FileNotFoundError');
+      // The spec is the server's now (it stays for the next run), and the pool keeps a started kernel of it.
+      const specs = specsUnder(poolState);
+      expect(specs, JSON.stringify(specs)).toHaveLength(1);
+      const [ready] = await pooledIsolated();
+      expect(ready?.name).toBe(specs[0]);
+      expect((await status()).pool[specs[0]!]).toEqual({ wanted: 1, ready: 1 });
+
+      // The same policy from the same directory: the run claims that kernel (gone from the pool and, once the run
+      // ended, from the server), and it is as isolated as a cold one, in the run's own directory.
+      const second = await pooledRun(work);
+      expect(second.code, second.stderr).toBe(0);
+      const [denied, listed, cwd] = second.stdout.trim().split('\n');
+      expect(denied).toBe('denied FileNotFoundError');
+      expect(listed).not.toContain('host-file.txt');
+      expect(cwd).toBe(work);
+      const after = await status();
+      expect(after.kernels.map((k) => k.id)).not.toContain(ready?.id);
+      expect(specsUnder(poolState)).toEqual(specs);
+      // The pool starts the next one in the background.
+      const [next] = await pooledIsolated();
+      expect(next?.id).not.toBe(ready?.id);
+
+      // Another policy (another workspace) gets a spec and a pool of its own; the first one's stays.
+      const other = join(root, 'work-pooled-other');
+      mkdirSync(other);
+      const third = await pooledRun(other);
+      expect(third.code, third.stderr).toBe(0);
+      expect(specsUnder(poolState)).toHaveLength(2);
+    } finally {
+      const stopped = await runCli(['gateway', 'stop'], { stateDir: poolState, cwd: root, env });
+      expect(stopped.code, stopped.stderr).toBe(0);
+    }
+    // With the server gone, nothing of its pool runs.
+    expect(await waitUntil(() => processesMentioning(work).length === 0, 15_000)).toBe(true);
+  });
+});
+
+async function waitUntilAsync(check: () => Promise<boolean>, timeoutMs: number): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) return false;
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  return true;
+}

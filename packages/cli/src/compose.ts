@@ -17,7 +17,7 @@ import {
   removeIsolatedKernelSpecs,
   sweepIsolatedKernelSpecs,
 } from '@kernelwarden/isolation';
-import { LocalGateway } from '@kernelwarden/local-gateway';
+import { LocalGateway, type LocalGatewayPool } from '@kernelwarden/local-gateway';
 import { createRSlot, startIRKernel } from '@kernelwarden/r-kernel';
 import { KernelSession, type SlotFactoryContext } from '@kernelwarden/supervisor';
 import { createWatchdog, type Watchdog } from '@kernelwarden/watchdog';
@@ -83,6 +83,8 @@ interface GatewayConnection {
   /** The embedded server's pid: kernels' cgroups are made in its cgroups, so limits are detected for it. */
   pid: number | undefined;
   embedded: boolean;
+  /** The embedded gateway's warm pool (absent for a remote gateway). */
+  pool?: LocalGatewayPool;
   release(): Promise<void>;
 }
 
@@ -122,6 +124,7 @@ async function connectGateway(
     kernelSpecDir: lease.kernelSpecDir,
     pid: lease.pid,
     embedded: true,
+    pool: lease.pool,
     release: () => lease.release(),
   };
 }
@@ -288,8 +291,20 @@ export async function createStack(
           ? (async () => {
               // Before the first install: the specs left by commands that were killed before they could clean up.
               await (swept ??= sweepOrphanSpecs(gateway));
-              const isolated = await isolatedKernelName(gateway, language, readIsolation, options.cwd, limitSupport);
-              installed.add(isolated);
+              // Pooled like its base kernelspec, the spec is the server's: the next command with the same policy
+              // claims a started kernel of it. Otherwise it is this command's, removed when it closes.
+              const base = BASE_KERNELSPEC[language];
+              const pooled = gateway.pid !== undefined && (gateway.pool?.size(base) ?? 0) > 0;
+              const isolated = await isolatedKernelName(
+                gateway,
+                language,
+                readIsolation,
+                options.cwd,
+                limitSupport,
+                pooled,
+              );
+              if (pooled) gateway.pool?.keep(isolated, base);
+              else installed.add(isolated);
               return isolated;
             })()
           : Promise.resolve(BASE_KERNELSPEC[language]);
@@ -384,6 +399,7 @@ async function isolatedKernelName(
   policy: IsolationPolicy,
   workspace: string,
   limitSupport: LimitFacts | undefined,
+  pooled: boolean,
 ): Promise<string> {
   if (gateway.kernelSpecDir === undefined) {
     throw new IsolationUnavailableError('--hide needs the embedded gateway: this gateway has no kernelspec directory', {
@@ -410,6 +426,8 @@ async function isolatedKernelName(
     workspace: resolve(workspace),
     // Kernels' cgroups are made in the server's cgroups: the limits are planned for that process.
     ...(gateway.pid === undefined ? {} : { gatewayPid: gateway.pid }),
+    // A pooled spec lives as long as the server (swept once it is gone), shared by its processes.
+    ...(pooled ? { ownerPid: gateway.pid } : {}),
     ...(limitSupport ? { limitSupport } : {}),
   });
 }

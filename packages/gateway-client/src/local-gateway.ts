@@ -5,7 +5,7 @@
  * The types are structural copies of the moved ones; `local-gateway`'s tests check that they still agree.
  */
 import { KernelwardenError } from '@kernelwarden/core';
-import type { GatewayClientOptions } from './gateway-client.js';
+import type { GatewayClientOptions, KernelPool } from './gateway-client.js';
 
 /** The package `LocalGateway` lives in now. */
 export const LOCAL_GATEWAY_PACKAGE = '@kernelwarden/local-gateway';
@@ -101,8 +101,10 @@ export interface LocalGatewayStopOptions extends LocalGatewayLocation {
  * @deprecated Import `LocalGatewayLease` from `@kernelwarden/local-gateway`.
  */
 export interface LocalGatewayLease
-  extends Readonly<Required<Omit<GatewayClientOptions, 'requestTimeoutMs'>>>,
+  extends Readonly<Required<Omit<GatewayClientOptions, 'requestTimeoutMs' | 'pool'>>>,
     AsyncDisposable {
+  /** The server's warm pool: claim a ready kernel, a kernelspec's count, pool a kernelspec like another. */
+  readonly pool: KernelPool & { size(kernelName: string): number; keep(kernelName: string, like: string): void };
   /** A directory on the server's `JUPYTER_PATH` for kernelspecs. */
   readonly kernelSpecDir: string;
   /** This gateway's state directory. */

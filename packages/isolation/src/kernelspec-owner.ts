@@ -1,4 +1,5 @@
 import { readFileSync, readlinkSync } from 'node:fs';
+import { InvalidOptionsError } from '@kernelwarden/core';
 
 /**
  * The process that installed an isolated kernelspec: its pid, its start time (field 22 of `/proc/<pid>/stat`, so a
@@ -36,11 +37,20 @@ function pidNamespace(): string {
   return readOr(() => readlinkSync('/proc/self/ns/pid'));
 }
 
-/** This process, as an owner. */
-export function currentOwner(): SpecOwner {
+/**
+ * This process (or process `pid`, which must be running), as an owner. Throws `InvalidOptionsError` (path
+ * `ownerPid`) for a pid that runs no process.
+ */
+export function currentOwner(pid: number = process.pid): SpecOwner {
+  const stat = procStat(pid);
+  if (pid !== process.pid && (!Number.isInteger(pid) || pid <= 0 || !stat || stat.state === 'Z')) {
+    throw new InvalidOptionsError([{ path: 'ownerPid', message: 'must be the pid of a running process' }], {
+      subject: 'isolated kernelspec',
+    });
+  }
   return {
-    pid: process.pid,
-    startTime: procStat(process.pid)?.startTime ?? '',
+    pid,
+    startTime: stat?.startTime ?? '',
     bootId: bootId(),
     pidNamespace: pidNamespace(),
   };

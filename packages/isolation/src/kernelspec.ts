@@ -93,6 +93,14 @@ export interface InstallIsolatedKernelSpecOptions extends DetectSandboxOptions {
    * @defaultValue detectLimits({ pid: gatewayPid }) when the policy has limits
    */
   limitSupport?: LimitFacts;
+  /**
+   * The process the spec belongs to: it is part of the spec's name, `sweepIsolatedKernelSpecs()` removes the spec
+   * once that process is gone, and `removeIsolatedKernelSpecs()` is for the process that installed it. The LocalGateway
+   * server's pid (a lease's `pid`) makes one spec per request shared by every process of the user on that server —
+   * what a warm pool of isolated kernels needs (`lease.pool.keep(name, base)`): it lives as long as the server.
+   * Must be a live process of this user. @defaultValue process.pid
+   */
+  ownerPid?: number;
 }
 
 /**
@@ -313,7 +321,7 @@ export async function installIsolatedKernelSpec(opts: InstallIsolatedKernelSpecO
   });
   // Recorded after the probe (which writes in the hidden roots and the workspace): checked at every launch.
   const record = recordPaths(sandboxHostPaths(opts.policy, wrap));
-  const owner = currentOwner();
+  const owner = currentOwner(opts.ownerPid);
 
   const argvWith = (tag: string) => [
     '/bin/sh',

@@ -58,6 +58,7 @@ export function prepareGatewayDir(layout: GatewayLayout): void {
     layout.kernelLogs,
     layout.pool,
     layout.poolClaims,
+    layout.poolKept,
   ]) {
     ensurePrivateDir(dir);
   }

@@ -1,7 +1,8 @@
 export type { LocalGatewayErrorCode } from './errors.js';
 export { LocalGatewayError } from './errors.js';
 export type { LocalGatewayEvent } from './events.js';
-export type { LocalGatewayLease } from './lease.js';
+export { KEPT_POOL_MS, MAX_KEPT_POOLS } from './kernel-pool.js';
+export type { LocalGatewayLease, LocalGatewayPool } from './lease.js';
 export { LocalGateway } from './local-gateway.js';
 export type {
   LocalGatewayLocation,

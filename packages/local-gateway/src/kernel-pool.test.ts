@@ -6,6 +6,10 @@ import {
   abandonedClaims,
   addReadyKernel,
   claimPooledKernel,
+  clearPool,
+  KEPT_POOL_MS,
+  keepPooled,
+  MAX_KEPT_POOLS,
   readPoolConfig,
   readyKernels,
   takeSurplus,
@@ -69,5 +73,39 @@ describe('the pool files', () => {
     expect(taken).toHaveLength(1);
     expect(readyKernels(l, 'python3')).toHaveLength(1);
     expect(readyKernels(l, '../python3')).toEqual([]);
+  });
+
+  it("pools a kept kernelspec with its base's count while its spec exists and it was asked for recently", () => {
+    const l = layout();
+    const spec = (name: string) => {
+      ensurePrivateDir(join(l.kernelSpecDir, name));
+      writePrivateFileAtomic(join(l.kernelSpecDir, name, 'kernel.json'), '{}');
+    };
+    writePoolConfig(l, { python3: 2 });
+    spec('kw-iso-python3-aaaa');
+    keepPooled(l, 'kw-iso-python3-aaaa', 'python3');
+    keepPooled(l, 'kw-iso-ir-bbbb', 'ir'); // no ir count: not pooled
+    keepPooled(l, 'kw-iso-python3-gone', 'python3'); // no spec: not pooled
+    keepPooled(l, '../escape', 'python3');
+    expect(readPoolConfig(l)).toEqual({ python3: 2, 'kw-iso-python3-aaaa': 2 });
+    // Not asked for within KEPT_POOL_MS: no longer pooled.
+    expect(readPoolConfig(l, Date.now() + KEPT_POOL_MS + 1)).toEqual({ python3: 2 });
+    // The base's count turned off turns the kept one off too.
+    writePoolConfig(l, { python3: 0 });
+    expect(readPoolConfig(l)).toEqual({});
+    writePoolConfig(l, { python3: 1 });
+    // At most MAX_KEPT_POOLS, the most recently asked for.
+    for (let i = 0; i < MAX_KEPT_POOLS + 2; i++) {
+      spec(`kw-iso-python3-${i}`);
+      keepPooled(l, `kw-iso-python3-${i}`, 'python3');
+      writePrivateFileAtomic(
+        join(l.poolKept, `kw-iso-python3-${i}`),
+        JSON.stringify({ like: 'python3', at: Date.now() + 1000 + i }),
+      );
+    }
+    const kept = Object.keys(readPoolConfig(l)).filter((name) => name !== 'python3');
+    expect(kept.sort()).toEqual(Array.from({ length: MAX_KEPT_POOLS }, (_, i) => `kw-iso-python3-${i + 2}`).sort());
+    clearPool(l);
+    expect(readdirSync(l.poolKept)).toEqual([]);
   });
 });

@@ -1,4 +1,4 @@
-import { readdirSync, renameSync, rmSync, statSync } from 'node:fs';
+import { existsSync, readdirSync, renameSync, rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import type { GatewayLayout } from './layout.js';
 import { recordOwner } from './ownership.js';
@@ -27,18 +27,61 @@ function configPath(layout: GatewayLayout): string {
   return join(layout.pool, 'config.json');
 }
 
+/**
+ * How long a kernelspec added to the pool with `keepPooled()` stays pooled after the last process asked for it:
+ * 30 minutes.
+ */
+export const KEPT_POOL_MS = 30 * 60_000;
+/** The most kernelspecs pooled through `keepPooled()` at once (the ones asked for most recently): 4. */
+export const MAX_KEPT_POOLS = 4;
+
+/**
+ * Adds kernelspec `kernelName` to the pool with the count of kernelspec `like` (an isolated kernelspec pooled like
+ * its base, `python3`): until the spec is removed from the gateway's kernelspec directory, or no process asked for
+ * it for `KEPT_POOL_MS`, or `MAX_KEPT_POOLS` others were asked for since. Each call renews it. One file per
+ * kernelspec (`pool-kept/<kernelspec>`), so processes adding different ones never overwrite each other's.
+ */
+export function keepPooled(layout: GatewayLayout, kernelName: string, like: string): void {
+  if (!SAFE_NAME.test(kernelName) || !SAFE_NAME.test(like)) return;
+  ensurePrivateDir(layout.poolKept);
+  writePrivateFileAtomic(join(layout.poolKept, kernelName), JSON.stringify({ like, at: Date.now() }));
+}
+
+/** The kernelspecs `keepPooled()` added that still count, each with the kernelspec whose count it takes. */
+function keptKernelspecs(layout: GatewayLayout, now: number): { name: string; like: string }[] {
+  const kept: { name: string; like: string; at: number }[] = [];
+  for (const name of listNames(layout.poolKept)) {
+    if (!SAFE_NAME.test(name)) continue;
+    const value = readJsonFile(join(layout.poolKept, name)) as { like?: unknown; at?: unknown } | undefined;
+    if (!value || typeof value.like !== 'string' || !SAFE_NAME.test(value.like) || typeof value.at !== 'number')
+      continue;
+    if (now - value.at > KEPT_POOL_MS) continue;
+    // Only while the gateway still has the spec: a removed one cannot be started, and its ready kernels go.
+    if (!existsSync(join(layout.kernelSpecDir, name, 'kernel.json'))) continue;
+    kept.push({ name, like: value.like, at: value.at });
+  }
+  return kept.sort((a, b) => b.at - a.at).slice(0, MAX_KEPT_POOLS);
+}
+
 /** Records the counts the pool should keep (the last acquire's wins); the watcher reads them at each look. */
 export function writePoolConfig(layout: GatewayLayout, pool: Readonly<Record<string, number>>): void {
   writePrivateFileAtomic(configPath(layout), JSON.stringify(pool));
 }
 
-/** The counts the pool should keep; `{}` when none were recorded (no pool). */
-export function readPoolConfig(layout: GatewayLayout): Record<string, number> {
+/**
+ * The counts the pool should keep: the last acquire's, and for each kernelspec `keepPooled()` added, the count of
+ * the kernelspec it is pooled like. `{}` when none were recorded (no pool).
+ */
+export function readPoolConfig(layout: GatewayLayout, now = Date.now()): Record<string, number> {
   const value = readJsonFile(configPath(layout));
   const pool: Record<string, number> = {};
   if (!value || typeof value !== 'object') return pool;
   for (const [name, count] of Object.entries(value as Record<string, unknown>)) {
     if (SAFE_NAME.test(name) && Number.isInteger(count) && (count as number) > 0) pool[name] = count as number;
+  }
+  for (const { name, like } of keptKernelspecs(layout, now)) {
+    const count = pool[like];
+    if (count !== undefined && pool[name] === undefined) pool[name] = count;
   }
   return pool;
 }
@@ -154,4 +197,5 @@ export function abandonedClaims(layout: GatewayLayout): string[] {
 export function clearPool(layout: GatewayLayout): void {
   for (const name of pooledKernelspecs(layout)) rmSync(join(layout.pool, name), { recursive: true, force: true });
   for (const name of listNames(layout.poolClaims)) removeFile(join(layout.poolClaims, name));
+  for (const name of listNames(layout.poolKept)) removeFile(join(layout.poolKept, name));
 }

@@ -38,6 +38,8 @@ export interface GatewayLayout {
   pool: string;
   /** A pooled kernel being claimed: `<kernel id>~<claimant pid>~<its start time>`, until its owner is recorded. */
   poolClaims: string;
+  /** Kernelspecs pooled like another (an isolated spec like its base): `<kernelspec>` holding `{ like, at }`. */
+  poolKept: string;
 }
 
 /** The layout of the gateway whose state directory is `dir`. */
@@ -62,5 +64,6 @@ export function gatewayLayout(dir: string): GatewayLayout {
     watcherLog: join(dir, 'linger-watcher.log'),
     pool: join(dir, 'pool'),
     poolClaims: join(dir, 'pool-claims'),
+    poolKept: join(dir, 'pool-kept'),
   };
 }

@@ -9,7 +9,7 @@ import type { Emit } from './events.js';
 import { guardedTransport } from './guarded-transport.js';
 import { readServerInfo, type ServerInfo } from './info-file.js';
 import { kernelDiagnostics } from './kernel-diagnostics.js';
-import { claimPooledKernel } from './kernel-pool.js';
+import { claimPooledKernel, keepPooled, readPoolConfig } from './kernel-pool.js';
 import { killKernelProcesses } from './kernel-processes.js';
 import type { GatewayLayout } from './layout.js';
 import { lingerPending, liveLeases, markIdle } from './leases.js';
@@ -17,6 +17,20 @@ import { acquireLock } from './lock.js';
 import { forgetOwner, recordOwner } from './ownership.js';
 import { shutDownServer } from './server-shutdown.js';
 import { removeFile } from './state-dir.js';
+
+/** A lease's view of the server's warm pool. */
+export interface LocalGatewayPool extends KernelPool {
+  /** How many ready kernels of kernelspec `kernelName` the pool keeps now (0: that kernelspec is not pooled). */
+  size(kernelName: string): number;
+  /**
+   * Pools kernelspec `kernelName` with the count of kernelspec `like`: an isolated kernelspec installed in
+   * `kernelSpecDir` for the server (`installIsolatedKernelSpec({ ownerPid: lease.pid })`), pooled like its base
+   * (`python3`), so that the next process with the same policy claims a started kernel. It stays pooled while its
+   * spec exists and some process asked for it in the last `KEPT_POOL_MS` (each call renews it), for at most
+   * `MAX_KEPT_POOLS` kernelspecs at once (the most recent).
+   */
+  keep(kernelName: string, like: string): void;
+}
 
 /**
  * A lease on the embedded gateway: pass it as `gateway` to `GatewayKernel.start()` / `new GatewayClient()`, and
@@ -47,7 +61,7 @@ export interface LocalGatewayLease extends AsyncDisposable {
    * The warm pool of the server: `GatewayKernel.start()` through this lease claims a ready kernel of the kernelspec it
    * wants (this process becomes its owner) instead of creating one. `claim()` never hands a kernel to two processes.
    */
-  readonly pool: KernelPool;
+  readonly pool: LocalGatewayPool;
   /**
    * The server's kernel processes: `kill(id)` SIGKILLs every process carrying the kernel's marker, at once.
    * `GatewayKernel.kill()` through this lease uses it, then moves to a pooled kernel.
@@ -130,7 +144,11 @@ export function makeLease(
     reused,
     ownership,
     diagnostics: kernelDiagnostics({ runtimeDir: layout.runtime, kernelLogDir: layout.kernelLogs }, info.token),
-    pool: { claim: (kernelName) => claimPooledKernel(layout, kernelName) },
+    pool: {
+      claim: (kernelName) => claimPooledKernel(layout, kernelName),
+      size: (kernelName) => readPoolConfig(layout)[kernelName] ?? 0,
+      keep: (kernelName, like) => keepPooled(layout, kernelName, like),
+    },
     // Without the run's marker (a server recorded by an older version) nothing is killed here: the kill falls back
     // to the server's own restart.
     processes: { kill: (kernelId) => info.instance !== undefined && killKernelProcesses(info.instance, kernelId) },

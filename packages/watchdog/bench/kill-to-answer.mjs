@@ -68,7 +68,8 @@ async function measure(name, gateway, beforeEach) {
       );
       const next = await watchdog.run({ supervisor, slot: 'python', code: '1' });
       const answeredAt = performance.now();
-      if (next.status !== 'ok' || killAt === undefined) throw new Error(`${name}: ${outcome}, next cell ${next.status}`);
+      if (next.status !== 'ok' || killAt === undefined)
+        throw new Error(`${name}: ${outcome}, next cell ${next.status}`);
       samples.push(answeredAt - killAt);
       log(`${name} #${i + 1}: ${outcome}, kill to next answer ${(answeredAt - killAt).toFixed(0)} ms`);
     }

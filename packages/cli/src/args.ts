@@ -1,5 +1,5 @@
 import { type ParseArgsConfig, parseArgs } from 'node:util';
-import { z } from 'zod';
+import { z } from 'zod/v3';
 import { parseDuration } from './duration.js';
 import { LIMIT_FLAG_CONFIG, LIMIT_FLAG_ENV, limitFields, limitOptions, parseSwitch } from './limit-flags.js';
 import { parseSize } from './size.js';

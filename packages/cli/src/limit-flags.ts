@@ -1,6 +1,6 @@
 import { InvalidOptionsError } from '@kernelwarden/core';
 import { createKernelPolicy, type KernelLimits } from '@kernelwarden/isolation';
-import { z } from 'zod';
+import { z } from 'zod/v3';
 import type { StackOptions } from './args.js';
 import { parseDuration } from './duration.js';
 import { parseSize } from './size.js';

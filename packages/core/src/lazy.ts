@@ -30,15 +30,25 @@ function importTarget(target: ExportTarget): string | undefined {
   return importTarget(target.node) ?? importTarget(target.import) ?? importTarget(target.default);
 }
 
+/** `zod/v3` → `['zod', './v3']`; `@scope/name/sub` → `['@scope/name', './sub']`; a bare name → `[name, '.']`. */
+function splitSpecifier(specifier: string): [string, string] {
+  const parts = specifier.split('/');
+  const nameLength = specifier.startsWith('@') ? 2 : 1;
+  const rest = parts.slice(nameLength).join('/');
+  return [parts.slice(0, nameLength).join('/'), rest === '' ? '.' : `./${rest}`];
+}
+
 /**
  * The file `import(specifier)` loads, for a package whose ES module entry is not its CommonJS one (zod ships both):
  * loading that file with `require()` gives the very module instance a static `import` gets elsewhere, instead of a
- * second copy. Undefined for a CommonJS-only package (its `require()` entry is the one `import` wraps too).
+ * second copy. Undefined for a CommonJS-only package (its `require()` entry is the one `import` wraps too). A subpath
+ * (`zod/v3`) is looked up in the package's `exports`.
  */
 function esModuleEntry(require: NodeJS.Require, specifier: string): string | undefined {
+  const [name, subpath] = splitSpecifier(specifier);
   let manifestPath: string;
   try {
-    manifestPath = require.resolve(`${specifier}/package.json`);
+    manifestPath = require.resolve(`${name}/package.json`);
   } catch {
     return undefined;
   }
@@ -48,11 +58,13 @@ function esModuleEntry(require: NodeJS.Require, specifier: string): string | und
   };
   if (manifest.type !== 'module') return undefined;
   const exportsMap = manifest.exports;
-  const root =
-    exportsMap && typeof exportsMap === 'object' && '.' in exportsMap
-      ? (exportsMap as Record<string, ExportTarget>)['.']
-      : (exportsMap as ExportTarget);
-  const entry = importTarget(root);
+  const target =
+    exportsMap && typeof exportsMap === 'object' && ('.' in exportsMap || subpath in exportsMap)
+      ? (exportsMap as Record<string, ExportTarget>)[subpath]
+      : subpath === '.'
+        ? (exportsMap as ExportTarget)
+        : undefined;
+  const entry = importTarget(target);
   return entry === undefined ? undefined : join(dirname(manifestPath), entry);
 }
 

@@ -118,7 +118,7 @@ const optionsSchema = lazy(() => {
     token: z.string().optional(),
     fetch: z.custom<typeof fetch>((v) => typeof v === 'function', 'must be a function').optional(),
     WebSocket: z.custom<WebSocketClass>((v) => typeof v === 'function', 'must be a WebSocket class').optional(),
-    requestTimeoutMs: z.number().min(0).optional(),
+    requestTimeoutMs: z.number().finite().min(0).optional(),
     ownership: z
       .custom<KernelOwnership>(
         hasFunctions<KernelOwnership>('created', 'deleted'),

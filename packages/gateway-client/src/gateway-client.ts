@@ -1,5 +1,5 @@
 import { abortScope, effectiveTimeout, isTimeoutError, lazy } from '@kernelwarden/core';
-import type { z } from 'zod';
+import type { z } from 'zod/v3';
 import { isWsClass } from './default-websocket.js';
 import {
   GatewayAuthError,
@@ -30,37 +30,45 @@ export interface RequestOptions {
 }
 
 function kernelModelSchema(z: Zod) {
-  return z.looseObject({
-    id: z.string(),
-    name: z.string(),
-    last_activity: z.string().optional(),
-    execution_state: z.string().optional(),
-    connections: z.number().optional(),
-  });
+  return z
+    .object({
+      id: z.string(),
+      name: z.string(),
+      last_activity: z.string().optional(),
+      execution_state: z.string().optional(),
+      connections: z.number().finite().optional(),
+    })
+    .passthrough();
 }
 
 /** A kernel as the gateway lists it. */
 export type KernelModel = z.output<ReturnType<typeof kernelModelSchema>>;
 
 function kernelSpecsSchema(z: Zod) {
-  const kernelSpecModel = z.looseObject({
-    name: z.string(),
-    spec: z.looseObject({
-      argv: z.array(z.string()),
-      display_name: z.string(),
-      language: z.string(),
-      env: z.record(z.string(), z.string()).optional(),
-      interrupt_mode: z.string().optional(),
-      metadata: z.record(z.string(), z.unknown()).optional(),
-    }),
-    resources: z.record(z.string(), z.unknown()).optional(),
-  });
+  const kernelSpecModel = z
+    .object({
+      name: z.string(),
+      spec: z
+        .object({
+          argv: z.array(z.string()),
+          display_name: z.string(),
+          language: z.string(),
+          env: z.record(z.string(), z.string()).optional(),
+          interrupt_mode: z.string().optional(),
+          metadata: z.record(z.string(), z.unknown()).optional(),
+        })
+        .passthrough(),
+      resources: z.record(z.string(), z.unknown()).optional(),
+    })
+    .passthrough();
   return {
     kernelSpecModel,
-    kernelSpecsModel: z.looseObject({
-      default: z.string().nullable().optional(),
-      kernelspecs: z.record(z.string(), kernelSpecModel),
-    }),
+    kernelSpecsModel: z
+      .object({
+        default: z.string().nullable().optional(),
+        kernelspecs: z.record(z.string(), kernelSpecModel),
+      })
+      .passthrough(),
   };
 }
 

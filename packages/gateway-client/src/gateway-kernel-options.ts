@@ -1,5 +1,5 @@
 import { type Clock, InvalidOptionsError, isClock, lazy, systemClock } from '@kernelwarden/core';
-import type { z } from 'zod';
+import type { z } from 'zod/v3';
 import { DEFAULT_OUTPUT_CAPS, type OutputCaps } from './cell-output.js';
 import type { ReconnectPolicy, WireProtocol } from './channel.js';
 import { GatewayClient, type GatewayClientOptions } from './gateway-client.js';
@@ -227,7 +227,7 @@ export interface ResolvedGatewayKernelOptions {
 /** The start options' schema, built on the first start (importing this module does not load zod). */
 const startSchema = lazy(() => {
   const { z } = zod();
-  const ms = z.number().min(0);
+  const ms = z.number().finite().min(0);
   const policy = <T extends z.ZodRawShape>(shape: T) => z.object(shape).partial().optional();
   return z.object({
     gateway: z.custom<GatewayClient | GatewayClientOptions>(
@@ -248,8 +248,8 @@ const startSchema = lazy(() => {
     livenessPollMs: ms.optional(),
     livenessTimeoutMs: ms.optional(),
     heartbeatMs: ms.optional(),
-    kernelInfoRetryMs: z.number().positive().optional(),
-    iopubNudgeMs: z.number().positive().optional(),
+    kernelInfoRetryMs: z.number().finite().positive().optional(),
+    iopubNudgeMs: z.number().finite().positive().optional(),
     iopubNudges: z.number().int().min(0).optional(),
     createAttempts: z.number().int().min(1).optional(),
     createRetryDelayMs: ms.optional(),
@@ -260,8 +260,8 @@ const startSchema = lazy(() => {
     restartTimeoutMs: ms.optional(),
     recovery: policy({
       timeoutMs: ms,
-      attemptTimeoutMs: z.number().positive(),
-      maxAttemptTimeoutMs: z.number().positive(),
+      attemptTimeoutMs: z.number().finite().positive(),
+      maxAttemptTimeoutMs: z.number().finite().positive(),
     }),
     shutdownTimeoutMs: ms.optional(),
     cleanupTimeoutMs: ms.optional(),

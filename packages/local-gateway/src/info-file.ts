@@ -18,7 +18,7 @@ const serverInfoSchema = lazy(() => {
     command: z.string(),
     interpreter: z.string(),
     startedAt: z.string(),
-    lingerMs: z.number().nonnegative(),
+    lingerMs: z.number().finite().nonnegative(),
     instance: z
       .string()
       .regex(/^[0-9a-f]{8,64}$/)

@@ -32,9 +32,9 @@ const configSchema = lazy(() => {
     dir: z.string().startsWith('/'),
     server: identitySchema,
     instance: z.string().optional(),
-    defaultLingerMs: z.number().nonnegative(),
-    pollMs: z.number().positive(),
-    graceMs: z.number().nonnegative(),
+    defaultLingerMs: z.number().finite().nonnegative(),
+    pollMs: z.number().finite().positive(),
+    graceMs: z.number().finite().nonnegative(),
   });
 });
 

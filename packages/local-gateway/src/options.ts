@@ -1,7 +1,7 @@
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { lazy, parseOptions } from '@kernelwarden/core';
-import type * as Zod from 'zod';
+import type * as Zod from 'zod/v3';
 import type { LocalGatewayEvent } from './events.js';
 import { zod } from './zod.js';
 
@@ -156,7 +156,7 @@ export interface ResolvedLocalGatewayOptions extends ResolvedLocalGatewayStopOpt
 const schemas = lazy(() => {
   const { z } = zod();
   const signalSchema = z.custom<AbortSignal>((v) => v instanceof AbortSignal, 'must be an AbortSignal');
-  const nonNegativeMs = z.number().nonnegative();
+  const nonNegativeMs = z.number().finite().nonnegative();
   const locationShape = {
     stateDir: z.string().min(1).optional(),
     command: z.string().min(1).optional(),
@@ -165,29 +165,33 @@ const schemas = lazy(() => {
   const FORBIDDEN_SERVER_ARG =
     /token|password|^--(ServerApp\.)?(ip|port|port-retries|port_retries|sock)\b|^--ip=|^--port=/i;
 
-  const acquireSchema = z.strictObject({
-    ...locationShape,
-    lingerMs: nonNegativeMs.optional(),
-    startupTimeoutMs: nonNegativeMs.optional(),
-    requestTimeoutMs: nonNegativeMs.optional(),
-    jupyterPath: z.array(z.string().min(1)).optional(),
-    serverEnv: z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be a variable name'), z.string()).optional(),
-    serverArgs: z
-      .array(
-        z
-          .string()
-          .refine((arg) => !FORBIDDEN_SERVER_ARG.test(arg), 'must not set the token, password, address or port'),
-      )
-      .optional(),
-    rootDir: z.string().min(1).optional(),
-    stopTimeoutMs: nonNegativeMs.optional(),
-    onEvent: z
-      .custom<(event: LocalGatewayEvent) => void>((v) => typeof v === 'function', 'must be a function')
-      .optional(),
-    pool: poolSchema(z).optional(),
-  });
-  const stopSchema = z.strictObject({ ...locationShape, stopTimeoutMs: nonNegativeMs.optional() });
-  const locationSchema = z.strictObject(locationShape);
+  const acquireSchema = z
+    .object({
+      ...locationShape,
+      lingerMs: nonNegativeMs.optional(),
+      startupTimeoutMs: nonNegativeMs.optional(),
+      requestTimeoutMs: nonNegativeMs.optional(),
+      jupyterPath: z.array(z.string().min(1)).optional(),
+      serverEnv: z
+        .record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be a variable name'), z.string())
+        .optional(),
+      serverArgs: z
+        .array(
+          z
+            .string()
+            .refine((arg) => !FORBIDDEN_SERVER_ARG.test(arg), 'must not set the token, password, address or port'),
+        )
+        .optional(),
+      rootDir: z.string().min(1).optional(),
+      stopTimeoutMs: nonNegativeMs.optional(),
+      onEvent: z
+        .custom<(event: LocalGatewayEvent) => void>((v) => typeof v === 'function', 'must be a function')
+        .optional(),
+      pool: poolSchema(z).optional(),
+    })
+    .strict();
+  const stopSchema = z.object({ ...locationShape, stopTimeoutMs: nonNegativeMs.optional() }).strict();
+  const locationSchema = z.object(locationShape).strict();
   return { acquireSchema, stopSchema, locationSchema };
 });
 

@@ -2,7 +2,6 @@ import { randomBytes } from 'node:crypto';
 import {
   chmodSync,
   closeSync,
-  fsyncSync,
   lstatSync,
   mkdirSync,
   openSync,
@@ -22,14 +21,15 @@ export function ensurePrivateDir(dir: string): void {
 
 /**
  * Writes `text` to `path` with mode 0600, atomically: a reader sees the old content or the new, never a part.
- * (A temporary file in the same directory, created 0600 and exclusive, fsynced, then renamed over `path`.)
+ * (A temporary file in the same directory, created 0600 and exclusive, then renamed over `path`.) Not fsynced: every
+ * file here describes processes of this boot (a server, leases, kernels, the pool), which a crash of the machine ends
+ * too, and each is verified against the live processes before it is trusted; an fsync cost a command up to 10 ms.
  */
 export function writePrivateFileAtomic(path: string, text: string): void {
   const tmp = `${path}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
   const fd = openSync(tmp, 'wx', 0o600);
   try {
     writeSync(fd, text);
-    fsyncSync(fd);
   } finally {
     closeSync(fd);
   }

@@ -1,7 +1,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { type ExecuteOptions, type ExecuteResult, parseOptions, sleep } from '@kernelwarden/core';
 import { GatewayClient, GatewayKernel, type GatewayKernelStartOptions } from '@kernelwarden/gateway-client';
-import { z } from 'zod';
+import { z } from 'zod/v3';
 
 /** The kernelspec `startIRKernel` starts unless `kernelName` says otherwise. */
 export const DEFAULT_IR_KERNEL_NAME = 'ir';
@@ -42,7 +42,7 @@ const irKernelOptionsSchema = z.object(
     shutdownTimeoutMs: msAtLeastZero.optional(),
     processExitTimeoutMs: msAtLeastZero.optional(),
   },
-  'expected an object',
+  { message: 'expected an object' },
 );
 
 /**

@@ -7,7 +7,7 @@ import {
   type SlotSpawnContext,
   type SupervisedKernel,
 } from '@kernelwarden/supervisor';
-import { z } from 'zod';
+import { z } from 'zod/v3';
 
 /** The supervisor slot the R kernel lives in, and the language name of R cells (`execute(code, { language })`). */
 export const R_SLOT = 'r';
@@ -35,7 +35,10 @@ export interface RSlot<K extends SupervisedKernel = SupervisedKernel, H = unknow
 }
 
 const fn = z.custom<(...args: never[]) => unknown>((value) => typeof value === 'function', 'expected a function');
-const rSlotOptionsSchema = z.object({ spawn: fn, bootstrap: fn.optional() }, 'expected { spawn, bootstrap? }');
+const rSlotOptionsSchema = z.object(
+  { spawn: fn, bootstrap: fn.optional() },
+  { message: 'expected { spawn, bootstrap? }' },
+);
 
 /**
  * Creates the R slot for `new KernelSession({ python, r: createRSlot({ spawn }) })`: `createLanguageSlot()` from

@@ -1,5 +1,5 @@
 import { parseOptions, type ReadIsolationPolicy } from '@kernelwarden/core';
-import { z } from 'zod';
+import { z } from 'zod/v3';
 import { slotLabel, unavailableName } from './language-slot.js';
 import type { Lease, SupervisedKernel } from './lease.js';
 

@@ -1,5 +1,5 @@
 import { type Clock, parseOptions, type ReadIsolationPolicy, systemClock } from '@kernelwarden/core';
-import { z } from 'zod';
+import { z } from 'zod/v3';
 import { type CellExecutor, plainExecutor } from './executor.js';
 import type { LanguageSlot } from './language-slot.js';
 import { functionSchema } from './language-slot-options.js';
@@ -137,14 +137,14 @@ const count = (min: number) =>
 
 const languageSlotSchema = z.object(
   {
-    language: z.string('expected a string'),
+    language: z.string({ message: 'expected a string' }),
     ensure: functionSchema,
     lease: functionSchema,
     execute: functionSchema,
     shutdown: functionSchema,
     status: functionSchema,
   },
-  'expected a LanguageSlot',
+  { message: 'expected a LanguageSlot' },
 );
 
 const sessionOptionsSchema = z
@@ -163,22 +163,22 @@ const sessionOptionsSchema = z
       readIsolation: z
         .object(
           {
-            roots: z.array(z.string(), 'expected an array of paths'),
-            allowedRoots: z.array(z.string(), 'expected an array of paths'),
+            roots: z.array(z.string(), { message: 'expected an array of paths' }),
+            allowedRoots: z.array(z.string(), { message: 'expected an array of paths' }),
           },
-          'expected a ReadIsolationPolicy',
+          { message: 'expected a ReadIsolationPolicy' },
         )
         .optional(),
       bootstrap: functionSchema.optional(),
-      executor: z.object({ run: functionSchema }, 'expected a CellExecutor with run()').optional(),
+      executor: z.object({ run: functionSchema }, { message: 'expected a CellExecutor with run()' }).optional(),
       createHost: functionSchema.optional(),
-      pool: z.object({ size: count(0) }, 'expected { size }').optional(),
+      pool: z.object({ size: count(0) }, { message: 'expected { size }' }).optional(),
       idleTtlMs: timeoutSchema.optional(),
       clock: clockSchema.optional(),
       maxBackground: count(1).optional(),
       maxPeekChars: count(1).optional(),
     },
-    'expected an object',
+    { message: 'expected an object' },
   )
   .superRefine((o, ctx) => {
     const names = new Set(Object.keys(o.slots ?? {}));

@@ -1,5 +1,5 @@
 import { type Clock, effectiveTimeout, isClock, parseOptions, systemClock } from '@kernelwarden/core';
-import { z } from 'zod';
+import { z } from 'zod/v3';
 
 /** A slot's idle expiry when none is given: `0`, off. */
 export const DEFAULT_IDLE_TTL_MS = 0;

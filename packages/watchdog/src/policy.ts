@@ -1,5 +1,5 @@
 import { type Clock, isClock, parseOptions, systemClock } from '@kernelwarden/core';
-import { z } from 'zod';
+import { z } from 'zod/v3';
 
 /** The environment variable that sets the default cell budget, in seconds. */
 export const CELL_TIMEOUT_ENV = 'KERNELWARDEN_CELL_TIMEOUT';
@@ -60,24 +60,27 @@ export interface ResolvedWatchdogPolicy {
 }
 
 const graceMs = z
-  .number('must be a finite number of milliseconds >= 0')
+  .number({ message: 'must be a finite number of milliseconds >= 0' })
+  .finite('must be a finite number of milliseconds >= 0')
   .min(0, 'must be a finite number of milliseconds >= 0');
 
-const policySchema = z.strictObject(
-  {
-    cellTimeoutMs: z
-      .custom<number>(
-        (value) => typeof value === 'number' && !Number.isNaN(value),
-        'must be a number of milliseconds (0, negative or Infinity disables the budget)',
-      )
-      .optional(),
-    interruptGraceMs: graceMs.optional(),
-    killGraceMs: graceMs.optional(),
-    killTimeoutMs: graceMs.optional(),
-    clock: z.custom<Clock>(isClock, 'must be a Clock with now() and setTimer()').optional(),
-  },
-  'must be an object',
-);
+const policySchema = z
+  .object(
+    {
+      cellTimeoutMs: z
+        .custom<number>(
+          (value) => typeof value === 'number' && !Number.isNaN(value),
+          'must be a number of milliseconds (0, negative or Infinity disables the budget)',
+        )
+        .optional(),
+      interruptGraceMs: graceMs.optional(),
+      killGraceMs: graceMs.optional(),
+      killTimeoutMs: graceMs.optional(),
+      clock: z.custom<Clock>(isClock, 'must be a Clock with now() and setTimer()').optional(),
+    },
+    { message: 'must be an object' },
+  )
+  .strict();
 
 /**
  * Reads the cell budget from `KERNELWARDEN_CELL_TIMEOUT` (seconds): unset or blank gives the 900 s default; a value

@@ -117,6 +117,7 @@ async function connectGateway(
     pool: lease.pool,
     processes: lease.processes,
     fetch: lease.fetch,
+    request: lease.request,
     WebSocket: lease.WebSocket,
   });
   return {

@@ -60,6 +60,23 @@ export type WebSocketClass = new (
   options?: { headers?: Record<string, string> },
 ) => WebSocket;
 
+/** What a `request` transport answers: the HTTP status and the body's text. */
+export interface GatewayAnswer {
+  readonly status: number;
+  text(): Promise<string>;
+}
+
+/**
+ * A REST transport lighter than `fetch`, for a gateway on this machine: a `LocalGateway` lease gives one over
+ * `node:http`, which spares a short-lived process the ~20 ms Node takes to load its `fetch` (undici) on first use.
+ * When given, `GatewayClient` sends every request through it instead of `fetch`. It must reject when `init.signal`
+ * aborts, and when the gateway cannot be reached.
+ */
+export type GatewayRequest = (
+  url: string,
+  init: { method: string; headers: Record<string, string>; body?: string; signal: AbortSignal },
+) => Promise<GatewayAnswer>;
+
 /** The deadline of each REST request when `requestTimeoutMs` is not given: 10 s. */
 export const DEFAULT_REQUEST_TIMEOUT_MS = 10_000;
 
@@ -71,6 +88,8 @@ export interface GatewayClientOptions {
   token?: string;
   /** The fetch to use. @defaultValue globalThis.fetch (looked up at each call, so test hooks apply) */
   fetch?: typeof fetch;
+  /** A lighter REST transport than `fetch`, used instead of it when given (a `LocalGateway` lease has one). */
+  request?: GatewayRequest;
   /**
    * The WebSocket class for kernel channels.
    * @defaultValue `DefaultWebSocket`: the `ws` package's WebSocket, loaded when the first socket opens
@@ -96,6 +115,8 @@ export interface ResolvedGatewayClientOptions {
   readonly token: string | undefined;
   /** The fetch given, or undefined: `globalThis.fetch` is then looked up at each call. */
   readonly fetch: typeof fetch | undefined;
+  /** The lighter transport given, if any; it is used instead of `fetch`. */
+  readonly request: GatewayRequest | undefined;
   readonly WebSocket: WebSocketClass;
   readonly requestTimeoutMs: number;
   readonly ownership: KernelOwnership | undefined;
@@ -117,6 +138,7 @@ const optionsSchema = lazy(() => {
       .refine((s) => URL.canParse(s) && /^https?:$/.test(new URL(s).protocol), 'must be an http(s) URL'),
     token: z.string().optional(),
     fetch: z.custom<typeof fetch>((v) => typeof v === 'function', 'must be a function').optional(),
+    request: z.custom<GatewayRequest>((v) => typeof v === 'function', 'must be a function').optional(),
     WebSocket: z.custom<WebSocketClass>((v) => typeof v === 'function', 'must be a WebSocket class').optional(),
     requestTimeoutMs: z.number().finite().min(0).optional(),
     ownership: z
@@ -150,6 +172,7 @@ export function resolveGatewayClientOptions(options: GatewayClientOptions): Reso
     baseUrl: opts.baseUrl.replace(/\/+$/, ''),
     token: opts.token || undefined,
     fetch: opts.fetch,
+    request: opts.request,
     WebSocket: opts.WebSocket ?? defaultWebSocketClass,
     requestTimeoutMs: opts.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS,
     ownership: opts.ownership,

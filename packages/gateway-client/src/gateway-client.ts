@@ -9,7 +9,9 @@ import {
   ProtocolError,
 } from './errors.js';
 import {
+  type GatewayAnswer,
   type GatewayClientOptions,
+  type GatewayRequest,
   type KernelDiagnostics,
   type KernelOwnership,
   type KernelPool,
@@ -19,7 +21,16 @@ import {
 } from './gateway-client-options.js';
 import { zod } from './zod.js';
 
-export type { GatewayClientOptions, KernelDiagnostics, KernelOwnership, KernelPool, KernelProcesses, WebSocketClass };
+export type {
+  GatewayAnswer,
+  GatewayClientOptions,
+  GatewayRequest,
+  KernelDiagnostics,
+  KernelOwnership,
+  KernelPool,
+  KernelProcesses,
+  WebSocketClass,
+};
 
 /** Options every REST call accepts. */
 export interface RequestOptions {
@@ -108,6 +119,7 @@ export class GatewayClient {
   readonly processes: KernelProcesses | undefined;
   readonly #token: string | undefined;
   readonly #fetch: typeof fetch | undefined;
+  readonly #transport: GatewayRequest | undefined;
   readonly #requestTimeoutMs: number;
 
   constructor(options: GatewayClientOptions) {
@@ -115,6 +127,7 @@ export class GatewayClient {
     this.baseUrl = opts.baseUrl;
     this.#token = opts.token;
     this.#fetch = opts.fetch;
+    this.#transport = opts.request;
     this.WebSocket = opts.WebSocket;
     this.#requestTimeoutMs = opts.requestTimeoutMs;
     this.ownership = opts.ownership;
@@ -225,7 +238,7 @@ export class GatewayClient {
     path: string,
     opts: RequestOptions & { body?: unknown },
     accept: number[] | 'any' = [],
-  ): Promise<Response> {
+  ): Promise<Answer> {
     const label = `${method} ${path}`;
     const timeoutMs = effectiveTimeout(opts.timeoutMs ?? this.#requestTimeoutMs);
     const scope = abortScope({
@@ -238,16 +251,19 @@ export class GatewayClient {
       const headers: Record<string, string> = {};
       if (this.#token) headers.Authorization = `token ${this.#token}`;
       if (opts.body !== undefined) headers['Content-Type'] = 'application/json';
-      const doFetch = this.#fetch ?? globalThis.fetch;
-      let res: Response;
+      const url = `${this.baseUrl}${path}`;
+      const body = opts.body === undefined ? undefined : JSON.stringify(opts.body);
+      let res: Answer;
       try {
         res = await scope.race(
-          doFetch(`${this.baseUrl}${path}`, {
-            method,
-            headers,
-            body: opts.body === undefined ? undefined : JSON.stringify(opts.body),
-            signal: scope.signal,
-          }),
+          this.#transport
+            ? this.#transport(url, {
+                method,
+                headers,
+                ...(body === undefined ? {} : { body }),
+                signal: scope.signal,
+              }).then(fromGatewayAnswer)
+            : (this.#fetch ?? globalThis.fetch)(url, { method, headers, body, signal: scope.signal }),
         );
       } catch (error) {
         if (scope.signal.aborted) throw scope.signal.reason;
@@ -277,7 +293,7 @@ export class GatewayClient {
     }
   }
 
-  async #detail(res: Response): Promise<string> {
+  async #detail(res: Answer): Promise<string> {
     try {
       const text = summarizeErrorBody((await res.text()).trim());
       if (!text) return '';
@@ -292,7 +308,7 @@ export class GatewayClient {
     return this.#token ? text.split(this.#token).join('<token>') : text;
   }
 
-  async #json(res: Response, label: string): Promise<unknown> {
+  async #json(res: Answer, label: string): Promise<unknown> {
     try {
       return await res.json();
     } catch (cause) {
@@ -310,6 +326,25 @@ export class GatewayClient {
       { cause: parsed.error },
     );
   }
+}
+
+/** What `#request` reads of an answer: a fetch `Response`, or a `request` transport's answer wrapped. */
+interface Answer {
+  readonly status: number;
+  readonly ok: boolean;
+  text(): Promise<string>;
+  json(): Promise<unknown>;
+}
+
+function fromGatewayAnswer(answer: GatewayAnswer): Answer {
+  let text: Promise<string> | undefined;
+  const read = () => (text ??= answer.text());
+  return {
+    status: answer.status,
+    ok: answer.status >= 200 && answer.status < 300,
+    text: read,
+    json: async () => JSON.parse(await read()) as unknown,
+  };
 }
 
 function describeCause(error: unknown): string {

@@ -17,7 +17,9 @@ export { MISSING_REPLY_ENAME } from './execution.js';
 export type { KernelModel, KernelSpecModel, KernelSpecsModel, RequestOptions } from './gateway-client.js';
 export { GatewayClient } from './gateway-client.js';
 export type {
+  GatewayAnswer,
   GatewayClientOptions,
+  GatewayRequest,
   KernelDiagnostics,
   KernelOwnership,
   KernelPool,

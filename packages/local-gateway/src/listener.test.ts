@@ -29,6 +29,8 @@ describe('listenerOwnership', () => {
     const port = (server.address() as { port: number }).port;
     try {
       expect(listenerOwnership(port, process.pid)).toBe('ours');
+      // Again, from the sockets it was found holding.
+      expect(listenerOwnership(port, process.pid)).toBe('ours');
       // Held by this process, so not by pid 1.
       expect(listenerOwnership(port, 1)).toBe('foreign');
       // Another user's socket is foreign even when the pid holds it.
@@ -36,6 +38,7 @@ describe('listenerOwnership', () => {
     } finally {
       await new Promise<void>((r) => server.close(() => r()));
     }
+    // Closed: the sockets it was found holding are gone, so the port is read again.
     expect(listenerOwnership(port, process.pid)).toBe('none');
   });
 });

@@ -2,6 +2,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { closeSync, openSync, readFileSync, readSync, renameSync, statSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { sleep, withDeadline } from '@kernelwarden/core';
+import { loopbackRequest } from './guarded-transport.js';
 import { KERNEL_MARKER_ENV } from './kernel-launch.js';
 import { otherProcesses, processesCarrying } from './kernel-processes.js';
 import { listenerOwnership } from './listener.js';
@@ -149,8 +150,11 @@ async function statusCode(
   try {
     return await withDeadline(
       async (s) => {
-        const res = await fetch(`${baseUrl}/api/status`, { headers: { Authorization: `token ${token}` }, signal: s });
-        await res.body?.cancel();
+        const res = await loopbackRequest(`${baseUrl}/api/status`, {
+          method: 'GET',
+          headers: { Authorization: `token ${token}` },
+          signal: s,
+        });
         return res.status;
       },
       { signal, timeoutMs },
@@ -175,8 +179,7 @@ export async function answersStatus(
 export async function unauthenticatedStatus(baseUrl: string, signal: AbortSignal): Promise<number> {
   return withDeadline(
     async (s) => {
-      const res = await fetch(`${baseUrl}/api/kernels`, { signal: s });
-      await res.body?.cancel();
+      const res = await loopbackRequest(`${baseUrl}/api/kernels`, { method: 'GET', headers: {}, signal: s });
       return res.status;
     },
     { signal, timeoutMs: 5_000 },

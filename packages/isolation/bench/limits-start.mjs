@@ -81,7 +81,8 @@ async function startOnce(kernelName) {
 }
 
 try {
-  lease = await LocalGateway.acquire({ stateDir: join(root, 'state'), lingerMs: 0 });
+  // No warm pool: every start here is a cold one, so a limited kernel is compared with a plain cold start.
+  lease = await LocalGateway.acquire({ stateDir: join(root, 'state'), lingerMs: 0, pool: {} });
   const support = await detectLimits({ pid: lease.pid });
   for (const [limit, status] of Object.entries(support.limits)) log(`${limit}: ${status.detail}`);
   const limits = {

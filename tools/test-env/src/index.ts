@@ -7,9 +7,9 @@ declare module 'vitest' {
   }
 }
 
+export { PROCESS_STORM_CELL } from './hostile-cells.js';
 export type { TestServer } from './jupyter-server.js';
 export { freePort, startTestServer, testServerCommand } from './jupyter-server.js';
-export { PROCESS_STORM_CELL } from './hostile-cells.js';
 export type { Leak } from './leaks.js';
 export { findLeaks, leakTeardown, processesMentioning, waitForNoLeaks } from './leaks.js';
 export { createOtherUser, type OtherUser } from './other-user.js';

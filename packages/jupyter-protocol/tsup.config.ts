@@ -1,12 +1,3 @@
-import { defineConfig } from 'tsup';
+import { packageConfig } from '../../tsup.base';
 
-export default defineConfig({
-  entry: ['src/index.ts'],
-  format: ['esm'],
-  dts: true,
-  sourcemap: true,
-  clean: true,
-  platform: 'node',
-  target: 'node20',
-  tsconfig: 'tsconfig.build.json',
-});
+export default packageConfig({ entry: ['src/index.ts'] });

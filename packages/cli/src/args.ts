@@ -1,7 +1,9 @@
-import { type ParseArgsConfig, parseArgs } from 'node:util';
+import type { ParseArgsConfig } from 'node:util';
 import { z } from 'zod/v3';
 import { parseDuration } from './duration.js';
+import { parseGateway } from './gateway-args.js';
 import { LIMIT_FLAG_CONFIG, LIMIT_FLAG_ENV, limitFields, limitOptions, parseSwitch } from './limit-flags.js';
+import { parseFlags } from './parse-flags.js';
 import { parseSize } from './size.js';
 import { DEFAULT_MAX_SOURCE_BYTES } from './source-input.js';
 import { UsageError } from './usage-error.js';
@@ -90,8 +92,9 @@ export interface McpOutputOptions {
   maxImageBytes?: number;
 }
 
-/** What `kernelwarden gateway` can do with the embedded gateway. */
-export type GatewayAction = 'start' | 'status' | 'stop' | 'logs';
+import type { GatewayAction } from './gateway-args.js';
+
+export type { GatewayAction } from './gateway-args.js';
 
 const DURATION_EXAMPLE = 'e.g. 30s, 500ms or 2m';
 
@@ -281,34 +284,6 @@ export function parseCommand(
   }
 }
 
-function parseFlags<const O extends NonNullable<ParseArgsConfig['options']>>(
-  command: string,
-  args: readonly string[],
-  options: O,
-) {
-  try {
-    return parseArgs({ args: [...args], options, allowPositionals: true, strict: true });
-  } catch (error) {
-    throw new UsageError(describeParseError(error), { command, cause: error });
-  }
-}
-
-function describeParseError(error: unknown): string {
-  const message = error instanceof Error ? error.message : String(error);
-  // node's messages: "Unknown option '--x'. To specify a positional argument starting with a '-', ..."
-  const unknown = /Unknown option '([^']+)'/.exec(message);
-  if (unknown) return `unknown option ${unknown[1]}`;
-  const missing = /Option '([^']+)' argument missing/.exec(message);
-  if (missing) return `${missing[1]?.replace(/^-\w, /, '').replace(/ <value>$/, '')} needs a value`;
-  // "Option '--memory' argument is ambiguous": the value starts with a dash (`--memory -1G`).
-  const ambiguous = /Option '([^']+)' argument is ambiguous/.exec(message);
-  if (ambiguous) {
-    const flag = ambiguous[1]?.replace(/^-\w, /, '');
-    return `${flag} needs a value, and one that starts with a dash goes as ${flag}=VALUE`;
-  }
-  return message.split('. ')[0] ?? message;
-}
-
 function parseRun(args: readonly string[], env: Record<string, string | undefined>, cwd: string): Command {
   const { values, positionals } = parseFlags('run', args, {
     ...STACK_FLAGS,
@@ -433,43 +408,4 @@ function parseMcp(args: readonly string[], env: Record<string, string | undefine
   const stackValues: Record<string, unknown> = { ...values };
   for (const flag of Object.keys(caps)) delete stackValues[flag];
   return { command: 'mcp', stack: parseStack('mcp', stackValues, env, cwd, undefined), output };
-}
-
-function parseGateway(args: readonly string[]): Command {
-  const { values, positionals } = parseFlags('gateway', args, {
-    json: { type: 'boolean' },
-    lines: { type: 'string', short: 'n' },
-    kernel: { type: 'string' },
-    help: { type: 'boolean', short: 'h' },
-  });
-  if (values.help) return { command: 'help', topic: 'gateway' };
-  const [action, extra] = positionals;
-  if (action === undefined) {
-    throw new UsageError('gateway needs an action: start, status, stop or logs', { command: 'gateway' });
-  }
-  if (action !== 'start' && action !== 'status' && action !== 'stop' && action !== 'logs') {
-    throw new UsageError(`unknown gateway action "${action}": use start, status, stop or logs`, { command: 'gateway' });
-  }
-  if (extra !== undefined)
-    throw new UsageError(`gateway ${action} takes no argument: "${extra}"`, { command: 'gateway' });
-  let lines = 50;
-  if (values.lines !== undefined) {
-    const n = Number(values.lines);
-    if (!Number.isInteger(n) || n < 1) {
-      throw new UsageError(`--lines "${values.lines}" is not a positive whole number, e.g. --lines 100`, {
-        command: 'gateway',
-      });
-    }
-    lines = n;
-  }
-  const kernel = values.kernel as string | undefined;
-  if (kernel !== undefined && action !== 'logs') {
-    throw new UsageError('--kernel goes with gateway logs', { command: 'gateway' });
-  }
-  if (kernel !== undefined && kernel !== 'all' && !/^[A-Za-z0-9-]{1,64}$/.test(kernel)) {
-    throw new UsageError(`--kernel "${kernel}" is not a kernel id (see gateway status) or "all"`, {
-      command: 'gateway',
-    });
-  }
-  return { command: 'gateway', action, json: values.json === true, lines, ...(kernel ? { kernel } : {}) };
 }

@@ -1,7 +1,7 @@
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
-import { testGateway } from '@kernelwarden/test-env';
+import { PROCESS_STORM_CELL, testGateway } from '@kernelwarden/test-env';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   BIN,
@@ -165,20 +165,7 @@ describe('kernelwarden run --no-network', () => {
 
 describe('kernelwarden run --max-processes', () => {
   it('stops a storm of 300 subprocesses under 64, and the kernel keeps working', async () => {
-    const storm = [
-      'import subprocess',
-      'procs, refused = [], 0',
-      'for i in range(300):',
-      '    try:',
-      "        procs.append(subprocess.Popen(['sleep', '120']))",
-      '    except OSError:',
-      '        refused += 1',
-      'started = len(procs)',
-      'for p in procs: p.kill()',
-      'for p in procs: p.wait()',
-      'print(started, refused)',
-      'print(sum(range(10)))',
-    ].join('\n');
+    const storm = `${PROCESS_STORM_CELL}\nprint(sum(range(10)))`;
     const ran = await cli(['run', '--max-processes', '64', '-c', storm]);
     expect(ran.code, ran.stderr).toBe(0);
     const [counts, after] = ran.stdout.trim().split('\n');

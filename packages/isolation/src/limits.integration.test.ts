@@ -8,7 +8,7 @@ import {
   LocalGateway,
   type LocalGatewayLease,
 } from '@kernelwarden/gateway-client';
-import { testGateway } from '@kernelwarden/test-env';
+import { PROCESS_STORM_CELL, testGateway } from '@kernelwarden/test-env';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { kernelCgroupBases, kernelLimitEvents, listKernelCgroups, removeEmptyKernelCgroups } from './cgroup.js';
 import { IsolationUnavailableError } from './errors.js';
@@ -190,19 +190,7 @@ describe('maxProcesses', () => {
     expect(support.limits.maxProcesses.mechanisms[0]).toMatch(/^cgroup-v[12]$/);
     const kernelName = await limitedSpec('python3', { maxProcesses: 64 });
     await withKernel(kernelName, async (kernel) => {
-      const storm = [
-        'import subprocess',
-        'procs, refused = [], 0',
-        'for i in range(300):',
-        '    try:',
-        "        procs.append(subprocess.Popen(['sleep', '120']))",
-        '    except OSError:',
-        '        refused += 1',
-        'started = len(procs)',
-        'for p in procs: p.kill()',
-        'for p in procs: p.wait()',
-        'print(started, refused)',
-      ].join('\n');
+      const storm = PROCESS_STORM_CELL;
       const [started, refused] = (await run(kernel, storm)).trim().split(' ').map(Number);
       expect(started).toBeLessThan(64);
       expect(started! + refused!).toBe(300);

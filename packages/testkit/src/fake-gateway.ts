@@ -3,108 +3,20 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo, Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { type Clock, sleep, systemClock } from '@kernelwarden/core';
-import {
-  decodeFrame,
-  encodeFrame,
-  type JupyterMessage,
-  V1_SUBPROTOCOL,
-  type WireFormat,
-} from '@kernelwarden/jupyter-protocol';
-import { type RawData, type WebSocket, WebSocketServer } from 'ws';
-import { FakeKernel, type FakeKernelOptions, type KernelHost } from './fake-kernel.js';
-import { type KernelScript, pythonLikeScript } from './fake-kernel-script.js';
-
-/** One kernelspec a FakeGateway offers, and how kernels made from it behave. */
-export interface FakeKernelSpec extends FakeKernelOptions {
-  /** `spec.display_name`. @defaultValue the spec's name */
-  displayName?: string;
-  /** `spec.argv`. @defaultValue a python -m ipykernel_launcher command line */
-  argv?: string[];
-  /** `spec.env`. @defaultValue {} */
-  env?: Record<string, string>;
-}
-
-/** Options of `FakeGateway.start()`. */
-export interface FakeGatewayOptions {
-  /** The token clients must send (`Authorization: token …` or `?token=`); `false` turns auth off. @defaultValue a random token */
-  token?: string | false;
-  /** The script of every kernelspec that has none. @defaultValue pythonLikeScript */
-  script?: KernelScript;
-  /** The kernelspecs offered, by name. @defaultValue `{ python3: {} }` */
-  kernelSpecs?: Record<string, FakeKernelSpec>;
-  /** The kernelspec used when a create names none. @defaultValue the first of `kernelSpecs` */
-  defaultKernelName?: string;
-  /** The wire formats the channels socket accepts; v1 is picked when offered and allowed. @defaultValue ['v1', 'legacy'] */
-  wireFormats?: WireFormat[];
-  /** The clock of script sleeps and fault delays. @defaultValue systemClock */
-  clock?: Clock;
-  /** Aborting closes the gateway. */
-  signal?: AbortSignal;
-}
-
-/** The REST routes and the channels handshake, as named in faults and records. */
-export type FakeGatewayRoute =
-  | 'api'
-  | 'kernelspecs'
-  | 'list'
-  | 'get'
-  | 'create'
-  | 'delete'
-  | 'interrupt'
-  | 'restart'
-  | 'channels'
-  | 'unknown';
-
-/**
- * How a faulted request is answered: an HTTP status (with a JSON error body), `'hang'` (never answered until the
- * client gives up or the gateway closes), `'reset'` (the connection is destroyed), or a status with a body and delay.
- */
-export type FaultAnswer = number | 'hang' | 'reset' | { status: number; body?: unknown; delayMs?: number };
-
-/** One HTTP request (or channels handshake) the gateway received. */
-export interface RecordedRequest {
-  method: string;
-  /** The path without the query string. */
-  path: string;
-  /** The query parameters, except `token`. */
-  query: Record<string, string>;
-  route: FakeGatewayRoute;
-  kernelId?: string;
-  /** The parsed JSON body, when there was one. */
-  body?: unknown;
-  /** How the request authenticated: by header, by query, not at all, or with a wrong token. */
-  auth: 'header' | 'query' | 'none' | 'bad';
-  /** What it was answered. */
-  answer: number | 'hang' | 'reset' | 'upgraded';
-}
-
-/** One channels frame, received from or sent to a client. */
-export interface RecordedFrame {
-  direction: 'in' | 'out';
-  kernelId: string;
-  sessionId: string | undefined;
-  format: WireFormat;
-  /** The decoded message; absent for frames that did not decode (see `error`) and raw frames sent by a script. */
-  message?: JupyterMessage;
-  /** The bytes or text on the wire. */
-  raw: string | Uint8Array;
-  /** Why an incoming frame could not be decoded. */
-  error?: string;
-  /** True for a buffered message replayed on reconnect. */
-  replayed?: boolean;
-}
-
-interface Connection {
-  readonly ws: WebSocket;
-  readonly kernel: FakeKernel;
-  readonly sessionId: string | undefined;
-  readonly format: WireFormat;
-  open: boolean;
-  /** Messages held back until the replay of the buffered ones has run, so order is kept. */
-  held?: { message: JupyterMessage; replayed: boolean }[];
-}
-
-const KERNEL_PATH = /^\/api\/kernels\/([^/]+)(?:\/(interrupt|restart|channels))?\/?$/;
+import { V1_SUBPROTOCOL, type WireFormat } from '@kernelwarden/jupyter-protocol';
+import { WebSocketServer } from 'ws';
+import { FakeChannels } from './fake-gateway-channels.js';
+import { queryOf, readBody, routeOf } from './fake-gateway-http.js';
+import type {
+  FakeGatewayOptions,
+  FakeGatewayRoute,
+  FakeKernelSpec,
+  FaultAnswer,
+  RecordedFrame,
+  RecordedRequest,
+} from './fake-gateway-types.js';
+import { FakeKernel, type KernelHost } from './fake-kernel.js';
+import { pythonLikeScript } from './fake-kernel-script.js';
 
 /**
  * A real HTTP + WebSocket server on 127.0.0.1 (port 0) that speaks the Jupyter Server REST API and the kernel
@@ -135,11 +47,9 @@ export class FakeGateway implements AsyncDisposable {
   readonly #formats: readonly WireFormat[];
   readonly #kernels = new Map<string, FakeKernel>();
   readonly #created: FakeKernel[] = [];
-  readonly #connections = new Set<Connection>();
-  readonly #buffers = new Map<string, { sessionId: string | undefined; messages: JupyterMessage[] }>();
+  readonly #channels = new FakeChannels(this.frames, () => this.#closed !== undefined);
   readonly #faults = new Map<FakeGatewayRoute, FaultAnswer[]>();
   readonly #sockets = new Set<Socket | Duplex>();
-  #drop: { remaining: number; kernelId: string | undefined } | undefined;
   #closed: Promise<void> | undefined;
   #unlisten: () => void = () => {};
   readonly #host: KernelHost;
@@ -161,8 +71,8 @@ export class FakeGateway implements AsyncDisposable {
     });
     this.#host = {
       clock: this.#clock,
-      deliver: (kernel, msg, toSession) => this.#deliver(kernel, msg, toSession),
-      deliverRaw: (kernel, data) => this.#deliverRaw(kernel, data),
+      deliver: (kernel, msg, toSession) => this.#channels.deliver(kernel, msg, toSession),
+      deliverRaw: (kernel, data) => this.#channels.deliverRaw(kernel, data),
       removed: (kernel) => this.#kernels.delete(kernel.id),
     };
     server.on('connection', (socket) => {
@@ -209,9 +119,7 @@ export class FakeGateway implements AsyncDisposable {
 
   /** How many channels sockets of this kernel are open. */
   connections(kernelId: string): number {
-    let n = 0;
-    for (const c of this.#connections) if (c.open && c.kernel.id === kernelId) n++;
-    return n;
+    return this.#channels.count(kernelId);
   }
 
   /**
@@ -231,11 +139,7 @@ export class FakeGateway implements AsyncDisposable {
    * `session_id`, as jupyter_server does; a different session discards them.
    */
   dropChannelsAfter(messages: number, opts: { kernelId?: string } = {}): this {
-    this.#drop = { remaining: Math.max(0, messages), kernelId: opts.kernelId };
-    if (this.#drop.remaining === 0) {
-      for (const c of [...this.#connections]) if (!opts.kernelId || c.kernel.id === opts.kernelId) this.#terminate(c);
-      this.#drop = undefined;
-    }
+    this.#channels.dropAfter(messages, opts.kernelId);
     return this;
   }
 
@@ -245,8 +149,7 @@ export class FakeGateway implements AsyncDisposable {
       this.#unlisten();
       for (const kernel of this.#kernels.values()) kernel.shutdown();
       this.#kernels.clear();
-      for (const c of this.#connections) c.ws.terminate();
-      this.#connections.clear();
+      this.#channels.terminateAll();
       this.#wss.close();
       for (const s of this.#sockets) s.destroy();
       await new Promise<void>((resolve) => this.#server.close(() => resolve()));
@@ -358,8 +261,7 @@ export class FakeGateway implements AsyncDisposable {
         kernel?.shutdown();
         if (kernel) {
           this.#kernels.delete(kernel.id);
-          this.#buffers.delete(kernel.id);
-          for (const c of [...this.#connections]) if (c.kernel === kernel) this.#closeConnection(c, 1000);
+          this.#channels.forget(kernel);
         }
         return [204, undefined];
       }
@@ -465,146 +367,7 @@ export class FakeGateway implements AsyncDisposable {
     if (!v1 && !this.#formats.includes('legacy')) return refuse(400);
     this.#wss.handleUpgrade(req, socket, head, (ws) => {
       record.answer = 'upgraded';
-      const sessionId = url.searchParams.get('session_id') ?? undefined;
-      const conn: Connection = { ws, kernel, sessionId, format: v1 ? 'v1' : 'legacy', open: true };
-      this.#connections.add(conn);
-      ws.on('message', (data, isBinary) => this.#onFrame(conn, data, isBinary));
-      ws.on('close', () => this.#closeConnection(conn));
-      ws.on('error', () => {});
-      const buffered = this.#buffers.get(kernel.id);
-      this.#buffers.delete(kernel.id);
-      if (buffered && buffered.sessionId === sessionId && buffered.messages.length) {
-        // jupyter_server replays once its nudge (a kernel_info round trip) is done, not within the handshake.
-        conn.held = buffered.messages.map((message) => ({ message, replayed: true }));
-        setImmediate(() => {
-          const held = conn.held ?? [];
-          conn.held = undefined;
-          for (const h of held) this.#send(conn, h.message, h.replayed);
-        });
-      }
+      this.#channels.attach(ws, kernel, url.searchParams.get('session_id') ?? undefined, v1 ? 'v1' : 'legacy');
     });
   }
-
-  #onFrame(conn: Connection, data: RawData, isBinary: boolean): void {
-    const raw = isBinary ? toBytes(data) : toBytes(data).toString('utf8');
-    const frame: RecordedFrame = {
-      direction: 'in',
-      kernelId: conn.kernel.id,
-      sessionId: conn.sessionId,
-      format: conn.format,
-      raw,
-    };
-    this.frames.push(frame);
-    try {
-      const message = decodeFrame(typeof raw === 'string' ? raw : new Uint8Array(raw), conn.format);
-      frame.message = message;
-      conn.kernel.receive(message, conn.sessionId);
-    } catch (error) {
-      frame.error = (error as Error).message; // jupyter_server logs and ignores a frame it cannot read
-    }
-  }
-
-  #closeConnection(conn: Connection, code?: number): void {
-    if (!conn.open && !this.#connections.has(conn)) return;
-    const wasOpen = conn.open;
-    conn.open = false;
-    this.#connections.delete(conn);
-    if (code !== undefined) conn.ws.close(code);
-    if (wasOpen && conn.kernel.alive && this.connections(conn.kernel.id) === 0 && !this.#closed) {
-      this.#buffers.set(conn.kernel.id, { sessionId: conn.sessionId, messages: [] });
-    }
-  }
-
-  #terminate(conn: Connection): void {
-    this.#closeConnection(conn);
-    conn.ws.terminate();
-  }
-
-  #deliver(kernel: FakeKernel, msg: JupyterMessage, toSession: string | undefined): void {
-    const targets = [...this.#connections].filter(
-      (c) =>
-        c.open &&
-        c.kernel === kernel &&
-        (msg.channel === 'iopub' || toSession === undefined || c.sessionId === toSession),
-    );
-    if (!targets.length) {
-      if (this.connections(kernel.id) === 0) this.#buffers.get(kernel.id)?.messages.push(msg);
-      return;
-    }
-    for (const conn of targets) {
-      if (conn.held) conn.held.push({ message: msg, replayed: false });
-      else this.#send(conn, msg, false);
-    }
-  }
-
-  #deliverRaw(kernel: FakeKernel, data: string | Uint8Array): void {
-    for (const conn of [...this.#connections]) {
-      if (!conn.open || conn.kernel !== kernel) continue;
-      this.frames.push({
-        direction: 'out',
-        kernelId: kernel.id,
-        sessionId: conn.sessionId,
-        format: conn.format,
-        raw: data,
-      });
-      conn.ws.send(data, { binary: typeof data !== 'string' });
-    }
-  }
-
-  #send(conn: Connection, msg: JupyterMessage, replayed: boolean): void {
-    if (!conn.open) return;
-    const raw = encodeFrame(msg, conn.format);
-    this.frames.push({
-      direction: 'out',
-      kernelId: conn.kernel.id,
-      sessionId: conn.sessionId,
-      format: conn.format,
-      message: msg,
-      raw,
-      ...(replayed ? { replayed } : {}),
-    });
-    conn.ws.send(raw, { binary: typeof raw !== 'string' });
-    const drop = this.#drop;
-    if (drop && (!drop.kernelId || drop.kernelId === conn.kernel.id) && --drop.remaining <= 0) {
-      this.#drop = undefined;
-      this.#terminate(conn);
-    }
-  }
-}
-
-function routeOf(method: string, path: string): { route: FakeGatewayRoute; kernelId?: string } {
-  if (path === '/api' || path === '/api/') return { route: method === 'GET' ? 'api' : 'unknown' };
-  if (/^\/api\/kernelspecs\/?$/.test(path)) return { route: method === 'GET' ? 'kernelspecs' : 'unknown' };
-  if (/^\/api\/kernels\/?$/.test(path)) {
-    return { route: method === 'GET' ? 'list' : method === 'POST' ? 'create' : 'unknown' };
-  }
-  const m = KERNEL_PATH.exec(path);
-  if (!m) return { route: 'unknown' };
-  const kernelId = decodeURIComponent(m[1] as string);
-  const action = m[2];
-  if (action === 'channels') return { route: method === 'GET' ? 'channels' : 'unknown', kernelId };
-  if (action === 'interrupt' || action === 'restart')
-    return { route: method === 'POST' ? action : 'unknown', kernelId };
-  return { route: method === 'GET' ? 'get' : method === 'DELETE' ? 'delete' : 'unknown', kernelId };
-}
-
-function queryOf(url: URL): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const [k, v] of url.searchParams) if (k !== 'token') out[k] = v;
-  return out;
-}
-
-function readBody(req: IncomingMessage): Promise<Buffer> {
-  return new Promise((resolve) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => resolve(Buffer.concat(chunks)));
-    req.on('error', () => resolve(Buffer.concat(chunks)));
-  });
-}
-
-function toBytes(data: RawData): Buffer {
-  if (Buffer.isBuffer(data)) return data;
-  if (Array.isArray(data)) return Buffer.concat(data);
-  return Buffer.from(data);
 }

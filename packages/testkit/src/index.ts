@@ -1,5 +1,6 @@
 export type { JupyterMessage, OutgoingMessage, WireFormat } from '@kernelwarden/jupyter-protocol';
 export { decodeFrame, encodeFrame, V1_SUBPROTOCOL, WireFormatError } from '@kernelwarden/jupyter-protocol';
+export { FakeGateway } from './fake-gateway.js';
 export type {
   FakeGatewayOptions,
   FakeGatewayRoute,
@@ -7,8 +8,7 @@ export type {
   FaultAnswer,
   RecordedFrame,
   RecordedRequest,
-} from './fake-gateway.js';
-export { FakeGateway } from './fake-gateway.js';
+} from './fake-gateway-types.js';
 export type { FakeKernelOptions } from './fake-kernel.js';
 export { FakeKernel } from './fake-kernel.js';
 export type { DieOptions, KernelScript, KernelScriptContext } from './fake-kernel-script.js';

@@ -7,6 +7,7 @@ declare module 'vitest' {
   }
 }
 
+export { PROCESS_STORM_CELL } from './hostile-cells.js';
 export type { TestServer } from './jupyter-server.js';
 export { freePort, startTestServer, testServerCommand } from './jupyter-server.js';
 export type { Leak } from './leaks.js';

@@ -2,26 +2,13 @@ import { realpathSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { type ExecuteResult, type Output, withDeadline } from '@kernelwarden/core';
 import { GatewayClient, GatewayKernel } from '@kernelwarden/gateway-client';
-import {
-  createKernelPolicy,
-  createReadIsolationPolicy,
-  detectLimits,
-  type IsolationPolicy,
-  IsolationUnavailableError,
-  installIsolatedKernelSpec,
-  type KernelLimits,
-  kernelLimitEvents,
-  type LimitFacts,
-  type LimitName,
-  planLimits,
-  removeIsolatedKernelSpecs,
-  sweepIsolatedKernelSpecs,
-} from '@kernelwarden/isolation';
+import type { IsolationPolicy, KernelLimits, LimitFacts, LimitName } from '@kernelwarden/isolation';
 import { LocalGateway, type LocalGatewayPool } from '@kernelwarden/local-gateway';
 import { createRSlot, startIRKernel } from '@kernelwarden/r-kernel';
 import { KernelSession, type SlotFactoryContext } from '@kernelwarden/supervisor';
 import { createWatchdog, type Watchdog } from '@kernelwarden/watchdog';
 import type { Language, StackOptions } from './args.js';
+import { isolation } from './isolation.js';
 import { LIMIT_FLAG_NAMES } from './limit-flags.js';
 import { UsageError } from './usage-error.js';
 
@@ -107,7 +94,7 @@ async function connectGateway(
   const diagnostics =
     options.memoryBytes === undefined
       ? lease.diagnostics
-      : { ...lease.diagnostics, limitEvents: (id: string) => kernelLimitEvents(id, { pid: lease.pid }) };
+      : { ...lease.diagnostics, limitEvents: (id: string) => isolation().kernelLimitEvents(id, { pid: lease.pid }) };
   const client = new GatewayClient({
     baseUrl: lease.baseUrl,
     token: lease.token,
@@ -184,8 +171,9 @@ export function stackLimits(
  * alone (a limits-only policy: the kernel sees the filesystem as its user does), or none.
  */
 function kernelPolicy(options: StackOptions, limits: KernelLimits): IsolationPolicy | undefined {
-  if (options.hide.length === 0) return Object.keys(limits).length > 0 ? createKernelPolicy(limits) : undefined;
-  const policy = createReadIsolationPolicy({
+  if (options.hide.length === 0)
+    return Object.keys(limits).length > 0 ? isolation().createKernelPolicy(limits) : undefined;
+  const policy = isolation().createReadIsolationPolicy({
     roots: options.hide.map((dir) => ({ path: resolve(options.cwd, dir), label: `--hide ${dir}` })),
     allowedRoots: options.allow.map((dir) => ({ path: resolve(options.cwd, dir), label: `--allow ${dir}` })),
     ...limits,
@@ -206,8 +194,11 @@ async function checkLimits(
   signal: AbortSignal | undefined,
 ): Promise<LimitFacts | undefined> {
   if (Object.keys(limits).length === 0) return undefined;
-  const support = await detectLimits({ ...(gateway.pid === undefined ? {} : { pid: gateway.pid }), signal });
-  planLimits(limits, support);
+  const support = await isolation().detectLimits({
+    ...(gateway.pid === undefined ? {} : { pid: gateway.pid }),
+    signal,
+  });
+  isolation().planLimits(limits, support);
   return support;
 }
 
@@ -263,7 +254,7 @@ export async function createStack(
 ): Promise<Stack> {
   if (options.gatewayUrl !== undefined && options.hide.length > 0) {
     // Checked before anything else: no policy and no layout can make a remote server's kernels isolated.
-    throw new IsolationUnavailableError(
+    throw new (isolation().IsolationUnavailableError)(
       `--hide needs the embedded gateway: a remote gateway (${options.gatewayUrl}) launches kernels we cannot sandbox`,
       { reason: 'remote-gateway' },
     );
@@ -271,7 +262,7 @@ export async function createStack(
   const limits = stackLimits(options);
   if (options.gatewayUrl !== undefined && Object.keys(limits).length > 0) {
     const { flags, first } = limitFlagList(limits);
-    throw new IsolationUnavailableError(
+    throw new (isolation().IsolationUnavailableError)(
       `${flags} need${flags.includes(',') ? '' : 's'} the embedded gateway: a remote gateway (${options.gatewayUrl}) ` +
         'launches kernels whose limits nothing here can enforce, so none is started',
       { reason: 'remote-gateway', limit: first },
@@ -403,18 +394,24 @@ async function isolatedKernelName(
   pooled: boolean,
 ): Promise<string> {
   if (gateway.kernelSpecDir === undefined) {
-    throw new IsolationUnavailableError('--hide needs the embedded gateway: this gateway has no kernelspec directory', {
-      reason: 'remote-gateway',
-    });
+    throw new (isolation().IsolationUnavailableError)(
+      '--hide needs the embedded gateway: this gateway has no kernelspec directory',
+      {
+        reason: 'remote-gateway',
+      },
+    );
   }
   const specs = await gateway.client.kernelSpecs();
   const base = specs.kernelspecs[BASE_KERNELSPEC[language]];
   if (!base) {
-    throw new IsolationUnavailableError(`the gateway has no ${BASE_KERNELSPEC[language]} kernelspec to isolate`, {
-      reason: 'probe-failed',
-    });
+    throw new (isolation().IsolationUnavailableError)(
+      `the gateway has no ${BASE_KERNELSPEC[language]} kernelspec to isolate`,
+      {
+        reason: 'probe-failed',
+      },
+    );
   }
-  return installIsolatedKernelSpec({
+  return isolation().installIsolatedKernelSpec({
     kernelSpecDir: gateway.kernelSpecDir,
     baseSpec: {
       name: base.name,
@@ -452,7 +449,7 @@ async function sweepOrphanSpecs(gateway: GatewayConnection): Promise<void> {
   const inUse = await specsInUse(gateway);
   if (!inUse) return;
   try {
-    sweepIsolatedKernelSpecs({ kernelSpecDir: gateway.kernelSpecDir, inUse });
+    isolation().sweepIsolatedKernelSpecs({ kernelSpecDir: gateway.kernelSpecDir, inUse });
   } catch {
     // best effort
   }
@@ -468,7 +465,7 @@ async function removeOwnSpecs(gateway: GatewayConnection, installed: ReadonlySet
   const inUse = await specsInUse(gateway);
   if (!inUse) return;
   try {
-    removeIsolatedKernelSpecs({ kernelSpecDir: gateway.kernelSpecDir, names: installed, inUse });
+    isolation().removeIsolatedKernelSpecs({ kernelSpecDir: gateway.kernelSpecDir, names: installed, inUse });
   } catch {
     // best effort
   }

@@ -1,6 +1,6 @@
 import { type ExecuteResult, InvalidOptionsError, KernelwardenError } from '@kernelwarden/core';
 import { KernelDiedError, MISSING_REPLY_ENAME } from '@kernelwarden/gateway-client';
-import { IsolationPolicyError, IsolationUnavailableError } from '@kernelwarden/isolation';
+import type { IsolationUnavailableError } from '@kernelwarden/isolation';
 import { KernelUnavailableError } from '@kernelwarden/supervisor';
 import { CellTimeoutError } from '@kernelwarden/watchdog';
 import { ExitCode } from './exit-code.js';
@@ -69,15 +69,17 @@ function classify(error: unknown): Failure {
     UsageError.isInstance(error) ||
     InvalidSourceError.isInstance(error) ||
     InvalidOptionsError.isInstance(error) ||
-    IsolationPolicyError.isInstance(error)
+    code === 'ISOLATION_POLICY'
   ) {
     return { exitCode: ExitCode.usage, code, message };
   }
-  if (IsolationUnavailableError.isInstance(error)) {
+  // Told by code (the isolation package is loaded only by commands that use it).
+  if (code === 'ISOLATION_UNAVAILABLE') {
+    const { reason, limit } = error as IsolationUnavailableError;
     // A limit refused for a remote gateway says all there is to say; anything else points at what the doctor shows.
-    const remoteLimit = error.reason === 'remote-gateway' && error.limit !== undefined;
+    const remoteLimit = reason === 'remote-gateway' && limit !== undefined;
     const what =
-      error.limit !== undefined ? 'which limits can be enforced here, and by what' : 'what read isolation needs here';
+      limit !== undefined ? 'which limits can be enforced here, and by what' : 'what read isolation needs here';
     return {
       exitCode: ExitCode.isolationUnavailable,
       code,

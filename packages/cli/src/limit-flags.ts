@@ -1,8 +1,9 @@
 import { InvalidOptionsError } from '@kernelwarden/core';
-import { createKernelPolicy, type KernelLimits } from '@kernelwarden/isolation';
+import type { KernelLimits } from '@kernelwarden/isolation';
 import { z } from 'zod/v3';
 import type { StackOptions } from './args.js';
 import { parseDuration } from './duration.js';
+import { isolation } from './isolation.js';
 import { parseSize } from './size.js';
 
 /** The resource and network limit flags every command that starts kernels takes. */
@@ -36,7 +37,7 @@ export const LIMIT_FLAG_NAMES: Readonly<Record<keyof KernelLimits, string>> = {
  */
 function isolationVerdict(limits: KernelLimits): string | undefined {
   try {
-    createKernelPolicy({ ...limits, tempDir: '/' });
+    isolation().createKernelPolicy({ ...limits, tempDir: '/' });
     return undefined;
   } catch (error) {
     if (InvalidOptionsError.isInstance(error)) return error.issues[0]?.message ?? error.message;

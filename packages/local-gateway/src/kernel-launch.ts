@@ -60,6 +60,9 @@ function pythonString(value: string): string {
  *   then SIGKILL after its shutdown wait time, as before) and cleans it up then (marker sweep, ipc directory,
  *   cgroups). Restarts wait as before, and the server's own stop waits for every kernel, retiring ones included.
  *
+ * - **No settling sleep.** jupyter_client's wrapper of a kernel's start and shutdown sleeps 10 ms at its end (for
+ *   its own tests); the server runs the same wrapper without it.
+ *
  * It patches jupyter_client's `LocalProvisioner` (present in jupyter_client 7 and 8) inside the server process.
  */
 export function kernelLaunchConfig(settings: KernelLaunchSettings): string {
@@ -286,6 +289,38 @@ if not getattr(_kw_manager.KernelManager, "_kernelwarden_retire_patched", False)
     _kw_manager.AsyncKernelManager.cleanup_resources = _kw_patched_cleanup_resources
     _kw_multi.AsyncMultiKernelManager.shutdown_all = _kw_patched_shutdown_all
     _kw_manager.KernelManager._kernelwarden_retire_patched = True
+
+# jupyter_client's "pending state" wrapper of a kernel's start and shutdown ends with a 10 ms sleep, there "so that
+# tests can capture the state before done": every start, restart and shutdown of ours paid it. The same wrapper,
+# without the sleep.
+if not getattr(_kw_manager.KernelManager, "_kernelwarden_pending_patched", False):
+
+    def _kw_without_settle_sleep(decorated):
+        method = getattr(decorated, "__wrapped__", None)
+        if method is None:
+            return decorated
+
+        async def wrapper(self, *args, **kwargs):
+            if self._attempted_start or not self._ready:
+                self._ready = _kw_manager._get_future()
+            try:
+                out = await method(self, *args, **kwargs)
+                if getattr(self, "owns_kernel", True):
+                    self._ready.set_result(None)
+                return out
+            except Exception as e:
+                self._ready.set_exception(e)
+                self.log.exception(self._ready.exception())
+                raise e
+
+        wrapper.__wrapped__ = method
+        return wrapper
+
+    for _kw_name, _kw_alias in (("_async_start_kernel", "start_kernel"), ("_async_shutdown_kernel", "shutdown_kernel")):
+        _kw_quick = _kw_without_settle_sleep(getattr(_kw_manager.KernelManager, _kw_name))
+        setattr(_kw_manager.KernelManager, _kw_name, _kw_quick)
+        setattr(_kw_manager.AsyncKernelManager, _kw_alias, _kw_quick)
+    _kw_manager.KernelManager._kernelwarden_pending_patched = True
 
 with open(${pythonString(settings.loadedMarker)}, "w") as _kw_marker_file:
     _kw_marker_file.write(_KW_INSTANCE)

@@ -41,9 +41,13 @@ beforeAll(async () => {
   support = await detectLimits({ pid: lease.pid });
 }, 120_000);
 
-/** Every kernel cgroup left in the gateway's cgroups or this process's. */
+/**
+ * The kernel cgroups of this file's kernelspecs left in the gateway's cgroups or this process's (another gateway's
+ * kernels on this machine, whose cgroups sit beside them, are not this file's).
+ */
 function leftoverCgroups(): string[] {
-  return listKernelCgroups([...kernelCgroupBases({ pid: lease.pid }), ...kernelCgroupBases()]);
+  const bases = [...kernelCgroupBases({ pid: lease.pid }), ...kernelCgroupBases()];
+  return installed.flatMap((name) => listKernelCgroups(bases, { tag: name.slice(-16) }));
 }
 
 afterAll(async () => {

@@ -249,11 +249,14 @@ function goals(rows) {
 
 const CLI_BIN = new URL('../packages/cli/dist/bin.js', import.meta.url).pathname;
 
-/** Runs `node argv` to its exit; resolves with the wall time from spawn to exit and its stdout. */
-function timedNode(argv, env) {
-  return new Promise((resolve, reject) => {
+/**
+ * Runs `node argv` to its exit (SIGTERM after `timeoutMs`, when given); resolves with how it ended, its stdout, the
+ * last `tailChars` of its stderr and the wall time from spawn to exit. Never rejects.
+ */
+function spawnNode(argv, { env, cwd, timeoutMs, tailChars = 2000 }) {
+  return new Promise((resolve) => {
     const start = performance.now();
-    const child = spawn(process.execPath, argv, { cwd: REPO, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, argv, { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
     children.add(child);
     let stdout = '';
     let stderr = '';
@@ -261,16 +264,34 @@ function timedNode(argv, env) {
       stdout += d;
     });
     child.stderr.on('data', (d) => {
-      stderr = (stderr + d).slice(-2000);
+      stderr = (stderr + d).slice(-tailChars);
     });
-    child.on('close', (code) => {
-      const ms = performance.now() - start;
+    let timedOut = false;
+    const timer =
+      timeoutMs === undefined
+        ? undefined
+        : setTimeout(() => {
+            timedOut = true;
+            child.kill('SIGTERM');
+          }, timeoutMs);
+    child.on('close', (code, signal) => {
+      clearTimeout(timer);
       children.delete(child);
-      if (code === 0) resolve({ ms, stdout });
-      else
-        reject(new Error(`node ${argv.join(' ')} exited ${code}: ${stderr.trim().split('\n').slice(-3).join(' | ')}`));
+      resolve({ code, signal, stdout, stderr, timedOut, ms: performance.now() - start });
     });
   });
+}
+
+/** The last lines of a child's stderr, for an error message. */
+function stderrTail(stderr) {
+  return stderr.trim().split('\n').slice(-3).join(' | ');
+}
+
+/** Runs `node argv` to its exit; resolves with the wall time from spawn to exit and its stdout, rejects on failure. */
+async function timedNode(argv, env) {
+  const { code, stdout, stderr, ms } = await spawnNode(argv, { env, cwd: REPO });
+  if (code !== 0) throw new Error(`node ${argv.join(' ')} exited ${code}: ${stderrTail(stderr)}`);
+  return { ms, stdout };
 }
 
 // --- 0. Import cost of every package, each in a fresh node ------------------------------------------------------
@@ -498,43 +519,27 @@ async function interruptLatency(stock, nodelay) {
 }
 
 // --- 4. Big outputs, each client in its own child process -------------------------------------------------------
-function runChild(argv, env, timeoutMs) {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, argv, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-    children.add(child);
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => {
-      stdout += d;
-    });
-    child.stderr.on('data', (d) => {
-      stderr = (stderr + d).slice(-4000);
-    });
-    let timedOut = false;
-    const timer = setTimeout(() => {
-      timedOut = true;
-      child.kill('SIGTERM'); // the child's own kernel is deleted by the server stop at the end
-    }, timeoutMs);
-    child.on('close', (code, signal) => {
-      clearTimeout(timer);
-      children.delete(child);
-      const last = stdout.trim().split('\n').pop();
-      let parsed;
-      try {
-        parsed = last ? JSON.parse(last) : undefined;
-      } catch {
-        // not JSON: handled below
-      }
-      // A full result counts even when the child was stopped while closing its kernel afterwards.
-      if (parsed && !parsed.partial && Array.isArray(parsed.times)) return resolve(parsed);
-      if (timedOut || code === 3) {
-        const progress = parsed;
-        const message = code === 3 ? 'the cell did not finish in time' : `did not finish within ${timeoutMs / 1000} s`;
-        return reject(Object.assign(new Error(message), { timedOut: true, progress }));
-      }
-      reject(new Error(`exited ${signal ?? code}: ${stderr.trim().split('\n').slice(-3).join(' | ')}`));
-    });
+async function runChild(argv, env, timeoutMs) {
+  // A timed-out child's own kernel is deleted by the server stop at the end.
+  const { code, signal, stdout, stderr, timedOut } = await spawnNode(argv, {
+    env: { ...process.env, ...env },
+    timeoutMs,
+    tailChars: 4000,
   });
+  const last = stdout.trim().split('\n').pop();
+  let parsed;
+  try {
+    parsed = last ? JSON.parse(last) : undefined;
+  } catch {
+    // not JSON: handled below
+  }
+  // A full result counts even when the child was stopped while closing its kernel afterwards.
+  if (parsed && !parsed.partial && Array.isArray(parsed.times)) return parsed;
+  if (timedOut || code === 3) {
+    const message = code === 3 ? 'the cell did not finish in time' : `did not finish within ${timeoutMs / 1000} s`;
+    throw Object.assign(new Error(message), { timedOut: true, progress: parsed });
+  }
+  throw new Error(`exited ${signal ?? code}: ${stderrTail(stderr)}`);
 }
 
 async function outputCells(raised) {

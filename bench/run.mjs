@@ -247,7 +247,7 @@ function goals(rows) {
   return out;
 }
 
-const CLI_BIN = new URL('../packages/cli/dist/bin.js', import.meta.url).pathname;
+const CLI_BIN = new URL('../packages/cli/dist/bin.cjs', import.meta.url).pathname;
 
 /**
  * Runs `node argv` to its exit (SIGTERM after `timeoutMs`, when given); resolves with how it ended, its stdout, the

@@ -1,3 +1,74 @@
+import { readdirSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { build, type Options } from 'tsup';
 import { packageConfig } from '../../tsup.base';
 
-export default packageConfig({ entry: ['src/index.ts', 'src/bin.ts'] });
+const packagesDir = fileURLToPath(new URL('..', import.meta.url));
+
+/** `@kernelwarden/<name>` → that package's sources: the bundle is built from them, as one program. */
+function workspaceSources(): Record<string, string> {
+  const alias: Record<string, string> = {};
+  for (const name of readdirSync(packagesDir)) {
+    if (name !== 'cli') alias[`@kernelwarden/${name}`] = `${packagesDir}${name}/src/index.ts`;
+  }
+  return alias;
+}
+
+/**
+ * `dist/kernelwarden.cjs`: the command line with every package it uses inlined, in one CommonJS file that `bin.cjs`
+ * runs with V8's compile cache (Node.js 20 caches no ES module). The packages' lazily loaded dependencies (zod, ws,
+ * the isolation package) are inlined too, and still load on first use.
+ */
+const bundle: Options = {
+  entry: { kernelwarden: 'src/cli-bundle.ts' },
+  format: ['cjs'],
+  platform: 'node',
+  target: 'node20',
+  tsconfig: 'tsconfig.build.json',
+  noExternal: [/.*/],
+  shims: true,
+  sourcemap: true,
+  dts: false,
+  clean: false,
+  splitting: false,
+  outExtension: () => ({ js: '.cjs' }),
+  // Smaller to read and to cache; names kept, for error names and stack traces.
+  minify: true,
+  keepNames: true,
+  // The packages' lazily loaded dependencies come from the bundle too, not from node_modules (see lazyModule).
+  define: { __KERNELWARDEN_INLINED__: 'true' },
+  esbuildOptions(options) {
+    options.alias = workspaceSources();
+    // Pure ASCII: Node reads it into a one-byte string without decoding UTF-8.
+    options.charset = 'ascii';
+  },
+};
+
+/**
+ * `dist/bin.cjs`, the `kernelwarden` command: CommonJS, so that it starts without Node's ES module loader; it runs
+ * the bundle with the compile cache.
+ */
+const bin: Options = {
+  entry: { bin: 'src/bin.ts' },
+  format: ['cjs'],
+  platform: 'node',
+  target: 'node20',
+  tsconfig: 'tsconfig.build.json',
+  shims: true,
+  sourcemap: true,
+  dts: false,
+  clean: false,
+  outExtension: () => ({ js: '.cjs' }),
+};
+
+export default packageConfig({
+  // `dist/bin.js` only runs `dist/bin.cjs` (see src/bin-compat.ts).
+  entry: { index: 'src/index.ts', bin: 'src/bin-compat.ts' },
+  // After the ES build (which cleans dist/), so that they never race.
+  onSuccess: async () => {
+    await Promise.all([
+      build({ ...bundle, config: false, silent: true }),
+      build({ ...bin, config: false, silent: true }),
+    ]);
+  },
+});

@@ -1,9 +1,21 @@
 #!/usr/bin/env node
-import { main } from './main.js';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { runWithCompileCache } from './compile-cache.js';
+import { compileCacheFile } from './compile-cache-location.js';
 
-main(process.argv.slice(2)).then(
+const dist = dirname(fileURLToPath(import.meta.url));
+const argv = process.argv.slice(2);
+// The whole CLI in one file, compiled from the cache the last run of the same command left beside it.
+const cli = runWithCompileCache<typeof import('./cli-bundle.js')>(join(dist, 'kernelwarden.cjs'), {
+  cacheFile: compileCacheFile(dist, argv, process.env),
+});
+
+cli.exports.main(argv).then(
   (code) => {
     process.exitCode = code;
+    // What this run compiled is cached for the next run of the command, when that one would do better with it.
+    cli.refresh(code);
     // Everything was shut down; if a library still holds a socket or timer open, do not hang the shell on it.
     setTimeout(() => process.exit(code), 2000).unref();
   },

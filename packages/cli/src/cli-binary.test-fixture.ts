@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { testGateway } from '@kernelwarden/test-env';
 
 /** The built `kernelwarden` binary the integration tests drive. */
-export const BIN = resolve(dirname(fileURLToPath(import.meta.url)), '../dist/bin.js');
+export const BIN = resolve(dirname(fileURLToPath(import.meta.url)), '../dist/bin.cjs');
 
 /** What one run of the binary did. */
 export interface Ran {

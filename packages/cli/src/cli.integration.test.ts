@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { testGateway } from '@kernelwarden/test-env';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-const BIN = resolve(dirname(fileURLToPath(import.meta.url)), '../dist/bin.js');
+const BIN = resolve(dirname(fileURLToPath(import.meta.url)), '../dist/bin.cjs');
 const PNG_SIGNATURE = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
 
 let stateDir: string;

@@ -14,7 +14,7 @@ function version(): string {
 /**
  * Runs one `kernelwarden` command line and resolves with its exit code; never calls `process.exit`.
  *
- * `bin.js` calls it with `process.argv.slice(2)`; call it yourself to embed the CLI.
+ * `kernelwarden` (`dist/bin.cjs`) calls it with `process.argv.slice(2)`; call it yourself to embed the CLI.
  */
 export async function main(argv: readonly string[], io: CliIo = processIo()): Promise<number> {
   let command: Command;

@@ -12,7 +12,7 @@ import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { gatewayKernelIds, leftoverKernelCgroups } from './cli-binary.test-fixture.js';
 
-const BIN = resolve(dirname(fileURLToPath(import.meta.url)), '../dist/bin.js');
+const BIN = resolve(dirname(fileURLToPath(import.meta.url)), '../dist/bin.cjs');
 
 let stateDir: string;
 let workDir: string;

@@ -21,6 +21,12 @@ export function lazy<T>(build: () => T): () => T {
   };
 }
 
+/**
+ * Defined (true) by a build that inlines the packages `lazyModule()` loads, such as the `kernelwarden` command's
+ * single file: there the inlined copy of a package is the one to load, the one the build's static imports use.
+ */
+declare const __KERNELWARDEN_INLINED__: boolean | undefined;
+
 type ExportTarget = string | { import?: ExportTarget; default?: ExportTarget; node?: ExportTarget } | undefined;
 
 /** The file of `target` that `import` would load (the `node`, `import`, then `default` condition). */
@@ -76,13 +82,16 @@ function esModuleEntry(require: NodeJS.Require, specifier: string): string | und
  *
  * `bundled` is for an application bundled into one file, where the package is not on disk: write it as a call of
  * `require` with the literal name, which a bundler replaces by the bundled module (evaluated on that first call); it
- * is only called when the package cannot be resolved from `parentUrl`.
+ * is only called when the package cannot be resolved from `parentUrl`, or first, in a build that defines
+ * `__KERNELWARDEN_INLINED__` as true (one that inlines every package, so that the inlined copy is used even where the
+ * package is on disk too).
  *
  * Use it for a heavy dependency that only some calls need — a validation library, a WebSocket implementation — so
  * that importing the package that depends on it does not load it.
  */
 export function lazyModule<T>(specifier: string, parentUrl: string, bundled?: () => T): () => T {
   return lazy(() => {
+    if (bundled && typeof __KERNELWARDEN_INLINED__ !== 'undefined' && __KERNELWARDEN_INLINED__) return bundled();
     const require = createRequire(parentUrl);
     let path: string;
     try {

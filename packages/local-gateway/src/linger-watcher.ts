@@ -1,4 +1,6 @@
 import { existsSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { lazy } from '@kernelwarden/core';
 import type { ServerInfo } from './info-file.js';
@@ -151,17 +153,25 @@ const ENTRY_NAME = 'linger-watcher-main.js';
 
 /**
  * The watcher's built entry: beside this module in `dist/` (its chunk is there too). Run from the sources (the
- * tests), this module is a `.ts` file, and the entry is taken from the package's build.
+ * tests), this module is a `.ts` file, and the entry is taken from the package's build. Bundled into an
+ * application's single file, this module finds the entry in the installed package instead (the application depends
+ * on `@kernelwarden/local-gateway`, so its location resolves it).
  */
 export function lingerWatcherEntry(): string {
   const here = import.meta.url;
-  const entry = fileURLToPath(new URL(here.endsWith('.ts') ? `../dist/${ENTRY_NAME}` : `./${ENTRY_NAME}`, here));
-  if (!existsSync(entry)) {
-    throw new Error(
-      `The local gateway's linger watcher ${entry} is missing: build @kernelwarden/local-gateway, or, when bundling it into an application, keep it external or copy ${ENTRY_NAME} beside the bundle`,
-    );
+  const beside = fileURLToPath(new URL(here.endsWith('.ts') ? `../dist/${ENTRY_NAME}` : `./${ENTRY_NAME}`, here));
+  if (existsSync(beside)) return beside;
+  let installed: string | undefined;
+  try {
+    const manifest = createRequire(here).resolve('@kernelwarden/local-gateway/package.json');
+    installed = join(dirname(manifest), 'dist', ENTRY_NAME);
+  } catch {
+    // not installed where this bundle is
   }
-  return entry;
+  if (installed !== undefined && existsSync(installed)) return installed;
+  throw new Error(
+    `The local gateway's linger watcher ${beside} is missing: build @kernelwarden/local-gateway, or, when bundling it into an application, install @kernelwarden/local-gateway beside the bundle (its dist/${ENTRY_NAME} runs as a process of its own)`,
+  );
 }
 
 /** How often a watcher looks, for a linger of `lingerMs`: a tenth of it, between 100 ms and 1 s. */

@@ -1,6 +1,6 @@
 import { abortScope, DeadlineExceededError } from '@kernelwarden/core';
 import { emitter } from './events.js';
-import { locateGateway, prepareGatewayDir, pruneKernelLogs } from './gateway-dir.js';
+import { locateGateway, prepareGatewayDir } from './gateway-dir.js';
 import { serverClient } from './guarded-transport.js';
 import type { ServerInfo } from './info-file.js';
 import { writePoolConfig } from './kernel-pool.js';
@@ -63,7 +63,6 @@ export async function acquireLease(options: LocalGatewayOptions): Promise<LocalG
       clearExpiredIdle(layout.idle);
       // The last acquire's pool counts are the running server's: its watcher keeps the pool at them.
       writePoolConfig(layout, opts.pool);
-      pruneKernelLogs(layout);
     } finally {
       lock.release();
     }

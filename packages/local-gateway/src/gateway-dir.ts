@@ -72,9 +72,12 @@ export function prepareGatewayDir(layout: GatewayLayout): void {
 }
 
 /** A kernel log not written for this long is removed (a running kernel keeps writing to its open file). */
-const KERNEL_LOG_KEEP_MS = 3_600_000;
+export const KERNEL_LOG_KEEP_MS = 3_600_000;
 
-/** Removes the logs of kernels that have not written for an hour. */
+/** How often the linger watcher prunes kernel logs (its first look does too). */
+export const KERNEL_LOG_PRUNE_INTERVAL_MS = 300_000;
+
+/** Removes the logs of kernels that have not written for an hour (`KERNEL_LOG_KEEP_MS`). */
 export function pruneKernelLogs(layout: GatewayLayout): void {
   let names: string[];
   try {

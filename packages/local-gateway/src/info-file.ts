@@ -24,6 +24,7 @@ const serverInfoSchema = lazy(() => {
       .regex(/^[0-9a-f]{8,64}$/)
       .optional(),
     ipcDir: z.string().startsWith('/').optional(),
+    listeners: z.array(z.string().regex(/^\d+$/)).optional(),
   });
 });
 
@@ -44,6 +45,11 @@ export interface ServerInfo {
   instance?: string | undefined;
   /** The private directory of the kernels' ZMQ ipc sockets. */
   ipcDir?: string | undefined;
+  /**
+   * The server's listening sockets on its port (inodes), as found when it started: a later process checks that the
+   * server still holds them instead of reading `/proc/net/tcp` again (see `listenerOwnership`).
+   */
+  listeners?: string[] | undefined;
 }
 
 /**

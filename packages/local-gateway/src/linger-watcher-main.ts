@@ -5,6 +5,7 @@
  */
 import { appendFileSync } from 'node:fs';
 import { GatewayKernel } from '@kernelwarden/gateway-client';
+import { KERNEL_LOG_PRUNE_INTERVAL_MS, pruneKernelLogs } from './gateway-dir.js';
 import { serverClient } from './guarded-transport.js';
 import { readServerInfo } from './info-file.js';
 import {
@@ -97,9 +98,15 @@ const pool = poolKeeper({
 });
 
 const watcher = lingerWatcher(config, world);
+let prunedAt = Number.NEGATIVE_INFINITY;
 async function look(): Promise<void> {
   if ((await watcher.tick()) === 'exit') process.exit(0);
   pool.tick();
+  // The logs of kernels long gone go in the background, not at the start of every command (one stat per log).
+  if (Date.now() - prunedAt >= KERNEL_LOG_PRUNE_INTERVAL_MS) {
+    prunedAt = Date.now();
+    pruneKernelLogs(layout);
+  }
 }
 log(`watching server pid ${config.server.pid}`);
 setInterval(() => void look(), config.pollMs);

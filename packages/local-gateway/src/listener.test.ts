@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { listenerOwnership, parseLoopbackListeners } from './listener.js';
+import { listenerOwnership, parseLoopbackListeners, socketInodes, verifiedListenerInodes } from './listener.js';
 
 const TABLE = `  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
    0: 0100007F:22B8 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 4242 1 0000000000000000 100 0 0 10 0
@@ -40,5 +40,30 @@ describe('listenerOwnership', () => {
     }
     // Closed: the sockets it was found holding are gone, so the port is read again.
     expect(listenerOwnership(port, process.pid)).toBe('none');
+  });
+});
+
+describe('listenerOwnership with sockets an earlier process recorded', () => {
+  it('trusts them while the process holds them, and reads the port again once it does not', async () => {
+    const { createServer } = await import('node:net');
+    const server = createServer();
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const port = (server.address() as { port: number }).port;
+    const uid = (process.getuid?.() ?? 0) + 7; // a key of its own: nothing verified in this process yet
+    let recorded: string[];
+    try {
+      expect(listenerOwnership(port, process.pid)).toBe('ours');
+      recorded = verifiedListenerInodes(port, process.pid);
+      expect(recorded.length).toBeGreaterThan(0);
+      expect(recorded.every((inode) => socketInodes(process.pid).has(inode))).toBe(true);
+      // Port 1 has no listener in /proc/net/tcp: only the recorded sockets, still held, can make it ours.
+      expect(listenerOwnership(1, process.pid, uid, recorded)).toBe('ours');
+      expect(verifiedListenerInodes(1, process.pid, uid)).toEqual(recorded);
+    } finally {
+      await new Promise<void>((r) => server.close(() => r()));
+    }
+    // Closed: the recorded sockets are no longer held, so /proc/net/tcp decides, and nothing listens there.
+    expect(listenerOwnership(port, process.pid, uid + 1, recorded)).toBe('none');
+    expect(verifiedListenerInodes(port, process.pid, uid + 1)).toEqual([]);
   });
 });

@@ -56,16 +56,25 @@ const verified = new Map<string, ReadonlySet<string>>();
  * listener before it is known to be the server we started.
  *
  * Once a server's listeners were found ours, a later call only checks that `pid` still holds those very sockets (its
- * descriptors, about 0.1 ms, against 1.3 ms for `/proc/net/tcp`): while the server holds its listening socket open,
- * no other user's process can bind the port, and a server that closed it (stopping) no longer holds it, so the full
- * check runs again.
+ * descriptors, about 0.1 ms, against 1.3 ms or more for `/proc/net/tcp`, which grows with every socket of the
+ * machine): while the server holds its listening socket open, no other user's process can bind the port, and a
+ * server that closed it (stopping) no longer holds it, so the full check runs again. `known` carries such sockets
+ * from an earlier process (`loopbackListenerInodes()` when the server was found listening, kept in a private file).
  */
-export function listenerOwnership(port: number, pid: number, uid = process.getuid?.() ?? -1): ListenerOwnership {
+export function listenerOwnership(
+  port: number,
+  pid: number,
+  uid = process.getuid?.() ?? -1,
+  known?: readonly string[],
+): ListenerOwnership {
   const key = `${port}:${pid}:${uid}`;
-  const known = verified.get(key);
-  if (known) {
+  const remembered = verified.get(key) ?? (known && known.length > 0 ? new Set(known) : undefined);
+  if (remembered) {
     const held = socketInodes(pid);
-    if ([...known].every((inode) => held.has(inode))) return 'ours';
+    if ([...remembered].every((inode) => held.has(inode))) {
+      verified.set(key, remembered);
+      return 'ours';
+    }
     verified.delete(key);
   }
   let text: string;
@@ -80,4 +89,12 @@ export function listenerOwnership(port: number, pid: number, uid = process.getui
   const ours = listeners.every((l) => l.uid === uid && held.has(l.inode));
   if (ours) verified.set(key, new Set(listeners.map((l) => l.inode)));
   return ours ? 'ours' : 'foreign';
+}
+
+/**
+ * The sockets `listenerOwnership()` last found `pid` listening with on `127.0.0.1:port` (its inodes), for a later
+ * process to check with; empty when it found none (or was not asked).
+ */
+export function verifiedListenerInodes(port: number, pid: number, uid = process.getuid?.() ?? -1): string[] {
+  return [...(verified.get(`${port}:${pid}:${uid}`) ?? [])];
 }

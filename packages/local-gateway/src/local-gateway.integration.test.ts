@@ -1,6 +1,16 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  utimesSync,
+  writeFileSync,
+} from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { inspect } from 'node:util';
@@ -9,6 +19,7 @@ import { kernelPids, processesMentioning, testGateway } from '@kernelwarden/test
 import { build } from 'tsup';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { LocalGateway, type LocalGatewayEvent } from './index.js';
+import { socketInodes } from './listener.js';
 import { identityOf, isProcessAlive } from './process-identity.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -183,6 +194,11 @@ describe('LocalGateway on a real jupyter-server (one shared server)', () => {
 
       const info = join(lease.stateDir, 'server.json');
       expect(statSync(info).mode & 0o777).toBe(0o600);
+      // The server's listening sockets, recorded for later processes to check cheaply: ones the server holds.
+      const { listeners } = JSON.parse(readFileSync(info, 'utf8')) as { listeners?: string[] };
+      expect(listeners?.length).toBeGreaterThan(0);
+      const held = socketInodes(lease.pid);
+      for (const inode of listeners ?? []) expect(held.has(inode)).toBe(true);
       expect(statSync(lease.stateDir).mode & 0o777).toBe(0o700);
       for (const name of readdirSync(lease.stateDir)) {
         const st = statSync(join(lease.stateDir, name));
@@ -213,7 +229,7 @@ describe('LocalGateway on a real jupyter-server (one shared server)', () => {
     }
   });
 
-  it('launches a kernelspec written into kernelSpecDir by name at once, and replaces a dead watcher', async () => {
+  it('launches a kernelspec written into kernelSpecDir by name at once, and replaces a dead watcher, which prunes old kernel logs', async () => {
     const lease = await LocalGateway.acquire({ stateDir });
     try {
       const spec = join(lease.kernelSpecDir, 'kw-written');
@@ -245,11 +261,21 @@ describe('LocalGateway on a real jupyter-server (one shared server)', () => {
       const watcher = identityOf(info().watcher.pid);
       process.kill(watcher.pid, 'SIGKILL');
       await waitFor('the watcher to die', () => !isProcessAlive(watcher));
+      // Kernel logs: one not written for two hours, one just written. The new watcher's first look prunes the old.
+      const oldLog = join(lease.stateDir, 'kernel-logs', 'gone-two-hours.log');
+      const freshLog = join(lease.stateDir, 'kernel-logs', 'written-now.log');
+      writeFileSync(oldLog, 'old\n');
+      writeFileSync(freshLog, 'fresh\n');
+      const twoHoursAgo = new Date(Date.now() - 2 * 3_600_000);
+      utimesSync(oldLog, twoHoursAgo, twoHoursAgo);
       const again = await LocalGateway.acquire({ stateDir });
       await again.release();
       expect(again.pid).toBe(lease.pid);
       expect(info().watcher.pid).not.toBe(watcher.pid);
       expect(isProcessAlive(info().watcher)).toBe(true);
+      await waitFor('the new watcher to prune the old kernel log', () => !existsSync(oldLog));
+      expect(existsSync(freshLog)).toBe(true);
+      rmSync(freshLog);
     } finally {
       await lease.release();
     }

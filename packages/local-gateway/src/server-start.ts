@@ -10,6 +10,7 @@ import { makeIpcDir, removeIpcDir } from './ipc-dir.js';
 import { kernelLaunchConfig } from './kernel-launch.js';
 import type { GatewayLayout } from './layout.js';
 import { spawnLingerWatcher } from './linger-watcher.js';
+import { verifiedListenerInodes } from './listener.js';
 import type { ResolvedLocalGatewayOptions } from './options.js';
 import { isProcessAlive } from './process-identity.js';
 import { LOCAL_GATEWAY_SERVER_CONFIG } from './server-config.js';
@@ -191,6 +192,7 @@ async function startServer(
         lingerMs: opts.lingerMs,
         instance,
         ipcDir,
+        listeners: verifiedListenerInodes(port, child.identity.pid),
       };
       tightenRuntimeFiles(layout);
       writeServerInfo(layout.info, info);

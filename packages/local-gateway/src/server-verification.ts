@@ -17,7 +17,7 @@ export function unverifiedServerReason(layout: GatewayLayout, info: ServerInfo):
   const owner = processUid(pid);
   if (uid !== undefined && owner !== undefined && owner !== uid) return `process ${pid} runs as uid ${owner}`;
   if (!startedByThisGateway(layout, pid)) return `process ${pid} is not this gateway's jupyter-server`;
-  const listener = listenerOwnership(info.port, pid);
+  const listener = listenerOwnership(info.port, pid, process.getuid?.() ?? -1, info.listeners);
   if (listener === 'foreign') return `another process listens on port ${info.port}`;
   if (listener === 'none') return `nothing listens on port ${info.port}`;
   return undefined;

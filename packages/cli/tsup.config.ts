@@ -33,7 +33,7 @@ const bundle: Options = {
   splitting: false,
   outExtension: () => ({ js: '.cjs' }),
   // Smaller to read and to cache; names kept, for error names and stack traces.
-  minify: false,
+  minify: true,
   keepNames: true,
   // The packages' lazily loaded dependencies come from the bundle too, not from node_modules (see lazyModule).
   define: { __KERNELWARDEN_INLINED__: 'true' },

@@ -14,24 +14,29 @@ function workspaceSources(): Record<string, string> {
   return alias;
 }
 
+/** What both CommonJS files of `dist/` are built with: `.cjs` files for Node.js 20, beside the ES build. */
+const commonJs: Options = {
+  format: ['cjs'],
+  platform: 'node',
+  target: 'node20',
+  tsconfig: 'tsconfig.build.json',
+  shims: true,
+  sourcemap: true,
+  dts: false,
+  clean: false,
+  outExtension: () => ({ js: '.cjs' }),
+};
+
 /**
  * `dist/kernelwarden.cjs`: the command line with every package it uses inlined, in one CommonJS file that `bin.cjs`
  * runs with V8's compile cache (Node.js 20 caches no ES module). The packages' lazily loaded dependencies (zod, ws,
  * the isolation package) are inlined too, and still load on first use.
  */
 const bundle: Options = {
+  ...commonJs,
   entry: { kernelwarden: 'src/cli-bundle.ts' },
-  format: ['cjs'],
-  platform: 'node',
-  target: 'node20',
-  tsconfig: 'tsconfig.build.json',
   noExternal: [/.*/],
-  shims: true,
-  sourcemap: true,
-  dts: false,
-  clean: false,
   splitting: false,
-  outExtension: () => ({ js: '.cjs' }),
   // Smaller to read and to cache; names kept, for error names and stack traces.
   minify: true,
   keepNames: true,
@@ -48,18 +53,7 @@ const bundle: Options = {
  * `dist/bin.cjs`, the `kernelwarden` command: CommonJS, so that it starts without Node's ES module loader; it runs
  * the bundle with the compile cache.
  */
-const bin: Options = {
-  entry: { bin: 'src/bin.ts' },
-  format: ['cjs'],
-  platform: 'node',
-  target: 'node20',
-  tsconfig: 'tsconfig.build.json',
-  shims: true,
-  sourcemap: true,
-  dts: false,
-  clean: false,
-  outExtension: () => ({ js: '.cjs' }),
-};
+const bin: Options = { ...commonJs, entry: { bin: 'src/bin.ts' } };
 
 export default packageConfig({
   // `dist/bin.js` only runs `dist/bin.cjs` (see src/bin-compat.ts).

@@ -37,6 +37,9 @@ export interface CompileCacheOptions {
 
 const MAGIC = 'kernelwarden-compile-cache 1';
 
+/** The function a CommonJS module's code runs in, as Node's own loader wraps it. */
+const WRAPPER = ['(function (exports, require, module, __filename, __dirname) { ', '\n});'] as const;
+
 /**
  * What a cache is valid for: this very file (device, inode, size, modification and change times: any write or
  * replacement of the script changes one of them), this Node.js and this platform. V8 checks its own version and
@@ -97,7 +100,7 @@ export function runWithCompileCache<T>(file: string, opts: CompileCacheOptions):
   const identity = opts.cacheFile === undefined ? '' : scriptIdentity(file);
   const cached = opts.cacheFile === undefined ? undefined : readCache(opts.cacheFile);
   const usable = cached?.identity === identity ? cached : undefined;
-  const script = new Script(Module.wrap(source), {
+  const script = new Script(`${WRAPPER[0]}${source}${WRAPPER[1]}`, {
     filename: file,
     ...(usable ? { cachedData: usable.data } : {}),
     // The script's own `import()` calls (of packages it did not inline) go to Node's loader, as in a module.
@@ -111,7 +114,6 @@ export function runWithCompileCache<T>(file: string, opts: CompileCacheOptions):
 
   const mod = new Module(file);
   mod.filename = file;
-  mod.paths = (Module as unknown as { _nodeModulePaths(dir: string): string[] })._nodeModulePaths(dirname(file));
   const wrapper = script.runInThisContext() as (
     exports: unknown,
     require: NodeJS.Require,

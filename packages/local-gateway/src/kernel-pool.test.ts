@@ -13,6 +13,7 @@ import {
   readPoolConfig,
   readyKernels,
   takeSurplus,
+  watchPoolChanges,
   writePoolConfig,
 } from './kernel-pool.js';
 import { gatewayLayout } from './layout.js';
@@ -107,5 +108,50 @@ describe('the pool files', () => {
     expect(kept.sort()).toEqual(Array.from({ length: MAX_KEPT_POOLS }, (_, i) => `kw-iso-python3-${i + 2}`).sort());
     clearPool(l);
     expect(readdirSync(l.poolKept)).toEqual([]);
+  });
+});
+
+describe('watchPoolChanges', () => {
+  it('calls back once a kernel is claimed and once a kernelspec is kept, a burst of changes making one call', async () => {
+    const l = layout();
+    ensurePrivateDir(l.poolKept);
+    addReadyKernel(l, 'python3', 'k1');
+    let calls = 0;
+    let called: () => void = () => {};
+    const next = () =>
+      new Promise<void>((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error('no call within 5 s')), 5000);
+        called = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+    const watching = watchPoolChanges(l, () => {
+      calls++;
+      called();
+    });
+    try {
+      let change = next();
+      expect(claimPooledKernel(l, 'python3')).toBe('k1'); // a rename into pool-claims/, then its removal
+      await change;
+      await new Promise((r) => setTimeout(r, 50));
+      const afterClaim = calls;
+      expect(afterClaim).toBeGreaterThanOrEqual(1);
+      expect(afterClaim).toBeLessThanOrEqual(2);
+
+      change = next();
+      keepPooled(l, 'kw-iso-abc', 'python3');
+      await change;
+      expect(calls).toBeGreaterThan(afterClaim);
+    } finally {
+      watching.close();
+    }
+  });
+
+  it('leaves a missing directory to the looks', () => {
+    const parent = mkdtempSync(join(tmpdir(), 'kw-pool-'));
+    dirs.push(parent);
+    const l = gatewayLayout(join(parent, 'absent'));
+    expect(() => watchPoolChanges(l, () => {}).close()).not.toThrow();
   });
 });

@@ -1,4 +1,4 @@
-import { existsSync, readdirSync, renameSync, rmSync, statSync } from 'node:fs';
+import { existsSync, type FSWatcher, readdirSync, renameSync, rmSync, statSync, watch } from 'node:fs';
 import { join } from 'node:path';
 import type { GatewayLayout } from './layout.js';
 import { recordOwner } from './ownership.js';
@@ -191,6 +191,39 @@ export function abandonedClaims(layout: GatewayLayout): string[] {
     if (readJsonFile(join(layout.owners, kernelId)) === undefined) orphans.push(kernelId);
   }
   return orphans;
+}
+
+/**
+ * Calls `onChange` soon after a kernel is claimed (a file appears in `pool-claims/`) or a kernelspec is added with
+ * `keepPooled()`: the watcher refills at once instead of at its next look, up to a second later. Several changes in
+ * one turn of the event loop make one call. A directory that cannot be watched is left to the looks. Returns the
+ * means to stop watching.
+ */
+export function watchPoolChanges(layout: GatewayLayout, onChange: () => void): { close(): void } {
+  const watchers: FSWatcher[] = [];
+  let scheduled = false;
+  const changed = () => {
+    if (scheduled) return;
+    scheduled = true;
+    setImmediate(() => {
+      scheduled = false;
+      onChange();
+    });
+  };
+  for (const dir of [layout.poolClaims, layout.poolKept]) {
+    try {
+      const watcher = watch(dir, { persistent: false }, changed);
+      watcher.on('error', () => watcher.close());
+      watchers.push(watcher);
+    } catch {
+      // not there (yet), or no inotify: the looks still refill
+    }
+  }
+  return {
+    close: () => {
+      for (const watcher of watchers) watcher.close();
+    },
+  };
 }
 
 /** Forgets every pool entry and claim (the server they refer to is gone, and its kernels with it). */

@@ -15,6 +15,7 @@ import {
   readPoolConfig,
   readyKernels,
   takeSurplus,
+  watchPoolChanges,
 } from './kernel-pool.js';
 import { gatewayLayout } from './layout.js';
 import { lingerUntil, liveLeases } from './leases.js';
@@ -108,6 +109,8 @@ async function look(): Promise<void> {
     pruneKernelLogs(layout);
   }
 }
+// A claim starts its kernel's replacement at once, not at the next look: the next command finds it ready sooner.
+watchPoolChanges(layout, () => pool.tick());
 log(`watching server pid ${config.server.pid}`);
 setInterval(() => void look(), config.pollMs);
 void look();

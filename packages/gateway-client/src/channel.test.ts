@@ -27,7 +27,14 @@ async function channelsServer(opts: { v1?: boolean; rejectUpgrade?: number } = {
   const received: JupyterMessage[] = [];
   const urls: string[] = [];
   const waiters: (() => void)[] = [];
+  const held: { destroy(): void }[] = [];
+  let hanging = false;
   server.on('upgrade', (req, socket, head) => {
+    if (hanging) {
+      // Accepts the connection, never answers the upgrade: a hung server or proxy.
+      held.push(socket);
+      return;
+    }
     if (opts.rejectUpgrade) {
       socket.end(`HTTP/1.1 ${opts.rejectUpgrade} Forbidden\r\nContent-Length: 0\r\n\r\n`);
       return;
@@ -47,6 +54,12 @@ async function channelsServer(opts: { v1?: boolean; rejectUpgrade?: number } = {
   const port = (server.address() as AddressInfo).port;
   return {
     url: `ws://127.0.0.1:${port}/api/kernels/k/channels?session_id=s`,
+    /** From now on, accept connections but never answer their upgrade. */
+    hangUpgrades() {
+      hanging = true;
+    },
+    /** How many connections were left hanging. */
+    held: () => held.length,
     sockets,
     received,
     urls,
@@ -59,6 +72,7 @@ async function channelsServer(opts: { v1?: boolean; rejectUpgrade?: number } = {
       await new Promise<void>((resolve) => waiters.push(resolve));
     },
     async [Symbol.asyncDispose]() {
+      for (const socket of held) socket.destroy();
       for (const ws of sockets) ws.terminate();
       wss.close();
       server.close();
@@ -83,7 +97,7 @@ function channelOn(server: ChannelsServer, extra: Partial<KernelChannelOptions> 
     headers: {},
     where: 'kernel k at test',
     protocol: 'auto',
-    reconnect: { attempts: 3, initialDelayMs: 5, maxDelayMs: 20 },
+    reconnect: { attempts: 3, initialDelayMs: 5, maxDelayMs: 20, attemptTimeoutMs: 0 },
     clock: systemClock,
     onMessage: (msg) => messages.push(msg),
     onProtocolError: (error) => errors.push(error),
@@ -208,6 +222,21 @@ describe('KernelChannel', () => {
     expect(channel.isOpen).toBe(false);
   });
 
+  it('gives each reconnect attempt attemptTimeoutMs to open, so a server that never answers the upgrade ends in a loss', async () => {
+    await using server = await channelsServer();
+    const { channel, log, lost } = channelOn(server, {
+      reconnect: { attempts: 2, initialDelayMs: 5, maxDelayMs: 20, attemptTimeoutMs: 100 },
+    });
+    await channel.open();
+    server.hangUpgrades();
+    server.sockets.at(-1)?.terminate();
+    await until(() => log.includes('lost'), 5000);
+    expect(log).toEqual(['reconnecting 1', 'reconnecting 2', 'lost']);
+    expect(GatewayUnavailableError.isInstance(lost())).toBe(true);
+    expect(String((lost() as Error & { cause?: unknown }).cause)).toMatch(/did not open within 100 ms/);
+    expect(server.held()).toBe(2);
+  });
+
   it('turns a 403 on the upgrade into GatewayAuthError, and does not fall back to legacy', async () => {
     await using server = await channelsServer({ rejectUpgrade: 403 });
     const { channel } = channelOn(server);
@@ -266,7 +295,11 @@ describe('KernelChannel', () => {
       client,
       'k 1',
       'sess',
-      { protocol: 'legacy', reconnect: { attempts: 0, initialDelayMs: 1, maxDelayMs: 1 }, clock: systemClock },
+      {
+        protocol: 'legacy',
+        reconnect: { attempts: 0, initialDelayMs: 1, maxDelayMs: 1, attemptTimeoutMs: 0 },
+        clock: systemClock,
+      },
       { onMessage() {}, onProtocolError() {}, onReconnecting() {}, onReconnected() {}, onLost() {} },
     );
     channels.push(channel);

@@ -17,6 +17,12 @@ export interface ReconnectPolicy {
   initialDelayMs: number;
   /** Cap of the delay between attempts. @defaultValue 3000 */
   maxDelayMs: number;
+  /**
+   * How long one attempt may take to open the socket (a server or proxy that accepts the connection but never
+   * answers the upgrade would otherwise hold the reconnect, and every cell waiting on it, for ever); `0` waits
+   * without bound. @defaultValue 10000
+   */
+  attemptTimeoutMs: number;
 }
 
 /** Internal options of a `KernelChannel`. */
@@ -344,7 +350,11 @@ export class KernelChannel {
       this.#opts.onReconnecting(attempt, delayMs, last);
       try {
         await sleep(delayMs, { clock: this.#opts.clock, signal: this.#closeController.signal });
-        const socket = await this.#connect(this.#format, this.#closeController.signal);
+        const socket = await this.#connect(
+          this.#format,
+          this.#closeController.signal,
+          this.#opts.reconnect.attemptTimeoutMs,
+        );
         if (this.#socket !== socket) {
           // Dropped again between its open event and here.
           last = new Error('the channels WebSocket closed right after it reopened');
@@ -379,9 +389,10 @@ export class KernelChannel {
 
   /**
    * Opens a socket and attaches it synchronously in its `open` event, so frames the server sends right after the
-   * upgrade (a replay) are not missed.
+   * upgrade (a replay) are not missed. With `timeoutMs` (> 0), a socket not open by then is closed and the attempt
+   * fails with `GatewayUnavailableError`.
    */
-  #connect(format: 'v1' | 'legacy', signal?: AbortSignal): Promise<WebSocket> {
+  #connect(format: 'v1' | 'legacy', signal?: AbortSignal, timeoutMs = 0): Promise<WebSocket> {
     const { WebSocket: Impl, url, headers, where } = this.#opts;
     if (signal?.aborted) return Promise.reject(signal.reason);
     return new Promise<WebSocket>((resolve, reject) => {
@@ -398,9 +409,23 @@ export class KernelChannel {
       }
       if ((socket as { binaryType?: string }).binaryType !== 'nodebuffer') socket.binaryType = 'arraybuffer';
       let settled = false;
+      const timer =
+        timeoutMs > 0
+          ? this.#opts.clock.setTimer(
+              () =>
+                finish(
+                  new GatewayUnavailableError(
+                    `The channels WebSocket of ${where} did not open within ${timeoutMs} ms (reconnect.attemptTimeoutMs)`,
+                    { url: where },
+                  ),
+                ),
+              timeoutMs,
+            )
+          : undefined;
       const finish = (error: unknown) => {
         if (settled) return;
         settled = true;
+        timer?.cancel();
         signal?.removeEventListener('abort', onAbort);
         if (error === undefined) {
           detach(socket);

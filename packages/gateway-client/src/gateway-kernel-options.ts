@@ -16,8 +16,13 @@ export const DEFAULT_STARTUP_TIMEOUT_MS = 60_000;
 export const DEFAULT_PROTOCOL: WireProtocol = 'auto';
 /** The stall workaround (unsolicited pongs) is on. */
 export const DEFAULT_STALL_WORKAROUND = true;
-/** Reopening a dropped channels socket: 6 attempts, 100 ms doubling up to 3 s. */
-export const DEFAULT_RECONNECT: ReconnectPolicy = { attempts: 6, initialDelayMs: 100, maxDelayMs: 3000 };
+/** Reopening a dropped channels socket: 6 attempts, 100 ms doubling up to 3 s, each open bounded at 10 s. */
+export const DEFAULT_RECONNECT: ReconnectPolicy = {
+  attempts: 6,
+  initialDelayMs: 100,
+  maxDelayMs: 3000,
+  attemptTimeoutMs: 10_000,
+};
 /** The liveness poll's interval while cells are in flight and the socket is quiet: 2 s. */
 export const DEFAULT_LIVENESS_POLL_MS = 2000;
 /** The deadline of each REST check of the liveness poll and of the reconnect loop: 5 s. */
@@ -244,7 +249,7 @@ const startSchema = lazy(() => {
     protocol: z.enum(['auto', 'v1', 'legacy']).optional(),
     stallWorkaround: z.boolean().optional(),
     outputCaps: policy({ maxStreamChars: z.number().int().min(0), maxOutputs: z.number().int().min(0) }),
-    reconnect: policy({ attempts: z.number().int().min(0), initialDelayMs: ms, maxDelayMs: ms }),
+    reconnect: policy({ attempts: z.number().int().min(0), initialDelayMs: ms, maxDelayMs: ms, attemptTimeoutMs: ms }),
     livenessPollMs: ms.optional(),
     livenessTimeoutMs: ms.optional(),
     heartbeatMs: ms.optional(),

@@ -139,10 +139,10 @@ export function runWithCompileCache<T>(file: string, opts: CompileCacheOptions):
     cachedExitCode,
     save,
     refresh(exitCode) {
-      const worth =
-        cache === 'missing' || cache === 'stale' || cache === 'rejected' || (cachedExitCode !== 0 && exitCode === 0);
-      if (worth && cache !== 'off') save(exitCode);
-      return worth && cache !== 'off';
+      if (cache === 'off') return false;
+      const worth = cache !== 'used' || (cachedExitCode !== 0 && exitCode === 0);
+      if (worth) save(exitCode);
+      return worth;
     },
   };
 }

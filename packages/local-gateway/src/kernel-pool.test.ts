@@ -13,12 +13,13 @@ import {
   readPoolConfig,
   readyKernels,
   takeSurplus,
-  watchPoolChanges,
+  watchLeaseChanges,
   writePoolConfig,
 } from './kernel-pool.js';
 import { gatewayLayout } from './layout.js';
+import { addLease } from './leases.js';
 import { listOwners } from './ownership.js';
-import { ensurePrivateDir, writePrivateFileAtomic } from './state-dir.js';
+import { ensurePrivateDir, removeFile, writePrivateFileAtomic } from './state-dir.js';
 
 const dirs: string[] = [];
 afterEach(() => {
@@ -111,11 +112,10 @@ describe('the pool files', () => {
   });
 });
 
-describe('watchPoolChanges', () => {
-  it('calls back once a kernel is claimed and once a kernelspec is kept, a burst of changes making one call', async () => {
+describe('watchLeaseChanges', () => {
+  it('calls back once a lease is taken and once it is given back, a burst of changes making one call', async () => {
     const l = layout();
-    ensurePrivateDir(l.poolKept);
-    addReadyKernel(l, 'python3', 'k1');
+    ensurePrivateDir(l.leases);
     let calls = 0;
     let called: () => void = () => {};
     const next = () =>
@@ -126,23 +126,23 @@ describe('watchPoolChanges', () => {
           resolve();
         };
       });
-    const watching = watchPoolChanges(l, () => {
+    const watching = watchLeaseChanges(l, () => {
       calls++;
       called();
     });
     try {
       let change = next();
-      expect(claimPooledKernel(l, 'python3')).toBe('k1'); // a rename into pool-claims/, then its removal
+      const lease = addLease(l.leases, 0); // a temporary file renamed into place
       await change;
       await new Promise((r) => setTimeout(r, 50));
-      const afterClaim = calls;
-      expect(afterClaim).toBeGreaterThanOrEqual(1);
-      expect(afterClaim).toBeLessThanOrEqual(2);
+      const afterTaken = calls;
+      expect(afterTaken).toBeGreaterThanOrEqual(1);
+      expect(afterTaken).toBeLessThanOrEqual(2);
 
       change = next();
-      keepPooled(l, 'kw-iso-abc', 'python3');
+      removeFile(lease);
       await change;
-      expect(calls).toBeGreaterThan(afterClaim);
+      expect(calls).toBeGreaterThan(afterTaken);
     } finally {
       watching.close();
     }
@@ -152,6 +152,6 @@ describe('watchPoolChanges', () => {
     const parent = mkdtempSync(join(tmpdir(), 'kw-pool-'));
     dirs.push(parent);
     const l = gatewayLayout(join(parent, 'absent'));
-    expect(() => watchPoolChanges(l, () => {}).close()).not.toThrow();
+    expect(() => watchLeaseChanges(l, () => {}).close()).not.toThrow();
   });
 });

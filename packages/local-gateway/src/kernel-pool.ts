@@ -193,37 +193,35 @@ export function abandonedClaims(layout: GatewayLayout): string[] {
   return orphans;
 }
 
+/** How long after a change of `leases/` the watcher looks: the changes of one command's end make one look. */
+export const LEASE_SETTLE_MS = 50;
+
 /**
- * Calls `onChange` soon after a kernel is claimed (a file appears in `pool-claims/`) or a kernelspec is added with
- * `keepPooled()`: the watcher refills at once instead of at its next look, up to a second later. Several changes in
- * one turn of the event loop make one call. A directory that cannot be watched is left to the looks. Returns the
- * means to stop watching.
+ * Calls `onChange` soon after a lease is taken or given back (a file of `leases/` appears or goes): a command that
+ * claimed a pooled kernel gives its lease back as it ends, and its kernel's replacement can start then, not at the
+ * watcher's next look, up to a second later. Not at the claim itself: the replacement's start (half a second of CPU)
+ * would compete with the command that just claimed, which is still running its cell. Several changes within
+ * `LEASE_SETTLE_MS` make one call, that long after the first (the command that gave its lease back is exiting). A
+ * directory that cannot be watched is left to the looks. Returns the means to stop watching.
  */
-export function watchPoolChanges(layout: GatewayLayout, onChange: () => void): { close(): void } {
-  const watchers: FSWatcher[] = [];
+export function watchLeaseChanges(layout: GatewayLayout, onChange: () => void): { close(): void } {
   let scheduled = false;
   const changed = () => {
     if (scheduled) return;
     scheduled = true;
-    setImmediate(() => {
+    setTimeout(() => {
       scheduled = false;
       onChange();
-    });
+    }, LEASE_SETTLE_MS).unref();
   };
-  for (const dir of [layout.poolClaims, layout.poolKept]) {
-    try {
-      const watcher = watch(dir, { persistent: false }, changed);
-      watcher.on('error', () => watcher.close());
-      watchers.push(watcher);
-    } catch {
-      // not there (yet), or no inotify: the looks still refill
-    }
+  let watcher: FSWatcher | undefined;
+  try {
+    watcher = watch(layout.leases, { persistent: false }, changed);
+    watcher.on('error', () => watcher?.close());
+  } catch {
+    // not there (yet), or no inotify: the looks still refill
   }
-  return {
-    close: () => {
-      for (const watcher of watchers) watcher.close();
-    },
-  };
+  return { close: () => watcher?.close() };
 }
 
 /** Forgets every pool entry and claim (the server they refer to is gone, and its kernels with it). */

@@ -15,7 +15,7 @@ import {
   readPoolConfig,
   readyKernels,
   takeSurplus,
-  watchPoolChanges,
+  watchLeaseChanges,
 } from './kernel-pool.js';
 import { gatewayLayout } from './layout.js';
 import { lingerUntil, liveLeases } from './leases.js';
@@ -109,8 +109,8 @@ async function look(): Promise<void> {
     pruneKernelLogs(layout);
   }
 }
-// A claim starts its kernel's replacement at once, not at the next look: the next command finds it ready sooner.
-watchPoolChanges(layout, () => pool.tick());
+// A command that ends starts the replacement of the kernel it claimed at once, not at the next look.
+watchLeaseChanges(layout, () => pool.tick());
 log(`watching server pid ${config.server.pid}`);
 setInterval(() => void look(), config.pollMs);
 void look();

@@ -9,11 +9,12 @@ import {
   clearPool,
   KEPT_POOL_MS,
   keepPooled,
+  LEASE_SETTLE_MS,
   MAX_KEPT_POOLS,
   readPoolConfig,
   readyKernels,
   takeSurplus,
-  watchLeaseChanges,
+  watchLeaseReleases,
   writePoolConfig,
 } from './kernel-pool.js';
 import { gatewayLayout } from './layout.js';
@@ -112,8 +113,8 @@ describe('the pool files', () => {
   });
 });
 
-describe('watchLeaseChanges', () => {
-  it('calls back once a lease is taken and once it is given back, a burst of changes making one call', async () => {
+describe('watchLeaseReleases', () => {
+  it('calls back once a lease is given back, not when one is taken, a burst of releases making one call', async () => {
     const l = layout();
     ensurePrivateDir(l.leases);
     let calls = 0;
@@ -126,23 +127,22 @@ describe('watchLeaseChanges', () => {
           resolve();
         };
       });
-    const watching = watchLeaseChanges(l, () => {
+    const watching = watchLeaseReleases(l, () => {
       calls++;
       called();
     });
     try {
-      let change = next();
-      const lease = addLease(l.leases, 0); // a temporary file renamed into place
-      await change;
-      await new Promise((r) => setTimeout(r, 50));
-      const afterTaken = calls;
-      expect(afterTaken).toBeGreaterThanOrEqual(1);
-      expect(afterTaken).toBeLessThanOrEqual(2);
+      const first = addLease(l.leases, 0); // a temporary file renamed into place
+      const second = addLease(l.leases, 0);
+      await new Promise((r) => setTimeout(r, 2 * LEASE_SETTLE_MS));
+      expect(calls).toBe(0);
 
-      change = next();
-      removeFile(lease);
+      const change = next();
+      removeFile(first);
+      removeFile(second);
       await change;
-      expect(calls).toBeGreaterThan(afterTaken);
+      await new Promise((r) => setTimeout(r, 2 * LEASE_SETTLE_MS));
+      expect(calls).toBe(1);
     } finally {
       watching.close();
     }
@@ -152,6 +152,6 @@ describe('watchLeaseChanges', () => {
     const parent = mkdtempSync(join(tmpdir(), 'kw-pool-'));
     dirs.push(parent);
     const l = gatewayLayout(join(parent, 'absent'));
-    expect(() => watchLeaseChanges(l, () => {}).close()).not.toThrow();
+    expect(() => watchLeaseReleases(l, () => {}).close()).not.toThrow();
   });
 });

@@ -15,7 +15,7 @@ import {
   readPoolConfig,
   readyKernels,
   takeSurplus,
-  watchLeaseChanges,
+  watchLeaseReleases,
 } from './kernel-pool.js';
 import { gatewayLayout } from './layout.js';
 import { lingerUntil, liveLeases } from './leases.js';
@@ -110,7 +110,7 @@ async function look(): Promise<void> {
   }
 }
 // A command that ends starts the replacement of the kernel it claimed at once, not at the next look.
-watchLeaseChanges(layout, () => pool.tick());
+watchLeaseReleases(layout, () => pool.tick());
 log(`watching server pid ${config.server.pid}`);
 setInterval(() => void look(), config.pollMs);
 void look();

@@ -9,18 +9,15 @@ import {
   clearPool,
   KEPT_POOL_MS,
   keepPooled,
-  LEASE_SETTLE_MS,
   MAX_KEPT_POOLS,
   readPoolConfig,
   readyKernels,
   takeSurplus,
-  watchLeaseReleases,
   writePoolConfig,
 } from './kernel-pool.js';
 import { gatewayLayout } from './layout.js';
-import { addLease } from './leases.js';
 import { listOwners } from './ownership.js';
-import { ensurePrivateDir, removeFile, writePrivateFileAtomic } from './state-dir.js';
+import { ensurePrivateDir, writePrivateFileAtomic } from './state-dir.js';
 
 const dirs: string[] = [];
 afterEach(() => {
@@ -110,48 +107,5 @@ describe('the pool files', () => {
     expect(kept.sort()).toEqual(Array.from({ length: MAX_KEPT_POOLS }, (_, i) => `kw-iso-python3-${i + 2}`).sort());
     clearPool(l);
     expect(readdirSync(l.poolKept)).toEqual([]);
-  });
-});
-
-describe('watchLeaseReleases', () => {
-  it('calls back once a lease is given back, not when one is taken, a burst of releases making one call', async () => {
-    const l = layout();
-    ensurePrivateDir(l.leases);
-    let calls = 0;
-    let called: () => void = () => {};
-    const next = () =>
-      new Promise<void>((resolve, reject) => {
-        const timer = setTimeout(() => reject(new Error('no call within 5 s')), 5000);
-        called = () => {
-          clearTimeout(timer);
-          resolve();
-        };
-      });
-    const watching = watchLeaseReleases(l, () => {
-      calls++;
-      called();
-    });
-    try {
-      const first = addLease(l.leases, 0); // a temporary file renamed into place
-      const second = addLease(l.leases, 0);
-      await new Promise((r) => setTimeout(r, 2 * LEASE_SETTLE_MS));
-      expect(calls).toBe(0);
-
-      const change = next();
-      removeFile(first);
-      removeFile(second);
-      await change;
-      await new Promise((r) => setTimeout(r, 2 * LEASE_SETTLE_MS));
-      expect(calls).toBe(1);
-    } finally {
-      watching.close();
-    }
-  });
-
-  it('leaves a missing directory to the looks', () => {
-    const parent = mkdtempSync(join(tmpdir(), 'kw-pool-'));
-    dirs.push(parent);
-    const l = gatewayLayout(join(parent, 'absent'));
-    expect(() => watchLeaseReleases(l, () => {}).close()).not.toThrow();
   });
 });

@@ -1,4 +1,4 @@
-import { existsSync, type FSWatcher, readdirSync, renameSync, rmSync, statSync, watch } from 'node:fs';
+import { existsSync, readdirSync, renameSync, rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import type { GatewayLayout } from './layout.js';
 import { recordOwner } from './ownership.js';
@@ -191,45 +191,6 @@ export function abandonedClaims(layout: GatewayLayout): string[] {
     if (readJsonFile(join(layout.owners, kernelId)) === undefined) orphans.push(kernelId);
   }
   return orphans;
-}
-
-/**
- * How long after a lease is given back the watcher looks: 300 ms. The command that gave it back has ended, but the
- * server is still seeing its kernel out (the DELETE returns before the interpreter has exited); a replacement
- * started beside that left the next command's run 25 ms slower here (2 cores), one started after it did not.
- */
-export const LEASE_SETTLE_MS = 300;
-
-/**
- * Calls `onRelease` soon after a lease is given back (a file of `leases/` goes): a command that claimed a pooled
- * kernel gives its lease back as it ends, and its kernel's replacement can start then (`LEASE_SETTLE_MS` later), not
- * at the watcher's next look, up to a second later. Not at the claim, nor when a lease is taken: the replacement's
- * start (half a second of CPU) would compete with the command that just claimed, which is still running its cell.
- * Releases within `LEASE_SETTLE_MS` make one call. A directory that cannot be watched is left to the looks. Returns
- * the means to stop watching.
- */
-export function watchLeaseReleases(layout: GatewayLayout, onRelease: () => void): { close(): void } {
-  let scheduled = false;
-  const changed = (_event: string, name: string | Buffer | null) => {
-    // A lease taken (its file appears, through a temporary file renamed into place) is no reason to look: by the
-    // time of the look the command has claimed its kernel, and the replacement would start beside its cell.
-    const file = name?.toString();
-    if (file !== undefined && (file.endsWith('.tmp') || existsSync(join(layout.leases, file)))) return;
-    if (scheduled) return;
-    scheduled = true;
-    setTimeout(() => {
-      scheduled = false;
-      onRelease();
-    }, LEASE_SETTLE_MS).unref();
-  };
-  let watcher: FSWatcher | undefined;
-  try {
-    watcher = watch(layout.leases, { persistent: false }, changed);
-    watcher.on('error', () => watcher?.close());
-  } catch {
-    // not there (yet), or no inotify: the looks still refill
-  }
-  return { close: () => watcher?.close() };
 }
 
 /** Forgets every pool entry and claim (the server they refer to is gone, and its kernels with it). */

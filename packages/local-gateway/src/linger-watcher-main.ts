@@ -15,10 +15,9 @@ import {
   readPoolConfig,
   readyKernels,
   takeSurplus,
-  watchLeaseReleases,
 } from './kernel-pool.js';
 import { gatewayLayout } from './layout.js';
-import { lingerUntil, liveLeases } from './leases.js';
+import { lingerUntil, liveLeases, watchLeaseReleases } from './leases.js';
 import { lingerWatcher, parseWatcherConfig, type WatcherWorld } from './linger-watcher.js';
 import { tryAcquireLock } from './lock.js';
 import { DEFAULT_REQUEST_TIMEOUT_MS, DEFAULT_STARTUP_TIMEOUT_MS } from './options.js';
@@ -110,7 +109,7 @@ async function look(): Promise<void> {
   }
 }
 // A command that ends starts the replacement of the kernel it claimed at once, not at the next look.
-watchLeaseReleases(layout, () => pool.tick());
+watchLeaseReleases(layout.leases, () => pool.tick());
 log(`watching server pid ${config.server.pid}`);
 setInterval(() => void look(), config.pollMs);
 void look();

@@ -269,9 +269,10 @@ describe('kernelwarden repl (in a real terminal, driven by tmux)', () => {
       tmux('send-keys', '-t', 'repl', 'print(6 * 7)', 'Enter');
       await waitForScreen(/^42$/m, 'the first cell');
 
-      tmux('send-keys', '-t', 'repl', 'import time; time.sleep(60)', 'Enter');
-      // ipykernel answers with busy at once; give the interrupt a running cell to hit
-      await waitForScreen(/time\.sleep\(60\)\n(?!.*py> )/s, 'the cell to start');
+      tmux('send-keys', '-t', 'repl', 'import time; print("sleeping", flush=True); time.sleep(60)', 'Enter');
+      // Once the cell printed, the kernel runs its code: the interrupt lands in the sleep. (Sent earlier, on a loaded
+      // machine it can land in ipykernel's own handling of the request, which then goes idle without a reply.)
+      await waitForScreen(/^sleeping$/m, 'the cell to start');
       tmux('send-keys', '-t', 'repl', 'C-c');
       await waitForScreen(/KeyboardInterrupt/, 'the interrupt', 20_000);
       await waitForScreen(/KeyboardInterrupt[\s\S]*py> $/m, 'the prompt after the interrupt');

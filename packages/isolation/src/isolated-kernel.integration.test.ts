@@ -50,8 +50,16 @@ class Channel {
       ws.once('error', reject);
     });
     const channel = new Channel(ws);
-    await channel.request('kernel_info_request', {}, 60_000);
-    return channel;
+    // Like jupyter's own nudge: a socket opened on a kernel that just (re)started may miss the iopub messages of its
+    // first request (ZMQ's slow joiner), so kernel_info is asked again until one is answered on both channels.
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await channel.request('kernel_info_request', {}, 2_000);
+        return channel;
+      } catch (error) {
+        if (attempt >= 30) throw error;
+      }
+    }
   }
 
   /** Sends a shell request and resolves once its reply and the kernel's `idle` for it both arrived. */

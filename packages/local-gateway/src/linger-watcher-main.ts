@@ -108,7 +108,7 @@ async function look(): Promise<void> {
     pruneKernelLogs(layout);
   }
 }
-// A command that ends starts the replacement of the kernel it claimed at once, not at the next look.
+// A command that ends has its claimed kernel replaced soon after (see watchLeaseReleases), not at the next look.
 watchLeaseReleases(layout.leases, () => pool.tick());
 log(`watching server pid ${config.server.pid}`);
 setInterval(() => void look(), config.pollMs);

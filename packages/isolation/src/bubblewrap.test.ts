@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readdirSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { InvalidOptionsError } from '@kernelwarden/core';
@@ -142,14 +142,19 @@ describe('wrapCommand', () => {
 describe('wrapCommand with limits', () => {
   const limitsOnly = { roots: [], allowedRoots: [], tempDir: '/tmp' };
 
-  it('keeps the host filesystem read-write for a policy without hidden roots: /sys read-only, no private temp', () => {
-    const argv = wrapCommand(limitsOnly, ['true'], { workspace: '/srv/ws', hide: ['/srv/state'] });
+  it('keeps the host filesystem read-only for a policy without hidden roots too, with a private temp and the devices given', () => {
+    const argv = wrapCommand(limitsOnly, ['true'], {
+      workspace: '/srv/ws',
+      hide: ['/srv/state'],
+      devices: ['/dev/nvidia0', '/dev/dri/renderD128'],
+    });
     const joined = argv.join(' ');
-    expect(joined).toContain('--unshare-ipc --bind / / --dev-bind /dev /dev --proc /proc --ro-bind /sys /sys');
-    expect(argv).not.toContain('--ro-bind /');
-    expect(joined).not.toContain('TMPDIR');
-    // Hidden state stays hidden, and the way to it is pinned like the way to a mount in a workspace.
-    expect(mountOrder(argv)).toEqual(['rw /', 'ro /sys', 'rw /srv', 'tmpfs /srv/state', 'rw /srv/ws']);
+    expect(joined).toContain(
+      '--unshare-ipc --ro-bind / / --dev /dev --proc /proc --dev-bind /dev/nvidia0 /dev/nvidia0 --dev-bind /dev/dri/renderD128 /dev/dri/renderD128',
+    );
+    expect(joined).not.toContain('--bind / /');
+    expect(joined).toContain('--setenv TMPDIR /tmp');
+    expect(mountOrder(argv)).toEqual(['tmpfs /tmp', 'tmpfs /srv/state', 'rw /srv/ws']);
   });
 
   it('cuts the network off with a namespace of its own for network: false, and only then', () => {
@@ -205,22 +210,31 @@ describe('wrapCommand under real bubblewrap', () => {
     expect(result.stdout.trim().split('\n')).toEqual([base.split('/')[2], 'T=/tmp']);
   });
 
-  it('lets a limits-only command write the host filesystem but not /sys, and see only loopback without network', async () => {
+  it('lets a limits-only command write only its workspace and private temp, not the host, and see only loopback without network', async () => {
     const ws = join(base, 'ws');
     mkdirSync(ws);
-    const outside = join(base, 'outside.txt');
+    const hostFile = join('/var/tmp', `kw-wrap-${process.pid}-${Date.now()}`);
     const script = [
-      `echo written > ${outside}`,
+      `echo written > ${hostFile} 2>/dev/null && echo HOST-WRITTEN`,
+      `echo written > ${join(base, 'outside.txt')} 2>/dev/null`,
+      `echo written > ${join(ws, 'mine.txt')} && echo WORKSPACE-WRITTEN`,
       'mkdir /sys/fs/cgroup/kw-escape 2>/dev/null && echo CGROUP-WRITTEN',
       "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '",
     ].join('\n');
     const argv = wrapCommand({ roots: [], allowedRoots: [], network: false }, ['/bin/sh', '-c', script], {
       workspace: ws,
     });
-    const result = await runProcess(argv, { timeoutMs: 20_000 });
-    expect(result.code).toBe(0);
-    expect(result.stdout.trim().split('\n')).toEqual(['lo']);
-    expect(readdirSync(base)).toContain('outside.txt');
+    try {
+      const result = await runProcess(argv, { timeoutMs: 20_000 });
+      expect(result.code).toBe(0);
+      expect(result.stdout.trim().split('\n')).toEqual(['WORKSPACE-WRITTEN', 'lo']);
+      expect(existsSync(hostFile)).toBe(false);
+      // What it wrote beside its workspace, in the system temporary directory, went to its private one.
+      expect(readdirSync(base).sort()).toEqual(['ws']);
+      expect(readdirSync(ws)).toEqual(['mine.txt']);
+    } finally {
+      rmSync(hostFile, { force: true });
+    }
   });
 
   it('holds no capability and cannot unmount, rename or remove what hides a directory inside its workspace', async () => {

@@ -43,10 +43,14 @@ export interface WrapCommandOptions {
   setEnv?: Readonly<Record<string, string>>;
   /**
    * Directories replaced by a fresh, private tmpfs for this command; the first becomes `TMPDIR`.
-   * @defaultValue [policy.tempDir, '/tmp'] (the canonical system temporary directory, and /tmp); none for a policy
-   * without hidden roots
+   * @defaultValue [policy.tempDir, '/tmp'] (the canonical system temporary directory, and /tmp)
    */
   privateTemp?: readonly string[];
+  /**
+   * Device nodes of the host bound into the sandbox's fresh `/dev` (usable, but no file can be made beside them).
+   * @defaultValue [] (`installIsolatedKernelSpec` passes the host's GPU nodes for a policy without hidden roots)
+   */
+  devices?: readonly string[];
   /** Variables removed inside the sandbox. @defaultValue SANDBOX_UNSET_ENV */
   unsetEnv?: readonly string[];
 }
@@ -82,7 +86,7 @@ export function checkWrapInputs(policy: SandboxPolicy, argv: readonly string[], 
   else if (argv[0]!.includes('=')) issues.push({ path: 'argv.0', message: 'the command must not contain "="' });
   if (!isAbsolutePath(opts?.workspace) || opts.workspace === '/')
     issues.push({ path: 'workspace', message: 'expected an absolute path other than /' });
-  for (const key of ['readWrite', 'readOnly', 'hide', 'privateTemp'] as const) {
+  for (const key of ['readWrite', 'readOnly', 'hide', 'privateTemp', 'devices'] as const) {
     (opts?.[key] ?? []).forEach((p, i) => {
       if (!isAbsolutePath(p)) issues.push({ path: `${key}.${i}`, message: 'expected an absolute path' });
     });
@@ -113,7 +117,8 @@ export function bwrapArguments(
   return [
     ...SANDBOX_NAMESPACE_ARGS,
     ...(policy.network === false ? ['--unshare-net'] : []),
-    ...(hostFilesystem(policy) ? HOST_ROOT_ARGS : READ_ONLY_ROOT_ARGS),
+    ...READ_ONLY_ROOT_ARGS,
+    ...(opts.devices ?? []).flatMap((device) => ['--dev-bind', device, device]),
     ...ordered.flatMap(({ op }) => op.args),
     ...connectionOps,
     // The empty tmpfs over each hidden root goes read-only (non-recursive: binds inside keep their modes).
@@ -126,8 +131,8 @@ export function bwrapArguments(
 }
 
 /**
- * True for a policy without hidden roots (limits only): the sandbox then shows the filesystem as the user sees it,
- * read-write, instead of read-only.
+ * True for a policy without hidden roots (limits only): it hides nothing the user can read (the gateway's state and
+ * the kernelspecs aside), but its filesystem is read-only like any sandbox's, with the host's GPUs in its `/dev`.
  */
 export function hostFilesystem(policy: ReadIsolationPolicy): boolean {
   return policy.roots.length === 0;
@@ -145,10 +150,7 @@ function mountOps(policy: ReadIsolationPolicy, opts: WrapCommandOptions): MountO
   for (const ro of opts.readOnly ?? []) ops.push({ path: ro, kind: 'read-only', args: ['--ro-bind', ro, ro] });
   ops.push({ path: opts.workspace, kind: 'read-write', args: ['--bind', opts.workspace, opts.workspace] });
   for (const rw of opts.readWrite ?? []) ops.push({ path: rw, kind: 'read-write', args: ['--bind', rw, rw] });
-  // On the host's filesystem the whole tree is writable: pin the way to every mount, as in a workspace.
-  const root: MountOp[] = hostFilesystem(policy) ? [{ path: '/', kind: 'read-write', args: [] }] : [];
-  for (const pin of pinnedDirectories([...root, ...ops]))
-    ops.push({ path: pin, kind: 'read-write', args: ['--bind', pin, pin] });
+  for (const pin of pinnedDirectories(ops)) ops.push({ path: pin, kind: 'read-write', args: ['--bind', pin, pin] });
   return ops;
 }
 
@@ -192,12 +194,9 @@ export function sandboxHostPaths(policy: ReadIsolationPolicy, opts: WrapCommandO
   ];
 }
 
-/**
- * The private temporary directories of a command: `opts.privateTemp`, else the policy's temp dir and /tmp (none for
- * a policy without hidden roots, whose kernel keeps the host's).
- */
+/** The private temporary directories of a command: `opts.privateTemp`, else the policy's temp dir and /tmp. */
 export function privateTempDirs(policy: ReadIsolationPolicy, opts: { privateTemp?: readonly string[] }): string[] {
-  const dirs = opts.privateTemp ?? (hostFilesystem(policy) ? [] : [policy.tempDir ?? '/tmp', '/tmp']);
+  const dirs = opts.privateTemp ?? [policy.tempDir ?? '/tmp', '/tmp'];
   return [...new Set(dirs)];
 }
 
@@ -221,26 +220,12 @@ export const SANDBOX_NAMESPACE_ARGS: readonly string[] = Object.freeze([
   '--unshare-ipc',
 ]);
 
-/** The filesystem of a read-isolation sandbox: everything read-only, fresh /dev and /proc. */
-const READ_ONLY_ROOT_ARGS: readonly string[] = ['--ro-bind', '/', '/', '--dev', '/dev', '--proc', '/proc'];
-
 /**
- * The filesystem of a limits-only sandbox: the host's, read-write, with its devices (GPUs included), a fresh /proc,
- * and /sys read-only, so the kernel cannot write its own cgroup (lift its limits or leave its cgroup) even as root.
+ * The filesystem of every sandbox: the host's, read-only (/sys and every cgroup hierarchy included, so a kernel cannot
+ * write its own cgroup, nor anything a later launch or another kernel would run), with fresh /dev and /proc; the
+ * workspace, `readWrite` and the private temp are the only places it writes.
  */
-const HOST_ROOT_ARGS: readonly string[] = [
-  '--bind',
-  '/',
-  '/',
-  '--dev-bind',
-  '/dev',
-  '/dev',
-  '--proc',
-  '/proc',
-  '--ro-bind',
-  '/sys',
-  '/sys',
-];
+const READ_ONLY_ROOT_ARGS: readonly string[] = ['--ro-bind', '/', '/', '--dev', '/dev', '--proc', '/proc'];
 
 /**
  * What a read-isolation sandbox starts from: `SANDBOX_NAMESPACE_ARGS` and the whole filesystem read-only with fresh
@@ -272,8 +257,8 @@ function refuseResourceLimits(policy: SandboxPolicy): void {
  * over the system temporary directory and `/tmp` (and `TMPDIR`) per command, a private PID and IPC namespace (so
  * `/proc/<pid>/environ` of the gateway is out of reach), `--die-with-parent`, and gateway credentials unset.
  *
- * A policy without hidden roots keeps the host's filesystem, read-write (with /sys read-only), and no private temp;
- * `network: false` adds a network namespace of its own (`--unshare-net`). `memoryBytes`, `maxProcesses` and
+ * A policy without hidden roots hides nothing else but is as read-only (with the `devices` given bound into its
+ * `/dev`); `network: false` adds a network namespace of its own (`--unshare-net`). `memoryBytes`, `maxProcesses` and
  * `cpuSeconds` are refused with `IsolationUnavailableError`: only the kernelspec launcher sets them up.
  *
  * Use it to launch any command under a policy (the kernelspec installer uses it for kernels). It is pure; check the

@@ -1,5 +1,5 @@
 import { closeSync, existsSync, openSync, readSync } from 'node:fs';
-import { isAbsolute, resolve } from 'node:path';
+import { basename, isAbsolute, resolve } from 'node:path';
 import { findExecutable } from './sandbox.js';
 
 /** The argv[0] values jupyter replaces with its own interpreter (`python`, `python3`, `python3.11`, ...). */
@@ -67,4 +67,26 @@ export function resolveKernelArgv(
   if (first === undefined || !BARE_PYTHON.test(first)) return [...argv];
   const python = opts.pythonExecutable ?? jupyterServerInterpreter(opts.searchPath);
   return python ? [python, ...rest] : [...argv];
+}
+
+/** The flags every R kernel starts with: no `.Rprofile`, `.Renviron` or `.RData` of its working directory or user. */
+export const R_SAFE_LAUNCH_FLAGS: readonly string[] = Object.freeze(['--no-init-file', '--no-environ', '--no-restore']);
+
+/**
+ * The argv of a kernel that reads nothing of its working directory at launch: an R kernel (one running
+ * `IRkernel::main()`) gets `R_SAFE_LAUNCH_FLAGS` after its `R`. (A Python kernel's launch is made safe by the gateway
+ * that starts it: LocalGateway boots IPython with `PYTHONSAFEPATH`.)
+ */
+export function safeLaunchArgv(argv: readonly string[]): string[] {
+  const out = [...argv];
+  const main = out.findIndex((arg) => arg.includes('IRkernel::main'));
+  if (main < 0) return out;
+  for (let k = main - 1; k >= 0; k--) {
+    if (basename(out[k]!) === 'R') {
+      const missing = R_SAFE_LAUNCH_FLAGS.filter((flag) => !out.slice(k + 1, main).includes(flag));
+      out.splice(k + 1, 0, ...missing);
+      break;
+    }
+  }
+  return out;
 }

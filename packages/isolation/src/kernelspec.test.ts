@@ -247,9 +247,10 @@ describe('installIsolatedKernelSpec with limits', () => {
       '--',
     ]);
     expect(argv).toContain('--unshare-net');
-    // No hidden root: the host's filesystem, read-write, and no private temp.
-    expect(argv.join(' ')).toContain('--bind / / --dev-bind /dev /dev --proc /proc --ro-bind /sys /sys');
-    expect(argv).not.toContain('TMPDIR');
+    // No hidden root: still the host's filesystem read-only, and a private temp.
+    expect(argv.join(' ')).toContain('--ro-bind / / --dev /dev --proc /proc');
+    expect(argv.join(' ')).not.toContain('--bind / /');
+    expect(argv).toContain('TMPDIR');
     expect(spec.metadata.kernelwarden.limits).toEqual({
       memoryBytes: 512 * MiB,
       maxProcesses: 64,

@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdirSync, readFileSync, realpathSync, renameSync, writeFileSync } from 'node:fs';
+import { lstatSync, mkdirSync, readdirSync, readFileSync, realpathSync, renameSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { InvalidOptionsError } from '@kernelwarden/core';
@@ -11,9 +11,8 @@ import {
   type SandboxPolicy,
   sandboxHostPaths,
 } from './bubblewrap.js';
-import { parseMountInfo } from './cgroup.js';
 import { IsolationPolicyError, IsolationUnavailableError } from './errors.js';
-import { resolveKernelArgv } from './interpreter.js';
+import { resolveKernelArgv, safeLaunchArgv } from './interpreter.js';
 import { currentOwner } from './kernelspec-owner.js';
 import {
   CONNECTION_MARK,
@@ -103,18 +102,28 @@ export interface InstallIsolatedKernelSpecOptions extends DetectSandboxOptions {
   ownerPid?: number;
 }
 
-/**
- * Read-only binds for every cgroup hierarchy mounted outside /sys, which a limits-only sandbox (the host's
- * filesystem, read-write) would otherwise leave writable to a kernel running as root.
- */
-function cgroupMountsOutsideSys(): string[] {
-  let text = '';
-  try {
-    text = readFileSync('/proc/self/mountinfo', 'utf8');
-  } catch {
-    return [];
-  }
-  return [...new Set(parseMountInfo(text).map((m) => m.point))].filter((p) => p !== '/sys' && !isWithin(p, '/sys'));
+/** The host's GPU device nodes (NVIDIA, AMD's kfd, DRI, accel), which a limits-only kernel keeps in its `/dev`. */
+function gpuDevices(): string[] {
+  const devices: string[] = [];
+  const add = (dir: string, keep: (name: string) => boolean) => {
+    let names: string[] = [];
+    try {
+      names = readdirSync(dir);
+    } catch {
+      return;
+    }
+    for (const name of names.filter(keep).sort()) {
+      try {
+        if (lstatSync(join(dir, name)).isCharacterDevice()) devices.push(join(dir, name));
+      } catch {
+        // gone meanwhile
+      }
+    }
+  };
+  add('/dev', (name) => name.startsWith('nvidia') || name === 'kfd');
+  add('/dev/dri', () => true);
+  add('/dev/accel', () => true);
+  return devices;
 }
 
 /** The prlimit command that sets every rlimit of `plan` (soft and hard alike) and runs the rest. */
@@ -251,8 +260,10 @@ function checkWorkspaceNotTemp(
  * (reason `limit-unenforceable`, `limit` naming it) before anything is written. At every launch the launcher makes
  * the kernel's cgroup `kw-<spec hash>-<kernel id>` in the gateway's cgroup (reused by restarts), sets its limits and
  * joins it before exec'ing `prlimit` (the rlimits) and bwrap (`--unshare-net`); a launch that cannot set a limit up
- * fails with a one-line reason naming it. A policy without hidden roots keeps the host's filesystem read-write
- * (with /sys read-only) and the host's temporary directory.
+ * fails with a one-line reason naming it. Every kernel under a policy — limits only included — sees the host's
+ * filesystem read-only and writes only its workspace, `extraReadWrite` and its private temp: nothing it writes runs
+ * in a later kernel or in a program of the host (IPython startup files, `usercustomize.py`, `.Rprofile`, binaries
+ * the launcher runs). A limits-only kernel keeps the host's GPU device nodes.
  */
 export async function installIsolatedKernelSpec(opts: InstallIsolatedKernelSpecOptions): Promise<string> {
   if (opts.kernelSpecDir === undefined || opts.kernelSpecDir === '') {
@@ -269,9 +280,11 @@ export async function installIsolatedKernelSpec(opts: InstallIsolatedKernelSpecO
   }
   validateBase(opts.baseSpec);
   const workspace = canonicalExisting(opts.workspace, 'kernel workspace', 'workspace');
-  const argvBase = resolveKernelArgv(
-    opts.baseSpec.argv.map((a) => a.replaceAll('{resource_dir}', opts.baseSpec.resourceDir ?? '')),
-    { pythonExecutable: opts.pythonExecutable, searchPath: opts.searchPath ?? process.env.PATH },
+  const argvBase = safeLaunchArgv(
+    resolveKernelArgv(
+      opts.baseSpec.argv.map((a) => a.replaceAll('{resource_dir}', opts.baseSpec.resourceDir ?? '')),
+      { pythonExecutable: opts.pythonExecutable, searchPath: opts.searchPath ?? process.env.PATH },
+    ),
   );
   const hide = [
     ...new Set([
@@ -289,7 +302,7 @@ export async function installIsolatedKernelSpec(opts: InstallIsolatedKernelSpecO
       canonicalExisting(dir, 'read-write directory', `extraReadWrite.${i}`),
     ),
     hide,
-    ...(hostFilesystem(opts.policy) ? { readOnly: cgroupMountsOutsideSys() } : {}),
+    ...(hostFilesystem(opts.policy) ? { devices: gpuDevices() } : {}),
     ...(opts.privateTemp ? { privateTemp: opts.privateTemp } : {}),
   };
   checkWrapInputs(opts.policy, argvBase, wrap);

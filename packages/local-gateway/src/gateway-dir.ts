@@ -4,7 +4,7 @@ import { LocalGatewayError } from './errors.js';
 import { type GatewayLayout, gatewayLayout } from './layout.js';
 import type { ResolvedLocalGatewayLocation } from './options.js';
 import { resolveServerCommand, type ServerCommand } from './server-command.js';
-import { ensurePrivateDir, unsafeDirectoryReason } from './state-dir.js';
+import { canonicalPrivatePath, ensurePrivateDir, unsafeDirectoryReason } from './state-dir.js';
 
 /** One gateway: the jupyter-server it runs and where its state lives. */
 export interface LocatedGateway {
@@ -24,12 +24,42 @@ export function locateGateway(location: Pick<ResolvedLocalGatewayLocation, 'stat
       { code: 'LOCAL_GATEWAY_COMMAND' },
     );
   }
-  return { server, layout: gatewayLayout(join(location.stateDir, `gateway-${server.key}`)) };
+  return { server, layout: gatewayLayout(join(privateStateDir(location.stateDir), `gateway-${server.key}`)) };
 }
 
 /**
- * Creates the gateway directory and its subdirectories (0700), refusing one that is not private to this user:
- * its name is predictable, so a directory (or symlink) planted by someone else must never be used.
+ * The canonical path of the base state directory, checked before anything in it is read or started: a path through a
+ * symbolic link or directory another user controls is refused (they could swap the tree below it for one of theirs
+ * — a `jupyter_server_config.py`, kernelspecs — once the server starts), and so is a state directory other users can
+ * write to, sticky or not (they could create the gateway's directory, whose name is derived from the uid and the
+ * server, before this user does). Everything after uses the canonical path only.
+ */
+export function privateStateDir(stateDir: string): string {
+  const canonical = canonicalPrivatePath(stateDir);
+  let reason = canonical.reason;
+  if (canonical.path !== undefined) {
+    try {
+      const st = lstatSync(canonical.path);
+      if ((st.mode & 0o022) !== 0) {
+        reason = `${canonical.path} is writable by other users (mode ${(st.mode & 0o7777).toString(8)})`;
+      }
+    } catch {
+      // not created yet: it will be, 0700
+    }
+  }
+  if (reason !== undefined || canonical.path === undefined) {
+    throw new LocalGatewayError(
+      `The local gateway's state directory ${stateDir} is not safe to use: ${reason}; choose a stateDir whose every directory and link belongs to you or root`,
+      { code: 'LOCAL_GATEWAY_STATE_DIR' },
+    );
+  }
+  return canonical.path;
+}
+
+/**
+ * Creates the gateway directory and its subdirectories (0700), refusing one that is not private to this user. Its name
+ * is derived from the uid and the server, so every process of the user finds the same gateway; the base state
+ * directory (`privateStateDir`) is one no other user can write to, so no one else can plant it — checked here again.
  */
 export function prepareGatewayDir(layout: GatewayLayout): void {
   try {
@@ -62,7 +92,10 @@ export function prepareGatewayDir(layout: GatewayLayout): void {
   ]) {
     ensurePrivateDir(dir);
   }
-  const unsafe = unsafeDirectoryReason(layout.dir);
+  const canonical = canonicalPrivatePath(layout.dir);
+  const unsafe =
+    canonical.reason ??
+    (canonical.path !== layout.dir ? `it resolves to ${canonical.path}` : unsafeDirectoryReason(layout.dir));
   if (unsafe) {
     throw new LocalGatewayError(
       `The local gateway's state directory ${layout.dir} is not private to this user (${unsafe}); fix its ownership and permissions or choose another stateDir`,

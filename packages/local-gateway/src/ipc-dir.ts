@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { LocalGatewayError } from './errors.js';
 import { MAX_IPC_BASE_LENGTH } from './kernel-launch.js';
 import type { GatewayLayout } from './layout.js';
-import { ensurePrivateDir } from './state-dir.js';
+import { canonicalPrivatePath, ensurePrivateDir } from './state-dir.js';
 
 /**
  * A private directory for the kernels' ipc sockets whose path is short enough for socket names: the state
@@ -16,7 +16,15 @@ export function makeIpcDir(layout: GatewayLayout): string {
     ensurePrivateDir(layout.ipc);
     return layout.ipc;
   }
-  const dir = mkdtempSync(join(tmpdir(), 'kw-ipc-'));
+  // The temporary directory as a path no other user can redirect (a link or directory of theirs on the way).
+  const base = canonicalPrivatePath(tmpdir());
+  if (base.path === undefined) {
+    throw new LocalGatewayError(
+      `The state directory ${layout.dir} is too long for the kernels' sockets and the temporary directory is not safe to put them in (${base.reason}); set TMPDIR or stateDir to a shorter path`,
+      { code: 'LOCAL_GATEWAY_STATE_DIR' },
+    );
+  }
+  const dir = mkdtempSync(join(base.path, 'kw-ipc-'));
   chmodSync(dir, 0o700);
   if (dir.length > MAX_IPC_BASE_LENGTH) {
     rmSync(dir, { recursive: true, force: true });

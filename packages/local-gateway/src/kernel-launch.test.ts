@@ -36,16 +36,45 @@ describe('kernelLaunchConfig', () => {
     }
   });
 
-  it('boots ipykernel through a snippet that is itself valid Python', () => {
+  it('boots ipykernel through a snippet that is itself valid Python, and starts R kernels without their init files', () => {
     const text = kernelLaunchConfig({ instance: 'ab', ipcDir: '/i', kernelLogDir: '/l', loadedMarker: '/m' });
-    const boot = execFileSync(
+    const helpers = text.slice(text.indexOf('_KW_IPYKERNEL_BOOT = r'), text.indexOf('def _kw_safe_id'));
+    const out = execFileSync(
       'python3',
       [
         '-c',
-        `${text.slice(text.indexOf('_KW_IPYKERNEL_BOOT = ('), text.indexOf('def _kw_boot_ipykernel'))}\nimport ast\nast.parse(_KW_IPYKERNEL_BOOT)\nprint(_KW_IPYKERNEL_BOOT.count(chr(10)))`,
+        [
+          'import ast, json, os as _kw_os',
+          helpers,
+          'cmd, booted = _kw_boot_ipykernel(["python", "-m", "ipykernel_launcher", "-f", "c.json"], True)',
+          'ast.parse(cmd[2])',
+          'print(json.dumps({"argv": cmd[:2] + cmd[3:], "booted": booted, "first": cmd[2].splitlines()[0]}))',
+          'print(json.dumps(_kw_boot_ipykernel(["R", "-e", "x"], True)))',
+          'print(json.dumps(_kw_safe_r(["/usr/bin/R", "--slave", "-e", "IRkernel::main()", "--args", "c.json"])))',
+          'print(json.dumps(_kw_safe_r(["R", "--no-restore", "-e", "IRkernel::main()"])))',
+          'print(json.dumps(_kw_safe_r(["python", "-m", "ipykernel_launcher"])))',
+        ].join('\n'),
       ],
       { encoding: 'utf8' },
     );
-    expect(Number(boot.trim())).toBe(9);
+    const [python, other, r, rWithOne, notR] = out
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line) as unknown);
+    expect(python).toEqual({ argv: ['python', '-c', '-f', 'c.json'], booted: true, first: '_kw_drop_safepath = True' });
+    expect(other).toEqual([['R', '-e', 'x'], false]);
+    expect(r).toEqual([
+      '/usr/bin/R',
+      '--no-init-file',
+      '--no-environ',
+      '--no-restore',
+      '--slave',
+      '-e',
+      'IRkernel::main()',
+      '--args',
+      'c.json',
+    ]);
+    expect(rWithOne).toEqual(['R', '--no-init-file', '--no-environ', '--no-restore', '-e', 'IRkernel::main()']);
+    expect(notR).toEqual(['python', '-m', 'ipykernel_launcher']);
   });
 });

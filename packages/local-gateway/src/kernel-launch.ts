@@ -42,6 +42,16 @@ function pythonString(value: string): string {
  *   messages past the mark vanish silently on the kernel's side. `python -m ipykernel_launcher …` is launched as
  *   `python -c <boot> …`, where the boot makes the kernel's PUB/XPUB sockets unbounded before it binds them, then
  *   runs `ipykernel_launcher` as `-m` would. The backlog waits in the kernel's memory, bounded by what it prints.
+ * - **Nothing in a kernel's working directory runs at its launch.** The IPython boot runs with `PYTHONSAFEPATH=1`
+ *   (taken out of the environment again once it runs, so the kernel's own subprocesses behave as usual): no import of
+ *   the kernel's start-up comes from the working directory (a workspace's `zmq.py`); the directory goes on `sys.path`
+ *   once the kernel is initialised, where IPython puts it, so cells import from it as in any IPython kernel. Every R
+ *   kernel (an argv running `IRkernel::main()`) starts with `--no-init-file --no-environ --no-restore`: no
+ *   `.Rprofile`, `.Renviron` or `.RData` of the working directory (or of the user) is read.
+ * - **ipykernel's fork-output pipe is out of other users' reach.** The PULL socket through which a forked child hands
+ *   its output to the kernel is an ipc socket in the kernel's own private directory (ipykernel binds it on tcp
+ *   127.0.0.1, where any local user could send it text that ends up in the running cell); a message without the
+ *   pipe's random id is dropped, never printed.
  * - **Every process a kernel starts carries a marker** (`KERNELWARDEN_KERNEL=<instance>:<kernel id>` in its
  *   environment); when the server cleans a kernel up (shutdown, kill, restart, death) it kills every process still
  *   carrying that kernel's marker, so descendants that left the kernel's session (`start_new_session=True`, daemons)
@@ -83,26 +93,102 @@ _KW_IPC_ENV = ${pythonString(KERNEL_IPC_DIR_ENV)}
 
 c.KernelManager.transport = "ipc"
 
-# Run as "python -c <this> ...args" in place of "python -m ipykernel_launcher ...args".
-_KW_IPYKERNEL_BOOT = (
-    "import runpy, zmq\\n"
-    "_kw_socket = zmq.Context.socket\\n"
-    "def _kw_unbounded(self, kind, *args, **kwargs):\\n"
-    "    sock = _kw_socket(self, kind, *args, **kwargs)\\n"
-    "    if kind in (zmq.PUB, zmq.XPUB):\\n"
-    "        sock.setsockopt(zmq.SNDHWM, 0)\\n"
-    "    return sock\\n"
-    "zmq.Context.socket = _kw_unbounded\\n"
-    "runpy.run_module('ipykernel_launcher', run_name='__main__', alter_sys=True)\\n"
-)
+# Run as "python -c <this> ...args" in place of "python -m ipykernel_launcher ...args", with PYTHONSAFEPATH=1 for
+# the launch: nothing the kernel imports while it starts comes from its working directory (a workspace's zmq.py or
+# tornado.py). The boot takes PYTHONSAFEPATH out of the environment again (unless the kernel's requester set it), and
+# the working directory goes on sys.path once the kernel is initialised, where IPython puts it: cells import from
+# it as in any IPython kernel. Python older than 3.11 ignores PYTHONSAFEPATH; the boot's first line does the same.
+# ipykernel's fork-output pipe (the PULL socket a forked child sends its output through, on tcp 127.0.0.1 where any
+# local user could reach it) is an ipc socket in the kernel's own private directory instead; a message without the
+# pipe's random id is dropped, never printed into the running cell.
+_KW_IPYKERNEL_BOOT = r'''
+import sys
+if sys.path and sys.path[0] in ("", "."):
+    del sys.path[0]
+import os
+if _kw_drop_safepath:
+    os.environ.pop("PYTHONSAFEPATH", None)
+import runpy, stat, zmq
+from zmq.eventloop.zmqstream import ZMQStream as _kw_Stream
+_kw_socket = zmq.Context.socket
+def _kw_unbounded(self, kind, *args, **kwargs):
+    sock = _kw_socket(self, kind, *args, **kwargs)
+    if kind in (zmq.PUB, zmq.XPUB):
+        sock.setsockopt(zmq.SNDHWM, 0)
+    return sock
+zmq.Context.socket = _kw_unbounded
+from ipykernel import iostream as _kw_io, kernelapp as _kw_app
+_kw_pipe_dir = os.environ.get("KERNELWARDEN_KERNEL_IPC_DIR", "")
+def _kw_private_dir(path):
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o077
+def _kw_setup_pipe_in(self):
+    self._pipe_uuid = os.urandom(16)
+    if not _kw_private_dir(_kw_pipe_dir):
+        self._pipe_flag = False
+        return
+    self._kw_pipe_url = "ipc://" + os.path.join(_kw_pipe_dir, "f%x" % os.getpid())
+    pipe_in = self.socket.context.socket(zmq.PULL)
+    pipe_in.linger = 0
+    try:
+        pipe_in.bind(self._kw_pipe_url)
+    except zmq.ZMQError:
+        self._pipe_flag = False
+        pipe_in.close()
+        return
+    self._pipe_in = _kw_Stream(pipe_in, self.io_loop)
+    self._pipe_in.on_recv(self._handle_pipe_msg)
+def _kw_setup_pipe_out(self):
+    ctx = zmq.Context()
+    pipe_out = ctx.socket(zmq.PUSH)
+    pipe_out.linger = 3000
+    pipe_out.connect(self._kw_pipe_url)
+    return ctx, pipe_out
+def _kw_handle_pipe_msg(self, msg):
+    if self._pipe_flag and self._is_master_process() and msg and msg[0] == self._pipe_uuid:
+        self.send_multipart(msg[1:])
+_kw_io.IOPubThread._setup_pipe_in = _kw_setup_pipe_in
+_kw_io.IOPubThread._setup_pipe_out = _kw_setup_pipe_out
+_kw_io.IOPubThread._handle_pipe_msg = _kw_handle_pipe_msg
+_kw_initialize = _kw_app.IPKernelApp.initialize
+def _kw_initialize_then_cwd(self, argv=None):
+    _kw_initialize(self, argv)
+    if "" in sys.path or getattr(self, "ignore_cwd", False):
+        return
+    at = [i for i, p in enumerate(sys.path) if os.path.basename(p) in ("site-packages", "dist-packages")]
+    sys.path.insert(at[0] if at else 0, "")
+_kw_app.IPKernelApp.init_path = lambda self: None
+_kw_app.IPKernelApp.initialize = _kw_initialize_then_cwd
+runpy.run_module("ipykernel_launcher", run_name="__main__", alter_sys=True)
+'''
+
+# Every R kernel starts without reading its working directory's (or the user's) .Rprofile, .Renviron and .RData:
+# a workspace's files would otherwise run before any cell, in a kernel of any policy.
+_KW_R_SAFE_FLAGS = ("--no-init-file", "--no-environ", "--no-restore")
 
 
-def _kw_boot_ipykernel(cmd):
+def _kw_boot_ipykernel(cmd, drop_safepath):
     out = list(cmd)
     for i in range(len(out) - 1):
         if out[i] == "-m" and out[i + 1] == "ipykernel_launcher":
-            out[i : i + 2] = ["-c", _KW_IPYKERNEL_BOOT]
-            break
+            out[i : i + 2] = ["-c", "_kw_drop_safepath = %r\\n%s" % (drop_safepath, _KW_IPYKERNEL_BOOT)]
+            return out, True
+    return out, False
+
+
+def _kw_safe_r(cmd):
+    out = list(cmd)
+    for j, arg in enumerate(out):
+        if "IRkernel::main" not in arg:
+            continue
+        for k in range(j - 1, -1, -1):
+            if _kw_os.path.basename(out[k]) == "R":
+                out[k + 1 : k + 1] = [flag for flag in _KW_R_SAFE_FLAGS if flag not in out[k + 1 : j]]
+                break
+        break
     return out
 
 
@@ -191,15 +277,17 @@ if not getattr(_kw_local.LocalProvisioner, "_kernelwarden_patched", False):
         return await _kw_pre_launch(self, **kwargs)
 
     async def _kw_patched_launch_kernel(self, cmd, **kwargs):
-        cmd = _kw_boot_ipykernel(cmd)
+        env = dict(kwargs.get("env") or _kw_os.environ)
+        cmd, booted = _kw_boot_ipykernel(_kw_safe_r(cmd), "PYTHONSAFEPATH" not in env)
+        if booted:
+            env.setdefault("PYTHONSAFEPATH", "1")
+        kwargs["env"] = env
         if not _kw_safe_id(self.kernel_id):
             return await _kw_launch_kernel(self, cmd, **kwargs)
-        env = dict(kwargs.get("env") or _kw_os.environ)
         env[_KW_MARKER] = _KW_INSTANCE + ":" + self.kernel_id
         km = self.parent
         if km is not None and km.transport == "ipc":
             env[_KW_IPC_ENV] = _kw_os.path.dirname(km.ip)
-        kwargs["env"] = env
         if kwargs.get("stdout") is not None or kwargs.get("stderr") is not None:
             return await _kw_launch_kernel(self, cmd, **kwargs)
         log = _kw_os.open(

@@ -6,12 +6,13 @@ import {
   mkdirSync,
   openSync,
   readFileSync,
+  readlinkSync,
   realpathSync,
   renameSync,
   unlinkSync,
   writeSync,
 } from 'node:fs';
-import { dirname } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 
 /** Creates `dir` (and missing parents) readable by this user only; an existing directory is tightened to 0700. */
 export function ensurePrivateDir(dir: string): void {
@@ -104,6 +105,58 @@ export function unsafeDirectoryReason(dir: string, uid = process.getuid?.() ?? -
     }
     if (current === dirname(current)) return undefined;
   }
+}
+
+/** The most symbolic links `canonicalPrivatePath` follows (Linux's own limit for one path lookup). */
+const MAX_LINKS = 40;
+
+/**
+ * The canonical form of `path` (absolute; its tail may not exist yet), or why the way to it is not safe: every
+ * directory and symbolic link on it — those the links lead through included — must belong to this user or root, and
+ * no directory on it may be writable by other users unless it is sticky (like /tmp, where others cannot move what
+ * is ours). A link or directory another user could change or replace would let them swap the whole tree below it at
+ * any moment, so such a path is refused, not resolved once and trusted. Missing components are left as named (the
+ * caller creates them, 0700).
+ */
+export function canonicalPrivatePath(
+  path: string,
+  uid = process.getuid?.() ?? -1,
+): { path: string; reason?: undefined } | { path?: undefined; reason: string } {
+  let pending = resolve(path).split('/').filter(Boolean);
+  let current = '/';
+  let links = 0;
+  while (pending.length > 0) {
+    const name = pending.shift() as string;
+    if (name === '.') continue;
+    if (name === '..') {
+      current = dirname(current);
+      continue;
+    }
+    const next = join(current, name);
+    let st: ReturnType<typeof lstatSync>;
+    try {
+      st = lstatSync(next);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return { path: join(next, ...pending) };
+      return { reason: `${next} cannot be examined (${(error as Error).message})` };
+    }
+    if (uid >= 0 && st.uid !== uid && st.uid !== 0) {
+      return { reason: `${next} belongs to uid ${st.uid}, another user, who could replace what lies below it` };
+    }
+    if (st.isSymbolicLink()) {
+      if (++links > MAX_LINKS) return { reason: `${path} goes through more than ${MAX_LINKS} symbolic links` };
+      const target = readlinkSync(next);
+      if (target.startsWith('/')) current = '/';
+      pending = [...target.split('/').filter(Boolean), ...pending];
+      continue;
+    }
+    if (!st.isDirectory()) return { reason: `${next} is not a directory` };
+    if ((st.mode & 0o022) !== 0 && (st.mode & 0o1000) === 0) {
+      return { reason: `${next} is writable by other users (mode ${(st.mode & 0o7777).toString(8)})` };
+    }
+    current = next;
+  }
+  return { path: current };
 }
 
 /** Why a file is not safe to trust (a secret's holder written by us); undefined when it is. */

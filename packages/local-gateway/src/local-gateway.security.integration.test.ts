@@ -1,19 +1,22 @@
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import {
   chmodSync,
+  chownSync,
   existsSync,
   lstatSync,
   mkdirSync,
   readdirSync,
   readFileSync,
   readlinkSync,
+  realpathSync,
   statSync,
+  symlinkSync,
   writeFileSync,
 } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { GatewayClient, GatewayKernel, GatewayUnavailableError } from '@kernelwarden/gateway-client';
 import { createOtherUser, type OtherUser, testGateway } from '@kernelwarden/test-env';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -155,6 +158,35 @@ while time.time() < end:
 print(json.dumps({"messages": count, "secret": saw}), flush=True)
 `;
 
+/** Connects a PUSH socket to each target and sends a message with a wrong pipe id; reports what happened. */
+const PIPE_INJECTOR = String.raw`
+import json, sys, zmq
+ctx = zmq.Context()
+out = {}
+for target in sys.argv[1:]:
+    sock = ctx.socket(zmq.PUSH)
+    sock.linger = 1000
+    sock.setsockopt(zmq.SNDTIMEO, 2000)
+    try:
+        sock.connect(target)
+        sock.send_multipart([b"0" * 16, b"kw-injected-by-another-user"])
+        out[target] = "sent"
+    except zmq.ZMQError as error:
+        out[target] = str(error)
+    finally:
+        sock.close()
+ctx.term()
+print(json.dumps(out), flush=True)
+`;
+
+/** The loopback TCP ports process `pid` listens on. */
+function tcpListenPorts(pid: number): number[] {
+  const held = socketInodes(pid);
+  return parseLoopbackListeners(readFileSync('/proc/net/tcp', 'utf8'))
+    .filter((l) => held.has(l.inode))
+    .map((l) => l.port);
+}
+
 describe('LocalGateway against another local user', () => {
   let other: OtherUser;
 
@@ -242,24 +274,91 @@ describe('LocalGateway against another local user', () => {
       const seen = JSON.parse(await report) as { messages: number; secret: boolean };
       expect(seen).toEqual({ messages: 0, secret: false });
 
-      // None of the kernel's channels is a TCP port. (ipykernel may hold one TCP listener of its own: the PULL
-      // socket through which forked subprocesses hand it output, which takes only messages carrying a random id.)
+      // None of the kernel's channels is a TCP port, nor is ipykernel's own fork-output pipe.
       expect(connection.transport).toBe('ipc');
       const pid = Number(await text(kernel, 'import os; print(os.getpid())'));
-      const held = socketInodes(pid);
-      const kernelTcpPorts = parseLoopbackListeners(readFileSync('/proc/net/tcp', 'utf8'))
-        .filter((l) => held.has(l.inode))
-        .map((l) => l.port);
-      const channelPorts = Object.entries(connection)
-        .filter(([key]) => key.endsWith('_port'))
-        .map(([, value]) => value);
-      expect(kernelTcpPorts.filter((p) => channelPorts.includes(p))).toEqual([]);
-      expect(kernelTcpPorts.length).toBeLessThanOrEqual(1);
+      expect(tcpListenPorts(pid)).toEqual([]);
     } finally {
       listener?.kill('SIGKILL');
       await kernel.shutdown();
       await lease.release();
     }
+  });
+  it("keeps ipykernel's fork-output pipe out of another user's reach: nothing they send reaches a running cell, and a forked child's output still does", async () => {
+    const stateDir = freshDir('fork-pipe');
+    const lease = await LocalGateway.acquire({ stateDir, lingerMs: 0 });
+    const kernel = await GatewayKernel.start({ gateway: lease });
+    try {
+      const pid = Number(await text(kernel, 'import os; print(os.getpid())'));
+      const connection = JSON.parse(
+        readFileSync(join(gatewayDir(stateDir), 'runtime', `kernel-${kernel.id}.json`), 'utf8'),
+      ) as { ip: string };
+      const ipcDir = dirname(connection.ip);
+      const ports = tcpListenPorts(pid);
+      const targets = [
+        ...ports.map((port) => `tcp://127.0.0.1:${port}`),
+        ...readdirSync(ipcDir).map((name) => `ipc://${join(ipcDir, name)}`),
+      ];
+      const running = kernel.execute('import time; time.sleep(3); print("cell done")', { timeoutMs: 60_000 });
+      await new Promise((r) => setTimeout(r, 800));
+      const sent = await other.run(['/usr/bin/python3', other.file('inject.py', PIPE_INJECTOR), ...targets]);
+      expect(sent.code, sent.stderr).toBe(0);
+      const result = await running;
+      expect(result.stdout).toBe('cell done\n');
+      expect(`${result.stdout}${result.stderr}`).not.toContain('kw-injected');
+      expect(`${result.stdout}${result.stderr}`).not.toContain('Bad pipe message');
+      // The kernel listens on no TCP port at all: the fork pipe is an ipc socket in the kernel's own 0700 directory.
+      expect(ports).toEqual([]);
+      expect(statSync(ipcDir).mode & 0o077).toBe(0);
+
+      // A forked child's output still reaches the cell, through that pipe.
+      const forked = await kernel.execute(
+        [
+          'import os, sys, time',
+          'child = os.fork()',
+          'if child == 0:',
+          '    print("from the forked child", flush=True)',
+          '    sys.stdout.flush()',
+          '    os._exit(0)',
+          'os.waitpid(child, 0)',
+          'time.sleep(0.5)',
+          'print("parent done")',
+        ].join('\n'),
+        { timeoutMs: 60_000 },
+      );
+      expect(forked.status, forked.stderr).toBe('ok');
+      expect(forked.stdout).toContain('from the forked child\n');
+      expect(forked.stdout).toContain('parent done\n');
+    } finally {
+      await kernel.shutdown();
+      await lease.release();
+    }
+  });
+
+  it('refuses a state directory reached through a link in a directory of another user, before anything is started or read', async () => {
+    const theirs = join(other.shared, `dir-${randomBytes(3).toString('hex')}`);
+    mkdirSync(theirs, { mode: 0o755 });
+    chownSync(theirs, other.uid, -1);
+    const ours = freshDir('link-target');
+    const linked = await other.run(['ln', '-s', ours, join(theirs, 'st')]);
+    expect(linked.code, linked.stderr).toBe(0);
+    expect(realpathSync(join(theirs, 'st'))).toBe(ours);
+    const error = await LocalGateway.acquire({ stateDir: join(theirs, 'st'), lingerMs: 0 }).then(
+      async (lease) => {
+        await lease.release();
+        return undefined;
+      },
+      (e: unknown) => e,
+    );
+    expect((error as { code?: string }).code, String(error)).toBe('LOCAL_GATEWAY_STATE_DIR');
+    expect((error as Error).message).toContain(`belongs to uid ${other.uid}`);
+    // Nothing was made or started: the directory the link points to is as it was.
+    expect(readdirSync(ours)).toEqual([]);
+    const status = await LocalGateway.status({ stateDir: join(theirs, 'st') }).catch((e: unknown) => e);
+    expect((status as { code?: string }).code).toBe('LOCAL_GATEWAY_STATE_DIR');
+    await expect(LocalGateway.stop({ stateDir: join(theirs, 'st') })).rejects.toMatchObject({
+      code: 'LOCAL_GATEWAY_STATE_DIR',
+    });
   });
 });
 
@@ -415,6 +514,41 @@ describe('LocalGateway state on disk', () => {
     expect((error as Error).message).toMatch(/writable by other users/);
   });
 
+  it('refuses a state directory other users can write to, sticky or not: they could plant its gateway directory', async () => {
+    const shared = freshDir('sticky');
+    chmodSync(shared, 0o1777);
+    const error = await LocalGateway.acquire({ stateDir: shared }).then(
+      async (lease) => {
+        await lease.release();
+        return undefined;
+      },
+      (e: unknown) => e,
+    );
+    expect((error as { code?: string }).code, String(error)).toBe('LOCAL_GATEWAY_STATE_DIR');
+    expect((error as Error).message).toMatch(/writable by other users \(mode 1777\)/);
+    expect(readdirSync(shared)).toEqual([]);
+  });
+
+  it('follows a link of its own to the state directory once, and uses only the canonical path after', async () => {
+    const canonical = freshDir('canonical');
+    const link = join(freshDir('links'), 'state');
+    symlinkSync(canonical, link);
+    const lease = await LocalGateway.acquire({ stateDir: link, lingerMs: 0 });
+    try {
+      expect(lease.stateDir).toBe(gatewayDir(canonical));
+      expect(lease.kernelSpecDir.startsWith(`${canonical}/`)).toBe(true);
+      // The server's own paths (command line, environment, working directory) name the canonical directory only.
+      const cmdline = readFileSync(`/proc/${lease.pid}/cmdline`, 'utf8');
+      const environ = readFileSync(`/proc/${lease.pid}/environ`, 'utf8');
+      expect(cmdline).toContain(canonical);
+      expect(`${cmdline}${environ}`).not.toContain(link);
+      expect(readlinkSync(`/proc/${lease.pid}/cwd`)).toBe(gatewayDir(canonical));
+    } finally {
+      await lease.release();
+      await LocalGateway.stop({ stateDir: canonical });
+    }
+  });
+
   it('trusts no forged server.json: sends it nothing, signals no recorded pid, starts its own server', async () => {
     const stateDir = freshDir('forged');
     const first = await LocalGateway.acquire({ stateDir, lingerMs: 0 });
@@ -507,6 +641,92 @@ describe('LocalGateway state on disk', () => {
       }
     } finally {
       await lease.release();
+    }
+  });
+});
+
+describe('LocalGateway kernels launched in a workspace that holds hostile files', () => {
+  let stateDir: string;
+  let lease: LocalGatewayLease;
+
+  beforeAll(async () => {
+    stateDir = freshDir('workspace-launch');
+    lease = await LocalGateway.acquire({ stateDir, lingerMs: 0 });
+  });
+  afterAll(async () => {
+    await lease.release();
+    await LocalGateway.stop({ stateDir });
+  });
+
+  /** A kernel of `kernelName` launched with `workspace` as its working directory (the server's `path`). */
+  async function launchIn(kernelName: string, workspace: string): Promise<GatewayKernel> {
+    const model = await new GatewayClient(lease).createKernel({ name: kernelName, path: workspace.slice(1) });
+    return GatewayKernel.connect({ gateway: lease, kernelId: model.id, startupTimeoutMs: 60_000 });
+  }
+
+  it('imports nothing from the working directory while an IPython kernel starts; its cells still import from it', async () => {
+    const workspace = freshDir('ws-python');
+    const marker = join(freshDir('ws-python-marker'), 'ran');
+    // A zmq.py that records its import and hands over the real zmq, as an attacker's would.
+    writeFileSync(
+      join(workspace, 'zmq.py'),
+      [
+        'import os, sys',
+        `open(${JSON.stringify(marker)}, "a").write("zmq.py ran\\n")`,
+        'here = os.path.dirname(os.path.abspath(__file__))',
+        'sys.path[:] = [p for p in sys.path if p not in ("", ".", here)]',
+        'del sys.modules["zmq"]',
+        'import zmq as _real',
+        'sys.modules["zmq"] = _real',
+      ].join('\n'),
+    );
+    writeFileSync(join(workspace, 'kwhelper.py'), 'VALUE = 42\n');
+    const kernel = await launchIn('python3', workspace);
+    try {
+      const said = await text(
+        kernel,
+        [
+          'import os, subprocess, sys',
+          'import kwhelper',
+          'print(os.getcwd())',
+          'print(kwhelper.VALUE)',
+          'print("" in sys.path, os.environ.get("PYTHONSAFEPATH"))',
+          'print(subprocess.run([sys.executable, "-c", "import sys; print(sys.flags.safe_path)"], capture_output=True, text=True).stdout.strip())',
+        ].join('\n'),
+      );
+      expect(said.trim().split('\n')).toEqual([workspace, '42', 'True None', 'False']);
+      expect(existsSync(marker)).toBe(false);
+    } finally {
+      await kernel.shutdown();
+    }
+  });
+
+  it("starts every R kernel without the working directory's .Rprofile, .Renviron and .RData", async () => {
+    const workspace = freshDir('ws-r');
+    const marker = join(freshDir('ws-r-marker'), 'ran');
+    writeFileSync(
+      join(workspace, '.Rprofile'),
+      `cat("Rprofile ran\\n", file = ${JSON.stringify(marker)}, append = TRUE)\n`,
+    );
+    writeFileSync(join(workspace, '.Renviron'), 'KW_FROM_RENVIRON=set\n');
+    execFileSync(
+      'R',
+      [
+        '--vanilla',
+        '--slave',
+        '-e',
+        `.First <- function() cat("First ran\\n", file = ${JSON.stringify(marker)}, append = TRUE); save.image(".RData")`,
+      ],
+      { cwd: workspace, stdio: 'ignore' },
+    );
+    expect(existsSync(join(workspace, '.RData'))).toBe(true);
+    const kernel = await launchIn('ir', workspace);
+    try {
+      const said = await text(kernel, 'cat(getwd(), Sys.getenv("KW_FROM_RENVIRON"), exists(".First"), sep = "\\n")');
+      expect(said.trim().split('\n')).toEqual([workspace, '', 'FALSE']);
+      expect(existsSync(marker)).toBe(false);
+    } finally {
+      await kernel.shutdown();
     }
   });
 });

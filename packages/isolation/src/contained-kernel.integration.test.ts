@@ -1,0 +1,133 @@
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { GatewayKernel, LocalGateway, type LocalGatewayLease } from '@kernelwarden/gateway-client';
+import { testGateway } from '@kernelwarden/test-env';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type BaseKernelSpec, installIsolatedKernelSpec } from './kernelspec.js';
+import { removeIsolatedKernelSpecs } from './kernelspec-cleanup.js';
+import { createKernelPolicy } from './policy.js';
+
+// A contained kernel (limits only, no hidden root) on a real jupyter-server (the embedded LocalGateway) under real
+// bubblewrap, as root: it must not leave anything on the host that a later kernel or program of the host would run.
+
+let base: string;
+let home: string;
+let ws: string;
+let lease: LocalGatewayLease;
+const installed: string[] = [];
+const hostBinary = `/usr/local/bin/kw-contained-probe-${randomBytes(4).toString('hex')}`;
+
+beforeAll(async () => {
+  base = mkdtempSync(join(testGateway().root, 'contained-'));
+  ws = join(base, 'ws');
+  mkdirSync(ws);
+  // The kernels' home, outside the system temporary directory (a contained kernel gets a private one of those).
+  home = mkdtempSync('/var/tmp/kw-contained-home-');
+  lease = await LocalGateway.acquire({
+    stateDir: join(base, 'state'),
+    lingerMs: 0,
+    pool: {},
+    serverEnv: { HOME: home },
+  });
+}, 120_000);
+
+afterAll(async () => {
+  if (lease) {
+    const res = await fetch(`${lease.baseUrl}/api/kernels`, { headers: { Authorization: `token ${lease.token}` } });
+    const kernels = (await res.json()) as { name: string }[];
+    removeIsolatedKernelSpecs({
+      kernelSpecDir: lease.kernelSpecDir,
+      names: installed,
+      inUse: kernels.map((k) => k.name),
+    });
+    await lease.release();
+  }
+  rmSync(home, { recursive: true, force: true });
+  rmSync(hostBinary, { force: true });
+}, 60_000);
+
+async function baseSpec(name: string): Promise<BaseKernelSpec> {
+  const res = await fetch(`${lease.baseUrl}/api/kernelspecs`, { headers: { Authorization: `token ${lease.token}` } });
+  const listing = (await res.json()) as { kernelspecs: Record<string, { spec: Omit<BaseKernelSpec, 'name'> }> };
+  return { name, ...listing.kernelspecs[name]!.spec };
+}
+
+async function output(kernel: GatewayKernel, code: string): Promise<string> {
+  const result = await kernel.execute(code, { timeoutMs: 60_000 });
+  expect(result.status, `${result.stderr}${result.error?.evalue ?? ''}`).toBe('ok');
+  return result.stdout;
+}
+
+describe('a kernel under limits only', () => {
+  it('cannot write the host outside its workspace and private temp: no IPython startup file, usercustomize, .Rprofile or host binary for a later kernel to run', async () => {
+    const name = await installIsolatedKernelSpec({
+      kernelSpecDir: lease.kernelSpecDir,
+      baseSpec: await baseSpec('python3'),
+      policy: createKernelPolicy({ network: false, cpuSeconds: 600 }),
+      workspace: ws,
+      hide: [lease.stateDir],
+      gatewayPid: lease.pid,
+    });
+    installed.push(name);
+    const marker = join(home, 'startup-ran');
+    const payload = `open(${JSON.stringify(marker)}, "a").write("ran\\n")\n`;
+    const contained = await GatewayKernel.start({ gateway: lease, kernelName: name, startupTimeoutMs: 60_000 });
+    let attempts: Record<string, string>;
+    try {
+      attempts = JSON.parse(
+        await output(
+          contained,
+          [
+            'import json, os, site, tempfile',
+            'home = os.path.expanduser("~")',
+            'targets = {',
+            '    "ipython startup": os.path.join(home, ".ipython", "profile_default", "startup", "00-kw.py"),',
+            '    "usercustomize": os.path.join(site.getusersitepackages(), "usercustomize.py"),',
+            '    "Rprofile": os.path.join(home, ".Rprofile"),',
+            `    "host binary": ${JSON.stringify(hostBinary)},`,
+            '}',
+            'out = {}',
+            'for what, path in targets.items():',
+            '    try:',
+            '        os.makedirs(os.path.dirname(path), exist_ok=True)',
+            '        with open(path, "w") as handle:',
+            `            handle.write(${JSON.stringify(payload)})`,
+            '        out[what] = "written"',
+            '    except OSError as error:',
+            '        out[what] = error.strerror',
+            'with open("mine.txt", "w") as handle:',
+            '    out["workspace"] = "written"',
+            'with tempfile.NamedTemporaryFile() as handle:',
+            '    out["private temp"] = "written"',
+            'print(json.dumps(out))',
+          ].join('\n'),
+        ),
+      ) as Record<string, string>;
+    } finally {
+      await contained.shutdown();
+    }
+    expect(attempts).toEqual({
+      'ipython startup': 'Read-only file system',
+      usercustomize: 'Read-only file system',
+      Rprofile: 'Read-only file system',
+      'host binary': 'Read-only file system',
+      workspace: 'written',
+      'private temp': 'written',
+    });
+    // Nothing of it is on the host (the server itself may have made an empty ~/.ipython).
+    const written = readdirSync(home, { recursive: true, encoding: 'utf8' });
+    expect(written.filter((path) => /00-kw\.py|usercustomize|\.Rprofile/.test(path))).toEqual([]);
+    expect(existsSync(hostBinary)).toBe(false);
+    expect(readdirSync(ws)).toEqual(['mine.txt']);
+
+    // A plain kernel started afterwards (what a warm pool's refill does) runs nothing the contained one left.
+    const plain = await GatewayKernel.start({ gateway: lease, startupTimeoutMs: 60_000 });
+    try {
+      expect((await output(plain, 'import os; print(os.path.expanduser("~"))')).trim()).toBe(home);
+    } finally {
+      await plain.shutdown();
+    }
+    expect(existsSync(marker)).toBe(false);
+  });
+});

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { GatewayKernel, LocalGateway, type LocalGatewayLease } from '@kernelwarden/gateway-client';
 import { testGateway } from '@kernelwarden/test-env';
@@ -127,6 +127,65 @@ describe('a kernel under limits only', () => {
       expect((await output(plain, 'import os; print(os.path.expanduser("~"))')).trim()).toBe(home);
     } finally {
       await plain.shutdown();
+    }
+    expect(existsSync(marker)).toBe(false);
+  });
+
+  it("imports and sources nothing of its workspace at launch, Python or R, and a forked child's output reaches the cell", async () => {
+    const workspace = join(base, 'hostile-ws');
+    mkdirSync(workspace);
+    const marker = join(base, 'hostile-ran');
+    writeFileSync(
+      join(workspace, 'zmq.py'),
+      [
+        'import os, sys',
+        `open(${JSON.stringify(marker)}, "a").write("zmq.py ran\\n")`,
+        'here = os.path.dirname(os.path.abspath(__file__))',
+        'sys.path[:] = [p for p in sys.path if p not in ("", ".", here)]',
+        'del sys.modules["zmq"]',
+        'import zmq as _real',
+        'sys.modules["zmq"] = _real',
+      ].join('\n'),
+    );
+    writeFileSync(
+      join(workspace, '.Rprofile'),
+      `cat("Rprofile ran\\n", file = ${JSON.stringify(marker)}, append = TRUE)\n`,
+    );
+    const policy = createKernelPolicy({ network: false });
+    for (const language of ['python3', 'ir']) {
+      const name = await installIsolatedKernelSpec({
+        kernelSpecDir: lease.kernelSpecDir,
+        baseSpec: await baseSpec(language),
+        policy,
+        workspace,
+        extraReadWrite: [base],
+        hide: [lease.stateDir],
+        gatewayPid: lease.pid,
+      });
+      installed.push(name);
+      const kernel = await GatewayKernel.start({ gateway: lease, kernelName: name, startupTimeoutMs: 60_000 });
+      try {
+        if (language === 'python3') {
+          const said = await output(
+            kernel,
+            [
+              'import os, sys, time',
+              'print(os.getcwd(), "" in sys.path, flush=True)',
+              'child = os.fork()',
+              'if child == 0:',
+              '    print("from the forked child", flush=True)',
+              '    os._exit(0)',
+              'os.waitpid(child, 0)',
+              'time.sleep(0.5)',
+            ].join('\n'),
+          );
+          expect(said).toBe(`${workspace} True\nfrom the forked child\n`);
+        } else {
+          expect(await output(kernel, 'cat(getwd())')).toBe(workspace);
+        }
+      } finally {
+        await kernel.shutdown();
+      }
     }
     expect(existsSync(marker)).toBe(false);
   });

@@ -31,8 +31,9 @@ export interface ReadIsolationPolicyOptions extends KernelLimits {
 }
 
 /**
- * Options of `createKernelPolicy()`: hidden directories, limits, or both. Without `roots` the kernel sees the
- * filesystem as its user does (read-write), and only the gateway's own state is kept from it.
+ * Options of `createKernelPolicy()`: hidden directories, limits, or both. Without `roots` the kernel reads the
+ * filesystem as its user does, only the gateway's own state kept from it, and writes only its workspace and its
+ * private temp, like every sandboxed kernel.
  */
 export interface KernelPolicyOptions extends Omit<ReadIsolationPolicyOptions, 'roots'> {
   /** Directories hidden from the kernel (each seen as an empty, read-only directory). @defaultValue [] */
@@ -136,7 +137,8 @@ export function createReadIsolationPolicy(opts: ReadIsolationPolicyOptions): Iso
 /**
  * Computes a kernel policy from hidden directories, limits, or both: `createReadIsolationPolicy()` without the need
  * for a hidden root. A policy without roots is a limits-only policy: the kernel runs in the same sandbox (no
- * capability, its own PID namespace, the gateway's secrets out of reach) but sees the filesystem as its user does.
+ * capability, its own PID namespace, the gateway's secrets out of reach, the host's filesystem read-only but for its
+ * workspace and private temp) but reads the filesystem as its user does.
  *
  * Use it for `--memory`-style limits with or without `--hide`. The limits are enforced by
  * `installIsolatedKernelSpec()`, which refuses (`IsolationUnavailableError`, reason `limit-unenforceable`) a limit

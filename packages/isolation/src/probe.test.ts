@@ -1,5 +1,5 @@
 import { chmodSync, mkdirSync, mkdtempSync, readdirSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { IsolationUnavailableError } from './errors.js';
@@ -107,6 +107,7 @@ describe('verifyIsolation', () => {
         `hidden ${state}: listing empty`,
         'network: loopback only',
         'cgroup /sys/fs/cgroup: not writable',
+        `host ${realpathSync(homedir())}: read-only`,
       ]),
     );
     expect(report.checks.some((c) => c.endsWith(': private'))).toBe(true);
@@ -119,5 +120,33 @@ describe('verifyIsolation', () => {
     expect(error).toMatchObject({ name: 'IsolationUnavailableError', reason: 'probe-failed' });
     expect((error as Error).message).toContain(`the sandbox could make a cgroup in ${ws}`);
     expect((error as Error).message).toContain(`the sandbox could move itself into the cgroup ${ws}`);
+  });
+
+  it('refuses with probe-failed a sandbox in which the host filesystem is writable outside the workspace', async () => {
+    // The real bwrap, but with the host's root bound read-write instead of read-only.
+    const bin = join(base, 'bin');
+    mkdirSync(bin);
+    const real = findExecutable('bwrap', process.env.PATH)!;
+    writeFileSync(
+      join(bin, 'bwrap'),
+      [
+        '#!/bin/sh',
+        'root=1',
+        'for a do shift; if [ "$root" = 1 ] && [ "$a" = --ro-bind ]; then root=0; set -- "$@" --bind; else set -- "$@" "$a"; fi; done',
+        `exec ${real} "$@"`,
+        '',
+      ].join('\n'),
+    );
+    chmodSync(join(bin, 'bwrap'), 0o755);
+    const home = realpathSync(homedir());
+    const error = await verifyIsolation(createKernelPolicy({ network: false, tempDir: temp }), {
+      workspace: ws,
+      searchPath: `${bin}:${process.env.PATH}`,
+    }).catch((e: unknown) => e);
+    expect(error).toMatchObject({ name: 'IsolationUnavailableError', reason: 'probe-failed' });
+    expect((error as Error).message).toContain(
+      `the sandbox could write ${home}, outside its workspace and private temp`,
+    );
+    expect(readdirSync(home).filter((name) => name.startsWith('.kernelwarden-probe'))).toEqual([]);
   });
 });

@@ -1,5 +1,16 @@
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readdirSync, rmSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
+import {
+  accessSync,
+  constants,
+  mkdtempSync,
+  readdirSync,
+  realpathSync,
+  rmSync,
+  symlinkSync,
+  unlinkSync,
+  writeFileSync,
+} from 'node:fs';
+import { homedir } from 'node:os';
 import { dirname, join, relative, sep } from 'node:path';
 import {
   checkWrapInputs,
@@ -118,7 +129,8 @@ function expectedNames(root: string, binds: readonly string[]): Set<string> {
  * The self-test: runs a probe process under `policy` exactly as a kernel would be wrapped, and resolves only if it
  * could not read a canary in any hidden root (directly, nor through a symbolic link planted in a probe directory),
  * listed nothing there but the way to what is bound back, could read every allowed root, could write in the
- * workspace, and did not see the host's temporary directory (when it gets a private one). With `network: false` it
+ * workspace but not the host's filesystem outside it (the user's home directory, unless a bind covers it), and did
+ * not see the host's temporary directory (when it gets a private one). With `network: false` it
  * must have no network interface but loopback; with `cgroupDirs` it must be unable to write them. Otherwise it throws
  * `IsolationUnavailableError` (`reason: 'probe-failed'`, or the sandbox's own reason). Resource limits
  * (`memoryBytes`, `maxProcesses`, `cpuSeconds`) are not applied to the probe: they are set up at each launch.
@@ -176,6 +188,7 @@ export async function verifyIsolation(
     const privateTemp = privateTempDirs(policy, opts);
     const temp = privateTemp[0] ?? '/tmp';
     const undoTargets = [...policy.roots, ...(opts.hide ?? []), ...privateTemp];
+    const hostProbe = hostWriteProbe(policy, opts, privateTemp, token);
     const lines: string[] = [
       // What the sandbox holds: every capability set must be empty, the bounding set included.
       `while read -r k v; do case $k in Cap*) echo "cap $k $v";; esac; done < /proc/self/status`,
@@ -197,6 +210,11 @@ export async function verifyIsolation(
     lines.push(
       `if (: > ${quote(writeProbe)}) 2>/dev/null; then rm -f ${quote(writeProbe)}; else echo 'workspace UNWRITABLE'; fi`,
     );
+    if (hostProbe) {
+      lines.push(
+        `if (: > ${quote(hostProbe.file)}) 2>/dev/null; then rm -f ${quote(hostProbe.file)}; echo 'host WRITABLE'; fi`,
+      );
+    }
     if (privateTemp.length > 0) {
       lines.push(`if [ -e ${quote(hostTemp)} ]; then echo 'temp SHARED'; fi`);
       lines.push(
@@ -284,6 +302,11 @@ export async function verifyIsolation(
     if (out.includes('temp SHARED')) failures.push(`the system temporary directory ${tempDir} was visible`);
     if (out.includes('temp UNWRITABLE')) failures.push(`the private temporary directory ${temp} was not writable`);
     checks.push(`workspace ${opts.workspace}: writable`);
+    if (hostProbe) {
+      if (out.includes('host WRITABLE'))
+        failures.push(`the sandbox could write ${hostProbe.dir}, outside its workspace and private temp`);
+      checks.push(`host ${hostProbe.dir}: read-only`);
+    }
     if (privateTemp.length > 0) checks.push(`${temp}: private`);
     (opts.hide ?? []).forEach((hidden, i) => {
       const allowedNames = expectedNames(hidden, binds);
@@ -325,4 +348,26 @@ export async function verifyIsolation(
     rmSync(hostTemp, { force: true });
     rmSync(probeDir, { recursive: true, force: true });
   }
+}
+
+/**
+ * Where the probe tries to write the host outside every writable bind: this user's home directory, when it exists,
+ * the user can write it, and no bind or mount of the sandbox covers it (undefined otherwise).
+ */
+function hostWriteProbe(
+  policy: SandboxPolicy,
+  opts: VerifyIsolationOptions,
+  privateTemp: readonly string[],
+  token: string,
+): { dir: string; file: string } | undefined {
+  let dir: string;
+  try {
+    dir = realpathSync(homedir());
+    accessSync(dir, constants.W_OK);
+  } catch {
+    return undefined;
+  }
+  const covering = [opts.workspace, ...(opts.readWrite ?? []), ...privateTemp, ...policy.roots, ...(opts.hide ?? [])];
+  if (covering.some((mounted) => isWithin(dir, mounted))) return undefined;
+  return { dir, file: join(dir, `.kernelwarden-probe-host-${token}`) };
 }

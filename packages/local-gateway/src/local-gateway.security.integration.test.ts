@@ -159,7 +159,7 @@ print(json.dumps({"messages": count, "secret": saw}), flush=True)
 `;
 
 /** Connects a PUSH socket to each target and sends a message with a wrong pipe id; reports what happened. */
-const PIPE_INJECTOR = String.raw`
+const PIPE_INJECTOR = `
 import json, sys, zmq
 ctx = zmq.Context()
 out = {}

@@ -68,6 +68,37 @@ describe('installIsolatedKernelSpec', () => {
     expect(() => removeIsolatedKernelSpec(specDir, '../python3')).toThrow(/not an isolated kernelspec name/);
   });
 
+  it("starts an R kernel without its working directory's .Rprofile, .Renviron and .RData", async () => {
+    const policy = createKernelPolicy({ network: false, tempDir: temp });
+    const rSpec = {
+      name: 'ir',
+      argv: ['R', '--slave', '-e', 'IRkernel::main()', '--args', '{connection_file}'],
+      display_name: 'R',
+      language: 'R',
+    };
+    const name = await installIsolatedKernelSpec({
+      kernelSpecDir: specDir,
+      baseSpec: rSpec,
+      policy,
+      workspace: ws,
+      privateTemp: [temp],
+      hideStateDir: false,
+    });
+    const spec = JSON.parse(readFileSync(join(specDir, name, 'kernel.json'), 'utf8'));
+    expect(spec.argv.slice(-10)).toEqual([
+      '--default-signal=INT',
+      'R',
+      '--no-init-file',
+      '--no-environ',
+      '--no-restore',
+      '--slave',
+      '-e',
+      'IRkernel::main()',
+      '--args',
+      '{connection_file}',
+    ]);
+  });
+
   it('refuses a kernel whose interpreter lies in a hidden root, before writing anything', async () => {
     const policy = createReadIsolationPolicy({ roots: [{ path: data, label: 'data' }], tempDir: temp });
     const error = await installIsolatedKernelSpec({

@@ -25,7 +25,7 @@ describe('CellOutput', () => {
   });
 
   it('cuts at the caps across folds and says truncated', () => {
-    const output = new CellOutput({ maxStreamChars: 12_345, maxOutputs: 5 });
+    const output = new CellOutput({ ...DEFAULT_OUTPUT_CAPS, maxStreamChars: 12_345, maxOutputs: 5 });
     for (let i = 0; i < 5000; i++) output.stream('stdout', 'abcdefghij');
     const result = output.collected();
     expect(result.stdout).toBe('abcdefghij'.repeat(1235).slice(0, 12_345));
@@ -35,7 +35,7 @@ describe('CellOutput', () => {
 
   it('keeps at most maxOutputs entries, while onOutput still sees every output, in order', () => {
     const seen: Output[] = [];
-    const output = new CellOutput({ maxStreamChars: 100, maxOutputs: 2 }, (o) => seen.push(o));
+    const output = new CellOutput({ ...DEFAULT_OUTPUT_CAPS, maxStreamChars: 100, maxOutputs: 2 }, (o) => seen.push(o));
     output.stream('stdout', 'a');
     output.rich({ type: 'execute_result', data: { 'text/plain': '1' }, metadata: {} });
     output.stream('stderr', 'b');

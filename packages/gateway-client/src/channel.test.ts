@@ -15,6 +15,7 @@ import { WebSocket, WebSocketServer, type WebSocket as WsWebSocket } from 'ws';
 import { KernelChannel, type KernelChannelOptions } from './channel.js';
 import { GatewayAuthError, GatewayUnavailableError, type ProtocolError } from './errors.js';
 import type { WebSocketClass } from './gateway-client.js';
+import { DEFAULT_MAX_FRAME_BYTES } from './gateway-kernel-options.js';
 
 /** A loopback channels endpoint: records what clients send, sends what the test says, drops sockets on cue. */
 async function channelsServer(opts: { v1?: boolean; rejectUpgrade?: number } = {}) {
@@ -98,6 +99,7 @@ function channelOn(server: ChannelsServer, extra: Partial<KernelChannelOptions> 
     where: 'kernel k at test',
     protocol: 'auto',
     reconnect: { attempts: 3, initialDelayMs: 5, maxDelayMs: 20, attemptTimeoutMs: 0 },
+    maxFrameBytes: DEFAULT_MAX_FRAME_BYTES,
     clock: systemClock,
     onMessage: (msg) => messages.push(msg),
     onProtocolError: (error) => errors.push(error),
@@ -293,11 +295,12 @@ describe('KernelChannel', () => {
     const client = new GatewayClient({ baseUrl: 'http://127.0.0.1:1/base', token: 'tok' });
     const channel = KernelChannel.forKernel(
       client,
-      'k 1',
+      'k-1',
       'sess',
       {
         protocol: 'legacy',
         reconnect: { attempts: 0, initialDelayMs: 1, maxDelayMs: 1, attemptTimeoutMs: 0 },
+        maxFrameBytes: DEFAULT_MAX_FRAME_BYTES,
         clock: systemClock,
       },
       { onMessage() {}, onProtocolError() {}, onReconnecting() {}, onReconnected() {}, onLost() {} },
@@ -305,7 +308,7 @@ describe('KernelChannel', () => {
     channels.push(channel);
     const error = await channel.open().catch((e: unknown) => e);
     expect(GatewayUnavailableError.isInstance(error)).toBe(true);
-    expect((error as Error).message).toContain('kernel k 1 at http://127.0.0.1:1/base');
+    expect((error as Error).message).toContain('kernel k-1 at http://127.0.0.1:1/base');
     expect((error as Error).message).not.toContain('tok');
   });
 });

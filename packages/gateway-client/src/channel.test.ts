@@ -103,6 +103,7 @@ function channelOn(server: ChannelsServer, extra: Partial<KernelChannelOptions> 
     clock: systemClock,
     onMessage: (msg) => messages.push(msg),
     onProtocolError: (error) => errors.push(error),
+    onFrameTooLarge: (error) => errors.push(error),
     onReconnecting: (attempt) => log.push(`reconnecting ${attempt}`),
     onReconnected: () => {
       log.push('reconnected');
@@ -303,7 +304,14 @@ describe('KernelChannel', () => {
         maxFrameBytes: DEFAULT_MAX_FRAME_BYTES,
         clock: systemClock,
       },
-      { onMessage() {}, onProtocolError() {}, onReconnecting() {}, onReconnected() {}, onLost() {} },
+      {
+        onMessage() {},
+        onProtocolError() {},
+        onFrameTooLarge() {},
+        onReconnecting() {},
+        onReconnected() {},
+        onLost() {},
+      },
     );
     channels.push(channel);
     const error = await channel.open().catch((e: unknown) => e);

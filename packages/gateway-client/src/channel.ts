@@ -45,6 +45,8 @@ export interface KernelChannelOptions {
   clock: Clock;
   onMessage(msg: JupyterMessage): void;
   onProtocolError(error: ProtocolError): void;
+  /** A frame over `maxFrameBytes` was dropped unread (with `ws`, the socket closes and is reopened). */
+  onFrameTooLarge(error: ProtocolError): void;
   onReconnecting(attempt: number, delayMs: number, cause: unknown): void;
   onReconnected(): void;
   onLost(error: Error): void;
@@ -91,7 +93,7 @@ export class KernelChannel {
     opts: { protocol: WireProtocol; reconnect: ReconnectPolicy; maxFrameBytes: number; clock: Clock },
     handlers: Pick<
       KernelChannelOptions,
-      'onMessage' | 'onProtocolError' | 'onReconnecting' | 'onReconnected' | 'onLost'
+      'onMessage' | 'onProtocolError' | 'onFrameTooLarge' | 'onReconnecting' | 'onReconnected' | 'onLost'
     >,
   ): KernelChannel {
     const target = client.channelsTarget(kernelId, sessionId);
@@ -349,11 +351,14 @@ export class KernelChannel {
   #tooLarge(size: number | undefined): void {
     const { maxFrameBytes, where } = this.#opts;
     const what = size === undefined ? 'a frame' : `a frame of ${size} bytes`;
-    this.#protocolError(
-      new ProtocolError(
-        `The channels WebSocket of ${where} received ${what}, more than maxFrameBytes (${maxFrameBytes})`,
-      ),
+    const error = new ProtocolError(
+      `The channels WebSocket of ${where} received ${what}, more than maxFrameBytes (${maxFrameBytes}); it was dropped unread`,
     );
+    try {
+      this.#opts.onFrameTooLarge(error);
+    } catch {
+      // reported as far as it could be; the socket goes on
+    }
   }
 
   #protocolError(error: ProtocolError): void {

@@ -91,6 +91,11 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
         this.#pong.received();
       },
       onProtocolError: (error) => this.#protocolError(error),
+      onFrameTooLarge: (error) => {
+        this.#droppedMessages++;
+        const cell = this.#cells.lostFrame(error.message);
+        this.#events.emit('protocol-error', cell ? { error, cellId: cell.cellId } : { error });
+      },
       onReconnecting: (attempt, delayMs) => {
         if (attempt === 1) this.#cells.markCrossedReconnect();
         this.#events.emit('reconnecting', { attempt, delayMs });

@@ -68,7 +68,9 @@ export function decodeV1(frame: Uint8Array, limits?: DecodeLimits): JupyterMessa
   }
   const maxBuffers = maxBuffersOf(limits);
   if (count - 6 > maxBuffers) {
-    throw new WireFormatError(`v1 frame declares ${count - 6} buffers, more than the ${maxBuffers} allowed`);
+    throw new WireFormatError(`v1 frame declares ${count - 6} buffers, more than the ${maxBuffers} allowed`, {
+      parentMsgId: parentIdOf(parentPart(frame, view, count)),
+    });
   }
   const offsets = new Array<number>(count);
   let previous = 8 * (count + 1);
@@ -101,6 +103,14 @@ export function decodeV1(frame: Uint8Array, limits?: DecodeLimits): JupyterMessa
   const buffers: Uint8Array[] = [];
   for (let i = 5; i < count - 1; i++) buffers.push(part(i).slice());
   return checkedMessage('v1 frame', channel, header, parent, metadata, content, buffers);
+}
+
+/** The parent_header of a frame refused before its offsets were read, when its own two offsets are sound. */
+function parentPart(frame: Uint8Array, view: DataView, count: number): unknown {
+  const start = getUint64(view, 8 * 3);
+  const end = getUint64(view, 8 * 4);
+  if (start < 8 * (count + 1) || end < start || end > frame.byteLength) return undefined;
+  return readParent(frame.subarray(start, end));
 }
 
 /** The parent_header part on its own, for naming the request of a frame whose other parts are broken. */

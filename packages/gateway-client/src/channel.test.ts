@@ -162,6 +162,42 @@ describe('KernelChannel', () => {
     expect(channel.received).toBe(5);
   });
 
+  it('turns an exception thrown while handling a message into a ProtocolError naming its parent; the socket goes on', async () => {
+    await using server = await channelsServer();
+    let calls = 0;
+    const { channel, messages, errors } = channelOn(server, {
+      onMessage: (msg) => {
+        if (++calls === 1) throw new TypeError("Cannot read properties of null (reading 'msg_id')");
+        messages.push(msg);
+      },
+    });
+    await channel.open();
+    const first = kernelMessage('a', 'first');
+    first.parent_header = { msg_id: 'cell-request' };
+    server.send(first);
+    server.send(kernelMessage('b', 'second'));
+    await until(() => messages.length === 1);
+    expect(errors).toHaveLength(1);
+    expect(errors[0]).toMatchObject({ code: 'PROTOCOL', parentMsgId: 'cell-request' });
+    expect(errors[0]?.message).toMatch(/could not be handled: Cannot read properties of null/);
+    expect(messages[0]?.content.text).toBe('second');
+    expect(channel.isOpen).toBe(true);
+  });
+
+  it('refuses a frame over maxFrameBytes with ws before buffering it, and reopens the socket', async () => {
+    await using server = await channelsServer();
+    const { channel, messages, errors, reconnected } = channelOn(server, { maxFrameBytes: 10_000 });
+    await channel.open();
+    const back = reconnected();
+    server.send(kernelMessage('big', 'x'.repeat(20_000)));
+    await back;
+    expect(errors).toHaveLength(1);
+    expect(errors[0]?.message).toMatch(/more than maxFrameBytes \(10000\); it was dropped unread/);
+    server.send(kernelMessage('small', 'fits'));
+    await until(() => messages.length === 1);
+    expect(messages[0]?.content.text).toBe('fits');
+  });
+
   it("falls back to legacy when the server does not pick v1, with 'auto'", async () => {
     await using server = await channelsServer({ v1: false });
     const { channel, messages } = channelOn(server);

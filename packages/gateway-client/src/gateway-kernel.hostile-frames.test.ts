@@ -182,3 +182,24 @@ describe('GatewayKernel against oversized and many-buffer frames', () => {
     });
   }
 });
+
+describe('GatewayKernel output memory', () => {
+  it('keeps at most maxOutputBytes of rich outputs in the result; onOutput sees them all', async () => {
+    const MiB = 1024 * 1024;
+    await using gw = await FakeGateway.start({
+      script: (ctx) => {
+        for (let i = 0; i < 40; i++) ctx.display({ 'image/png': 'A'.repeat(MiB) });
+      },
+    });
+    await using kernel = await GatewayKernel.start({
+      gateway: { baseUrl: gw.baseUrl, token: gw.token },
+      outputCaps: { maxOutputBytes: 4 * MiB },
+    });
+    let streamed = 0;
+    const result = await kernel.execute('images', { onOutput: (o) => o.type === 'display_data' && streamed++ });
+    expect(streamed).toBe(40);
+    expect(result.outputs).toHaveLength(3);
+    expect(result.truncated).toBe(true);
+    expect(result.status).toBe('ok');
+  });
+});

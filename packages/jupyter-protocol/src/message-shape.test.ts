@@ -36,6 +36,16 @@ const decoders = [
 
 const wrong = [null, 7, 'text', [], true];
 
+/** What `fn` throws (undefined when it returns). */
+function thrown(fn: () => unknown): unknown {
+  try {
+    fn();
+  } catch (error) {
+    return error;
+  }
+  return undefined;
+}
+
 describe('decoders check every part of a message', () => {
   for (const [format, roundTrip] of decoders) {
     for (const field of ['header', 'parent_header', 'metadata', 'content'] as const) {
@@ -55,23 +65,11 @@ describe('decoders check every part of a message', () => {
     });
 
     it(`${format}: names the parent's msg_id when the parent_header can be read, and none when it cannot`, () => {
-      const named = (() => {
-        try {
-          roundTrip(withField('content', null));
-        } catch (error) {
-          return error;
-        }
-      })() as WireFormatError;
+      const named = thrown(() => roundTrip(withField('content', null))) as WireFormatError;
       expect(WireFormatError.isInstance(named)).toBe(true);
       expect(named.parentMsgId).toBe('cell-1');
       expect(named.message).toMatch(/content that is not a JSON object/);
-      const unnamed = (() => {
-        try {
-          roundTrip(withField('parent_header', null));
-        } catch (error) {
-          return error;
-        }
-      })() as WireFormatError;
+      const unnamed = thrown(() => roundTrip(withField('parent_header', null))) as WireFormatError;
       expect(unnamed.parentMsgId).toBeUndefined();
     });
 

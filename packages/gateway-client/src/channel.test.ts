@@ -12,7 +12,7 @@ import {
 } from '@kernelwarden/jupyter-protocol';
 import { afterEach, describe, expect, it } from 'vitest';
 import { WebSocket, WebSocketServer, type WebSocket as WsWebSocket } from 'ws';
-import { KernelChannel, type KernelChannelOptions } from './channel.js';
+import { KernelChannel, type KernelChannelOptions, MAX_MESSAGE_ID_CHARS } from './channel.js';
 import { GatewayAuthError, GatewayUnavailableError, type ProtocolError } from './errors.js';
 import type { WebSocketClass } from './gateway-client.js';
 import { DEFAULT_MAX_FRAME_BYTES } from './gateway-kernel-options.js';
@@ -182,6 +182,21 @@ describe('KernelChannel', () => {
     expect(errors[0]?.message).toMatch(/could not be handled: Cannot read properties of null/);
     expect(messages[0]?.content.text).toBe('second');
     expect(channel.isOpen).toBe(true);
+  });
+
+  it('drops a kernel message whose msg_id is too long to remember for de-duplication, as a ProtocolError', async () => {
+    await using server = await channelsServer();
+    const { channel, messages, errors } = channelOn(server);
+    await channel.open();
+    const long = kernelMessage('i'.repeat(MAX_MESSAGE_ID_CHARS + 1), 'dropped');
+    long.parent_header = { msg_id: 'cell-request' };
+    server.send(long);
+    server.send(kernelMessage('i'.repeat(MAX_MESSAGE_ID_CHARS), 'kept'));
+    await until(() => messages.length === 1);
+    expect(messages[0]?.content.text).toBe('kept');
+    expect(errors).toHaveLength(1);
+    expect(errors[0]).toMatchObject({ parentMsgId: 'cell-request' });
+    expect(errors[0]?.message).toMatch(/msg_id of 257 characters, more than 256/);
   });
 
   it('refuses a frame over maxFrameBytes with ws before buffering it, and reopens the socket', async () => {

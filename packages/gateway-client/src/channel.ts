@@ -54,6 +54,11 @@ export interface KernelChannelOptions {
 
 /** How many message ids are remembered to drop replayed duplicates. */
 const DEDUPE_WINDOW = 4096;
+/**
+ * The longest kernel message id kept for de-duplication (jupyter_client's are about 50 characters): the window keeps
+ * 4096 of them, so ids of megabytes would hold gigabytes. A longer one breaks the protocol.
+ */
+export const MAX_MESSAGE_ID_CHARS = 256;
 const OPEN = 1;
 
 /**
@@ -323,6 +328,16 @@ export class KernelChannel {
     }
     const id = msg.header.msg_id;
     if (typeof id === 'string' && msg.header.session !== this.#opts.sessionId) {
+      if (id.length > MAX_MESSAGE_ID_CHARS) {
+        const parentId = msg.parent_header.msg_id;
+        this.#protocolError(
+          new ProtocolError(
+            `A message from ${this.#opts.where} has a msg_id of ${id.length} characters, more than ${MAX_MESSAGE_ID_CHARS}`,
+            typeof parentId === 'string' ? { parentMsgId: parentId } : {},
+          ),
+        );
+        return;
+      }
       if (this.#seen.has(id)) return;
       const evicted = this.#ring[this.#ringAt];
       if (evicted !== undefined) this.#seen.delete(evicted);

@@ -6,10 +6,21 @@ export interface OutputCaps {
   maxStreamChars: number;
   /** Entries kept in `outputs` (consecutive stream chunks of one stream share an entry). @defaultValue `DEFAULT_OUTPUT_CAPS.maxOutputs` (1000) */
   maxOutputs: number;
+  /**
+   * Size kept of the rich outputs in `outputs` (`display_data`, `execute_result`, `error`) together, about their
+   * JSON length: the characters of their strings (MIME data, metadata, keys, traceback lines). An output that would take
+   * the total past it is left out (a later, smaller one that fits is kept); stream text has `maxStreamChars`.
+   * @defaultValue `DEFAULT_OUTPUT_CAPS.maxOutputBytes` (33554432, 32 MiB)
+   */
+  maxOutputBytes: number;
 }
 
 /** The caps used when `GatewayKernel.start()` is not given `outputCaps`. */
-export const DEFAULT_OUTPUT_CAPS: OutputCaps = { maxStreamChars: 1_048_576, maxOutputs: 1000 };
+export const DEFAULT_OUTPUT_CAPS: OutputCaps = {
+  maxStreamChars: 1_048_576,
+  maxOutputs: 1000,
+  maxOutputBytes: 33_554_432,
+};
 
 /** Chunks appended before they are joined into one string. */
 const FOLD_EVERY = 512;
@@ -48,6 +59,38 @@ export class TextBuffer {
 type StreamOutput = Extract<Output, { type: 'stream' }>;
 
 /**
+ * The size of a parsed JSON value as `OutputCaps.maxOutputBytes` counts it — about its JSON length: a string's
+ * characters plus 2, a key's plus 3, 8 for any other value — or a number above `limit` as soon as it passes it.
+ * Iterative: a deeply nested value costs no stack, and the walk stops at the limit.
+ */
+export function sizeWithin(value: unknown, limit: number): number {
+  let size = 0;
+  const pending: unknown[] = [value];
+  while (pending.length > 0) {
+    const v = pending.pop();
+    if (typeof v === 'string') {
+      size += v.length + 2;
+    } else if (v !== null && typeof v === 'object') {
+      size += 8;
+      if (Array.isArray(v)) {
+        if (size + pending.length + v.length > limit) return Math.max(size, limit + 1);
+        for (const item of v) pending.push(item);
+      } else {
+        for (const key in v) {
+          size += key.length + 3;
+          pending.push((v as Record<string, unknown>)[key]);
+        }
+      }
+    } else {
+      size += 8;
+    }
+    // Every value still pending counts at least 1 more.
+    if (size + pending.length > limit) return Math.max(size, limit + 1);
+  }
+  return size;
+}
+
+/**
  * Where a cell's output is assembled: every output goes to `onOutput` as it arrives, and what the result keeps is
  * collected under the caps — stdout and stderr apart, consecutive chunks of one stream in one `outputs` entry, rich
  * outputs whole. Anything cut sets `truncated`.
@@ -58,6 +101,8 @@ export class CellOutput {
   readonly #stdout = new TextBuffer();
   readonly #stderr = new TextBuffer();
   readonly #outputs: Output[] = [];
+  /** The size (see `OutputCaps.maxOutputBytes`) of the rich outputs kept. */
+  #richSize = 0;
   #truncated = false;
   #lastStream: StreamOutput | undefined;
   /** The text of `#lastStream`, written into it when another entry follows or the output is read. */
@@ -109,6 +154,13 @@ export class CellOutput {
       this.#truncated = true;
       return;
     }
+    const room = this.#caps.maxOutputBytes - this.#richSize;
+    const size = sizeWithin(output, room);
+    if (size > room) {
+      this.#truncated = true;
+      return;
+    }
+    this.#richSize += size;
     this.#outputs.push(output);
   }
 

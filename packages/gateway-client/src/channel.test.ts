@@ -12,9 +12,10 @@ import {
 } from '@kernelwarden/jupyter-protocol';
 import { afterEach, describe, expect, it } from 'vitest';
 import { WebSocket, WebSocketServer, type WebSocket as WsWebSocket } from 'ws';
-import { KernelChannel, type KernelChannelOptions } from './channel.js';
+import { KernelChannel, type KernelChannelOptions, MAX_MESSAGE_ID_CHARS } from './channel.js';
 import { GatewayAuthError, GatewayUnavailableError, type ProtocolError } from './errors.js';
 import type { WebSocketClass } from './gateway-client.js';
+import { DEFAULT_MAX_FRAME_BYTES } from './gateway-kernel-options.js';
 
 /** A loopback channels endpoint: records what clients send, sends what the test says, drops sockets on cue. */
 async function channelsServer(opts: { v1?: boolean; rejectUpgrade?: number } = {}) {
@@ -98,9 +99,11 @@ function channelOn(server: ChannelsServer, extra: Partial<KernelChannelOptions> 
     where: 'kernel k at test',
     protocol: 'auto',
     reconnect: { attempts: 3, initialDelayMs: 5, maxDelayMs: 20, attemptTimeoutMs: 0 },
+    maxFrameBytes: DEFAULT_MAX_FRAME_BYTES,
     clock: systemClock,
     onMessage: (msg) => messages.push(msg),
     onProtocolError: (error) => errors.push(error),
+    onFrameTooLarge: (error) => errors.push(error),
     onReconnecting: (attempt) => log.push(`reconnecting ${attempt}`),
     onReconnected: () => {
       log.push('reconnected');
@@ -157,6 +160,57 @@ describe('KernelChannel', () => {
     await until(() => messages.length === 5);
     expect(messages.map((m) => m.content.text)).toEqual(['0', '1', '2', '3', '4']);
     expect(channel.received).toBe(5);
+  });
+
+  it('turns an exception thrown while handling a message into a ProtocolError naming its parent; the socket goes on', async () => {
+    await using server = await channelsServer();
+    let calls = 0;
+    const { channel, messages, errors } = channelOn(server, {
+      onMessage: (msg) => {
+        if (++calls === 1) throw new TypeError("Cannot read properties of null (reading 'msg_id')");
+        messages.push(msg);
+      },
+    });
+    await channel.open();
+    const first = kernelMessage('a', 'first');
+    first.parent_header = { msg_id: 'cell-request' };
+    server.send(first);
+    server.send(kernelMessage('b', 'second'));
+    await until(() => messages.length === 1);
+    expect(errors).toHaveLength(1);
+    expect(errors[0]).toMatchObject({ code: 'PROTOCOL', parentMsgId: 'cell-request' });
+    expect(errors[0]?.message).toMatch(/could not be handled: Cannot read properties of null/);
+    expect(messages[0]?.content.text).toBe('second');
+    expect(channel.isOpen).toBe(true);
+  });
+
+  it('drops a kernel message whose msg_id is too long to remember for de-duplication, as a ProtocolError', async () => {
+    await using server = await channelsServer();
+    const { channel, messages, errors } = channelOn(server);
+    await channel.open();
+    const long = kernelMessage('i'.repeat(MAX_MESSAGE_ID_CHARS + 1), 'dropped');
+    long.parent_header = { msg_id: 'cell-request' };
+    server.send(long);
+    server.send(kernelMessage('i'.repeat(MAX_MESSAGE_ID_CHARS), 'kept'));
+    await until(() => messages.length === 1);
+    expect(messages[0]?.content.text).toBe('kept');
+    expect(errors).toHaveLength(1);
+    expect(errors[0]).toMatchObject({ parentMsgId: 'cell-request' });
+    expect(errors[0]?.message).toMatch(/msg_id of 257 characters, more than 256/);
+  });
+
+  it('refuses a frame over maxFrameBytes with ws before buffering it, and reopens the socket', async () => {
+    await using server = await channelsServer();
+    const { channel, messages, errors, reconnected } = channelOn(server, { maxFrameBytes: 10_000 });
+    await channel.open();
+    const back = reconnected();
+    server.send(kernelMessage('big', 'x'.repeat(20_000)));
+    await back;
+    expect(errors).toHaveLength(1);
+    expect(errors[0]?.message).toMatch(/more than maxFrameBytes \(10000\); it was dropped unread/);
+    server.send(kernelMessage('small', 'fits'));
+    await until(() => messages.length === 1);
+    expect(messages[0]?.content.text).toBe('fits');
   });
 
   it("falls back to legacy when the server does not pick v1, with 'auto'", async () => {
@@ -293,19 +347,27 @@ describe('KernelChannel', () => {
     const client = new GatewayClient({ baseUrl: 'http://127.0.0.1:1/base', token: 'tok' });
     const channel = KernelChannel.forKernel(
       client,
-      'k 1',
+      'k-1',
       'sess',
       {
         protocol: 'legacy',
         reconnect: { attempts: 0, initialDelayMs: 1, maxDelayMs: 1, attemptTimeoutMs: 0 },
+        maxFrameBytes: DEFAULT_MAX_FRAME_BYTES,
         clock: systemClock,
       },
-      { onMessage() {}, onProtocolError() {}, onReconnecting() {}, onReconnected() {}, onLost() {} },
+      {
+        onMessage() {},
+        onProtocolError() {},
+        onFrameTooLarge() {},
+        onReconnecting() {},
+        onReconnected() {},
+        onLost() {},
+      },
     );
     channels.push(channel);
     const error = await channel.open().catch((e: unknown) => e);
     expect(GatewayUnavailableError.isInstance(error)).toBe(true);
-    expect((error as Error).message).toContain('kernel k 1 at http://127.0.0.1:1/base');
+    expect((error as Error).message).toContain('kernel k-1 at http://127.0.0.1:1/base');
     expect((error as Error).message).not.toContain('tok');
   });
 });

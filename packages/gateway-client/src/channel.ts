@@ -1,6 +1,6 @@
 import { type Clock, sleep } from '@kernelwarden/core';
 import { encodeFrame, type JupyterMessage, V1_SUBPROTOCOL } from '@kernelwarden/jupyter-protocol';
-import { GatewayAuthError, GatewayUnavailableError, type ProtocolError } from './errors.js';
+import { GatewayAuthError, GatewayUnavailableError, ProtocolError } from './errors.js';
 import { toBytes } from './frame-bytes.js';
 import type { GatewayClient, WebSocketClass } from './gateway-client.js';
 import { connectError, errorOf } from './socket-errors.js';
@@ -40,9 +40,13 @@ export interface KernelChannelOptions {
   where: string;
   protocol: WireProtocol;
   reconnect: ReconnectPolicy;
+  /** The largest frame accepted (the socket's `maxPayload` with `ws`); a larger one is a protocol error. */
+  maxFrameBytes: number;
   clock: Clock;
   onMessage(msg: JupyterMessage): void;
   onProtocolError(error: ProtocolError): void;
+  /** A frame over `maxFrameBytes` was dropped unread (with `ws`, the socket closes and is reopened). */
+  onFrameTooLarge(error: ProtocolError): void;
   onReconnecting(attempt: number, delayMs: number, cause: unknown): void;
   onReconnected(): void;
   onLost(error: Error): void;
@@ -50,6 +54,11 @@ export interface KernelChannelOptions {
 
 /** How many message ids are remembered to drop replayed duplicates. */
 const DEDUPE_WINDOW = 4096;
+/**
+ * The longest kernel message id kept for de-duplication (jupyter_client's are about 50 characters): the window keeps
+ * 4096 of them, so ids of megabytes would hold gigabytes. A longer one breaks the protocol.
+ */
+export const MAX_MESSAGE_ID_CHARS = 256;
 const OPEN = 1;
 
 /**
@@ -86,10 +95,10 @@ export class KernelChannel {
     client: GatewayClient,
     kernelId: string,
     sessionId: string,
-    opts: { protocol: WireProtocol; reconnect: ReconnectPolicy; clock: Clock },
+    opts: { protocol: WireProtocol; reconnect: ReconnectPolicy; maxFrameBytes: number; clock: Clock },
     handlers: Pick<
       KernelChannelOptions,
-      'onMessage' | 'onProtocolError' | 'onReconnecting' | 'onReconnected' | 'onLost'
+      'onMessage' | 'onProtocolError' | 'onFrameTooLarge' | 'onReconnecting' | 'onReconnected' | 'onLost'
     >,
   ): KernelChannel {
     const target = client.channelsTarget(kernelId, sessionId);
@@ -101,6 +110,7 @@ export class KernelChannel {
       where: `kernel ${kernelId} at ${client.baseUrl}`,
       protocol: opts.protocol,
       reconnect: opts.reconnect,
+      maxFrameBytes: opts.maxFrameBytes,
       clock: opts.clock,
       ...handlers,
     });
@@ -292,20 +302,42 @@ export class KernelChannel {
       if (this.#socket === socket) this.#dropped(new Error('the channels WebSocket closed'));
     };
     socket.onerror = (event: Event) => {
-      if (this.#socket === socket) this.#dropped(errorOf(event));
+      if (this.#socket !== socket) return;
+      const error = errorOf(event);
+      if ((error as { code?: unknown } | undefined)?.code === 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH') {
+        // `ws` refused a frame over maxPayload and closes the socket: the reconnect replays what the server buffered.
+        this.#tooLarge(undefined);
+      }
+      this.#dropped(error);
     };
   }
 
   #receive(data: unknown): void {
     let msg: JupyterMessage;
     try {
-      msg = decodeFrame(toBytes(data, this.#format === 'v1'), this.#format);
+      const bytes = toBytes(data, this.#format === 'v1');
+      // `ws` enforces the limit before it buffers a frame; other WebSocket classes are checked here.
+      if (bytes.length > this.#opts.maxFrameBytes) {
+        this.#tooLarge(bytes.length);
+        return;
+      }
+      msg = decodeFrame(bytes, this.#format);
     } catch (error) {
-      this.#opts.onProtocolError(error as ProtocolError);
+      this.#protocolError(error as ProtocolError);
       return;
     }
     const id = msg.header.msg_id;
     if (typeof id === 'string' && msg.header.session !== this.#opts.sessionId) {
+      if (id.length > MAX_MESSAGE_ID_CHARS) {
+        const parentId = msg.parent_header.msg_id;
+        this.#protocolError(
+          new ProtocolError(
+            `A message from ${this.#opts.where} has a msg_id of ${id.length} characters, more than ${MAX_MESSAGE_ID_CHARS}`,
+            typeof parentId === 'string' ? { parentMsgId: parentId } : {},
+          ),
+        );
+        return;
+      }
       if (this.#seen.has(id)) return;
       const evicted = this.#ring[this.#ringAt];
       if (evicted !== undefined) this.#seen.delete(evicted);
@@ -315,7 +347,41 @@ export class KernelChannel {
     }
     this.received++;
     this.#heard();
-    this.#opts.onMessage(msg);
+    try {
+      this.#opts.onMessage(msg);
+    } catch (error) {
+      // Nothing a message carries may escape into the socket's event loop (an uncaught exception ends the process).
+      const parentId = msg.parent_header.msg_id;
+      this.#protocolError(
+        new ProtocolError(
+          `A ${msg.channel} ${String(msg.header.msg_type)} message from ${this.#opts.where} could not be handled: ${
+            error instanceof Error ? error.message : String(error)
+          }`,
+          { cause: error, ...(typeof parentId === 'string' ? { parentMsgId: parentId } : {}) },
+        ),
+      );
+    }
+  }
+
+  #tooLarge(size: number | undefined): void {
+    const { maxFrameBytes, where } = this.#opts;
+    const what = size === undefined ? 'a frame' : `a frame of ${size} bytes`;
+    const error = new ProtocolError(
+      `The channels WebSocket of ${where} received ${what}, more than maxFrameBytes (${maxFrameBytes}); it was dropped unread`,
+    );
+    try {
+      this.#opts.onFrameTooLarge(error);
+    } catch {
+      // reported as far as it could be; the socket goes on
+    }
+  }
+
+  #protocolError(error: ProtocolError): void {
+    try {
+      this.#opts.onProtocolError(error);
+    } catch {
+      // reported as far as it could be; the socket goes on
+    }
   }
 
   #heard(): void {
@@ -401,7 +467,7 @@ export class KernelChannel {
         socket = new Impl(url, format === 'v1' ? [V1_SUBPROTOCOL] : [], {
           headers,
           perMessageDeflate: false,
-          maxPayload: 2 ** 31,
+          maxPayload: this.#opts.maxFrameBytes,
         } as { headers: Record<string, string> });
       } catch (cause) {
         reject(new GatewayUnavailableError(`Could not open the channels WebSocket of ${where}`, { url: where, cause }));

@@ -107,14 +107,62 @@ export class KernelDiedError extends KernelwardenError {
 }
 
 /**
- * The gateway sent something that breaks the Jupyter protocol: a malformed frame, or a REST body of the wrong shape.
+ * The gateway sent something that breaks the Jupyter protocol: a malformed frame (wrong framing, a part of the wrong
+ * shape, too many buffers, more than `maxFrameBytes`), a message that could not be handled, or a REST body of the
+ * wrong shape.
  *
- * On a channel it is reported as a `protocol-error` event and the frame is skipped; from REST calls it is thrown.
+ * On a channel it is reported as a `protocol-error` event and the message is dropped (a cell it names settles with
+ * status `'error'`, `error.ename` `'KernelProtocolError'`); from REST calls it is thrown.
  */
 export class ProtocolError extends KernelwardenError {
   static override readonly brand: string = 'ProtocolError';
+  /** The `msg_id` of the dropped message's `parent_header`, when it could be read: the request it answered. */
+  readonly parentMsgId: string | undefined;
 
-  constructor(message: string, options: { cause?: unknown } = {}) {
+  constructor(message: string, options: { cause?: unknown; parentMsgId?: string } = {}) {
     super(message, { code: 'PROTOCOL', cause: options.cause });
+    this.parentMsgId = options.parentMsgId;
+  }
+}
+
+/**
+ * A REST answer's body was larger than `maxResponseBytes` (counted after decompression): the client stopped reading
+ * it and dropped what it had read.
+ *
+ * Thrown by every REST call; `url` names the gateway, `request` the call, `limitBytes` the limit. Not retryable: a
+ * gateway that sends such a body is broken or hostile.
+ */
+export class GatewayResponseTooLargeError extends KernelwardenError {
+  static override readonly brand: string = 'GatewayResponseTooLargeError';
+  /** The gateway's base URL (never with a token). */
+  readonly url: string;
+  /** The request's method and path, e.g. `GET /api/kernels`. */
+  readonly request: string;
+  /** The limit the body went past, in bytes. */
+  readonly limitBytes: number;
+
+  constructor(message: string, options: { url: string; request: string; limitBytes: number }) {
+    super(message, { code: 'GATEWAY_RESPONSE_TOO_LARGE' });
+    this.url = options.url;
+    this.request = options.request;
+    this.limitBytes = options.limitBytes;
+  }
+}
+
+/**
+ * A kernel id that is not a plain id (letters, digits, `-` and `_`, at most 128 characters): `.`, `..`, a slash or
+ * anything else that would change the meaning of a URL path it goes into.
+ *
+ * Thrown by `GatewayClient`'s kernel methods before anything is sent; an id of that kind in a gateway's answer is a
+ * `ProtocolError`. `kernelId` is the id, JSON-quoted and clipped.
+ */
+export class InvalidKernelIdError extends KernelwardenError {
+  static override readonly brand: string = 'InvalidKernelIdError';
+  /** The refused id as JSON, clipped to 80 characters. */
+  readonly kernelId: string;
+
+  constructor(message: string, options: { kernelId: string }) {
+    super(message, { code: 'INVALID_KERNEL_ID' });
+    this.kernelId = options.kernelId;
   }
 }

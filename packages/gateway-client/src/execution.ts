@@ -3,7 +3,10 @@ import type { JupyterMessage } from '@kernelwarden/jupyter-protocol';
 import { CellOutput, type OutputCaps } from './cell-output.js';
 import type { SequenceMark } from './message-sequence.js';
 
-/** The `ename` of the error a cell settles with when its kernel went idle without replying. */
+/**
+ * The `ename` of the error a cell settles with when its kernel went idle without replying, or sent a malformed
+ * message for it.
+ */
 export const MISSING_REPLY_ENAME = 'KernelProtocolError';
 
 const DROP_NOTICES = ['IOPub data rate exceeded', 'IOPub message rate exceeded'];
@@ -51,6 +54,7 @@ export class CellExecution {
   #error: ExecuteError | undefined;
   #stdinRequested = false;
   #outputDropped = false;
+  #protocolError = false;
 
   constructor(init: CellExecutionInit) {
     this.msgId = init.msgId;
@@ -156,7 +160,23 @@ export class CellExecution {
     } else {
       this.#status = 'ok';
     }
+    if (this.#protocolError) this.#status = 'error';
     return this.#replied && this.#idle;
+  }
+
+  /**
+   * Notes that the kernel sent a message for this cell that broke the protocol (it was dropped): the cell goes on
+   * and settles with status `'error'` and, unless it already had an error, `error.ename` `'KernelProtocolError'`.
+   */
+  markProtocolError(message: string): void {
+    if (this.#protocolError) return;
+    this.#protocolError = true;
+    this.#status = 'error';
+    this.#error ??= {
+      ename: MISSING_REPLY_ENAME,
+      evalue: `the kernel sent a malformed message for the cell, which was dropped: ${message}`,
+      traceback: [],
+    };
   }
 
   /** Notes that the channels socket dropped while the cell was pending (its output may have a hole). */
@@ -202,6 +222,11 @@ export class CellExecution {
    */
   completeWithoutReply(graceMs: number): void {
     this.#status = 'error';
+    if (this.#protocolError) {
+      // Its reply may be the message that was dropped: the protocol error says more.
+      this.complete();
+      return;
+    }
     const evalue = `the kernel went idle without replying to the cell (no execute_reply within ${graceMs} ms of its status: idle); it failed to handle the request, so the cell may not have run`;
     this.#error = { ename: MISSING_REPLY_ENAME, evalue, traceback: [] };
     this.complete();

@@ -70,15 +70,29 @@ export interface GatewayAnswer {
  * A REST transport lighter than `fetch`, for a gateway on this machine: a `LocalGateway` lease gives one over
  * `node:http`, which spares a short-lived process the ~20 ms Node takes to load its `fetch` (undici) on first use.
  * When given, `GatewayClient` sends every request through it instead of `fetch`. It must reject when `init.signal`
- * aborts, and when the gateway cannot be reached.
+ * aborts, and when the gateway cannot be reached. `init.maxResponseBytes` is the client's body limit: a transport
+ * should stop reading (and reject) past it; the client refuses a longer text either way, and bounds the wait for it
+ * by the request's deadline and signal.
  */
 export type GatewayRequest = (
   url: string,
-  init: { method: string; headers: Record<string, string>; body?: string; signal: AbortSignal },
+  init: {
+    method: string;
+    headers: Record<string, string>;
+    body?: string;
+    signal: AbortSignal;
+    maxResponseBytes?: number;
+  },
 ) => Promise<GatewayAnswer>;
 
 /** The deadline of each REST request when `requestTimeoutMs` is not given: 10 s. */
 export const DEFAULT_REQUEST_TIMEOUT_MS = 10_000;
+
+/**
+ * The largest REST body read when `maxResponseBytes` is not given: 8 MiB, counted after decompression. A kernel list
+ * of tens of thousands of kernels fits; a gzip bomb or an endless body stops there.
+ */
+export const DEFAULT_MAX_RESPONSE_BYTES = 8 * 1024 * 1024;
 
 /** Options of `new GatewayClient()`. */
 export interface GatewayClientOptions {
@@ -95,8 +109,16 @@ export interface GatewayClientOptions {
    * @defaultValue `DefaultWebSocket`: the `ws` package's WebSocket, loaded when the first socket opens
    */
   WebSocket?: WebSocketClass;
-  /** Deadline of each REST request; `0` disables it. @defaultValue {@link DEFAULT_REQUEST_TIMEOUT_MS} */
+  /**
+   * Deadline of each REST request, the reading of its body included; `0` disables it.
+   * @defaultValue {@link DEFAULT_REQUEST_TIMEOUT_MS}
+   */
   requestTimeoutMs?: number;
+  /**
+   * The largest body a REST answer may have, in bytes after decompression; a longer one fails the call with
+   * `GatewayResponseTooLargeError`. @defaultValue {@link DEFAULT_MAX_RESPONSE_BYTES}
+   */
+  maxResponseBytes?: number;
   /** Told about every kernel this client creates or deletes. */
   ownership?: KernelOwnership;
   /** Process and stderr diagnostics of the gateway's kernels, when it runs on this machine. */
@@ -119,6 +141,7 @@ export interface ResolvedGatewayClientOptions {
   readonly request: GatewayRequest | undefined;
   readonly WebSocket: WebSocketClass;
   readonly requestTimeoutMs: number;
+  readonly maxResponseBytes: number;
   readonly ownership: KernelOwnership | undefined;
   readonly diagnostics: KernelDiagnostics | undefined;
   readonly pool: KernelPool | undefined;
@@ -141,6 +164,7 @@ const optionsSchema = lazy(() => {
     request: z.custom<GatewayRequest>((v) => typeof v === 'function', 'must be a function').optional(),
     WebSocket: z.custom<WebSocketClass>((v) => typeof v === 'function', 'must be a WebSocket class').optional(),
     requestTimeoutMs: z.number().finite().min(0).optional(),
+    maxResponseBytes: z.number().int().positive().optional(),
     ownership: z
       .custom<KernelOwnership>(
         hasFunctions<KernelOwnership>('created', 'deleted'),
@@ -162,7 +186,7 @@ const optionsSchema = lazy(() => {
 
 /**
  * Validates `GatewayClient` options and applies their defaults; throws `InvalidOptionsError` naming the bad field
- * (`baseUrl`, `requestTimeoutMs`).
+ * (`baseUrl`, `requestTimeoutMs`, `maxResponseBytes`).
  *
  * `new GatewayClient()` calls it; call it yourself to check options from configuration before use.
  */
@@ -175,6 +199,7 @@ export function resolveGatewayClientOptions(options: GatewayClientOptions): Reso
     request: opts.request,
     WebSocket: opts.WebSocket ?? defaultWebSocketClass,
     requestTimeoutMs: opts.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS,
+    maxResponseBytes: opts.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES,
     ownership: opts.ownership,
     diagnostics: opts.diagnostics,
     pool: opts.pool,

@@ -1,9 +1,10 @@
-import { abortScope, effectiveTimeout, isTimeoutError, lazy } from '@kernelwarden/core';
+import { type AbortScope, abortScope, effectiveTimeout, isTimeoutError, lazy } from '@kernelwarden/core';
 import type { z } from 'zod/v3';
 import { isWsClass } from './default-websocket.js';
 import {
   GatewayAuthError,
   GatewayRequestError,
+  GatewayResponseTooLargeError,
   GatewayUnavailableError,
   KernelStartError,
   ProtocolError,
@@ -19,6 +20,7 @@ import {
   resolveGatewayClientOptions,
   type WebSocketClass,
 } from './gateway-client-options.js';
+import { checkedKernelId, KERNEL_ID_PATTERN } from './kernel-id.js';
 import { zod } from './zod.js';
 
 export type {
@@ -43,7 +45,7 @@ export interface RequestOptions {
 function kernelModelSchema(z: Zod) {
   return z
     .object({
-      id: z.string(),
+      id: z.string().regex(KERNEL_ID_PATTERN, 'must be a kernel id: 1 to 128 letters, digits, "-" or "_"'),
       name: z.string(),
       last_activity: z.string().optional(),
       execution_state: z.string().optional(),
@@ -121,6 +123,7 @@ export class GatewayClient {
   readonly #fetch: typeof fetch | undefined;
   readonly #transport: GatewayRequest | undefined;
   readonly #requestTimeoutMs: number;
+  readonly #maxResponseBytes: number;
 
   constructor(options: GatewayClientOptions) {
     const opts = resolveGatewayClientOptions(options);
@@ -130,6 +133,7 @@ export class GatewayClient {
     this.#transport = opts.request;
     this.WebSocket = opts.WebSocket;
     this.#requestTimeoutMs = opts.requestTimeoutMs;
+    this.#maxResponseBytes = opts.maxResponseBytes;
     this.ownership = opts.ownership;
     this.diagnostics = opts.diagnostics;
     this.pool = opts.pool;
@@ -148,7 +152,7 @@ export class GatewayClient {
    */
   channelsTarget(kernelId: string, sessionId: string): { url: string; headers: Record<string, string> } {
     const ws = this.baseUrl.replace(/^http/, 'ws');
-    const base = `${ws}/api/kernels/${encodeURIComponent(kernelId)}/channels?session_id=${encodeURIComponent(sessionId)}`;
+    const base = `${ws}/api/kernels/${checkedKernelId(kernelId, 'The channels socket')}/channels?session_id=${encodeURIComponent(sessionId)}`;
     if (!this.#token) return { url: base, headers: {} };
     if (isWsClass(this.WebSocket)) return { url: base, headers: { Authorization: `token ${this.#token}` } };
     return { url: `${base}&token=${encodeURIComponent(this.#token)}`, headers: {} };
@@ -157,28 +161,21 @@ export class GatewayClient {
   /** Lists the kernelspecs the gateway can launch (`GET /api/kernelspecs`). */
   async kernelSpecs(opts: RequestOptions = {}): Promise<KernelSpecsModel> {
     const res = await this.#request('GET', '/api/kernelspecs', opts);
-    return this.#parse(
-      schemas().kernelSpecsModel,
-      await this.#json(res, 'GET /api/kernelspecs'),
-      'GET /api/kernelspecs',
-    );
+    return this.#parse(schemas().kernelSpecsModel, this.#json(res, 'GET /api/kernelspecs'), 'GET /api/kernelspecs');
   }
 
   /** Lists the running kernels (`GET /api/kernels`). */
   async listKernels(opts: RequestOptions = {}): Promise<KernelModel[]> {
     const res = await this.#request('GET', '/api/kernels', opts);
-    return this.#parse(schemas().kernelModels, await this.#json(res, 'GET /api/kernels'), 'GET /api/kernels');
+    return this.#parse(schemas().kernelModels, this.#json(res, 'GET /api/kernels'), 'GET /api/kernels');
   }
 
   /** One kernel's model (`GET /api/kernels/{id}`), or `undefined` when the gateway does not know it (404). */
   async getKernel(id: string, opts: RequestOptions = {}): Promise<KernelModel | undefined> {
-    const path = `/api/kernels/${encodeURIComponent(id)}`;
+    const path = `/api/kernels/${checkedKernelId(id, 'GatewayClient.getKernel')}`;
     const res = await this.#request('GET', path, opts, [404]);
-    if (res.status === 404) {
-      await res.text().catch(() => undefined);
-      return undefined;
-    }
-    return this.#parse(schemas().kernelModel, await this.#json(res, `GET ${path}`), `GET ${path}`);
+    if (res.status === 404) return undefined;
+    return this.#parse(schemas().kernelModel, this.#json(res, `GET ${path}`), `GET ${path}`);
   }
 
   /**
@@ -195,21 +192,20 @@ export class GatewayClient {
     if (spec.env !== undefined) body.env = spec.env;
     const res = await this.#request('POST', '/api/kernels', { ...opts, body }, 'any');
     if (!res.ok) {
-      const detail = await this.#detail(res);
+      const detail = this.#detail(res);
       throw new KernelStartError(
         `Failed to create kernel "${spec.name}" on gateway ${this.baseUrl}: HTTP ${res.status}${detail}`,
         { status: res.status },
       );
     }
-    const model = this.#parse(schemas().kernelModel, await this.#json(res, 'POST /api/kernels'), 'POST /api/kernels');
+    const model = this.#parse(schemas().kernelModel, this.#json(res, 'POST /api/kernels'), 'POST /api/kernels');
     this.ownership?.created(model.id);
     return model;
   }
 
   /** Interrupts a kernel (`POST /api/kernels/{id}/interrupt`); throws on any non-2xx answer. */
   async interruptKernel(id: string, opts: RequestOptions = {}): Promise<void> {
-    const res = await this.#request('POST', `/api/kernels/${encodeURIComponent(id)}/interrupt`, opts);
-    await res.text().catch(() => undefined);
+    await this.#request('POST', `/api/kernels/${checkedKernelId(id, 'GatewayClient.interruptKernel')}/interrupt`, opts);
   }
 
   /**
@@ -217,9 +213,9 @@ export class GatewayClient {
    * the shutdown request) and starts a fresh one under the same id; resolves once the new one is ready.
    */
   async restartKernel(id: string, opts: RequestOptions = {}): Promise<KernelModel> {
-    const path = `/api/kernels/${encodeURIComponent(id)}/restart`;
+    const path = `/api/kernels/${checkedKernelId(id, 'GatewayClient.restartKernel')}/restart`;
     const res = await this.#request('POST', path, opts);
-    return this.#parse(schemas().kernelModel, await this.#json(res, `POST ${path}`), `POST ${path}`);
+    return this.#parse(schemas().kernelModel, this.#json(res, `POST ${path}`), `POST ${path}`);
   }
 
   /**
@@ -227,12 +223,16 @@ export class GatewayClient {
    * kernel that was already gone; throws otherwise.
    */
   async deleteKernel(id: string, opts: RequestOptions = {}): Promise<{ status: number }> {
-    const res = await this.#request('DELETE', `/api/kernels/${encodeURIComponent(id)}`, opts, [404, 410]);
-    await res.text().catch(() => undefined);
+    const path = `/api/kernels/${checkedKernelId(id, 'GatewayClient.deleteKernel')}`;
+    const res = await this.#request('DELETE', path, opts, [404, 410]);
     this.ownership?.deleted(id);
     return { status: res.status };
   }
 
+  /**
+   * Sends one request and reads its whole body, both under the request's deadline and signal, the body capped at
+   * `maxResponseBytes` (counted after decompression).
+   */
   async #request(
     method: string,
     path: string,
@@ -253,35 +253,43 @@ export class GatewayClient {
       if (opts.body !== undefined) headers['Content-Type'] = 'application/json';
       const url = `${this.baseUrl}${path}`;
       const body = opts.body === undefined ? undefined : JSON.stringify(opts.body);
+      const limit = this.#maxResponseBytes;
+      const tooLarge = () =>
+        new GatewayResponseTooLargeError(
+          `Gateway at ${this.baseUrl} answered ${label} with a body larger than ${limit} bytes (maxResponseBytes); it was not read further`,
+          { url: this.baseUrl, request: label, limitBytes: limit },
+        );
       let res: Answer;
       try {
-        res = await scope.race(
-          this.#transport
-            ? this.#transport(url, {
-                method,
-                headers,
-                ...(body === undefined ? {} : { body }),
-                signal: scope.signal,
-              }).then(fromGatewayAnswer)
-            : (this.#fetch ?? globalThis.fetch)(url, { method, headers, body, signal: scope.signal }),
-        );
+        if (this.#transport) {
+          const init = { method, headers, ...(body === undefined ? {} : { body }), signal: scope.signal };
+          const answer = await scope.race(this.#transport(url, { ...init, maxResponseBytes: limit }));
+          const text = await scope.race(answer.text());
+          // A transport that ignores maxResponseBytes has read it all: it is still not handed on.
+          if (text.length > limit || Buffer.byteLength(text) > limit) throw tooLarge();
+          res = { status: answer.status, ok: answer.status >= 200 && answer.status < 300, body: text };
+        } else {
+          const response = await scope.race(
+            (this.#fetch ?? globalThis.fetch)(url, { method, headers, body, signal: scope.signal }),
+          );
+          res = { status: response.status, ok: response.ok, body: await readCapped(response, limit, scope, tooLarge) };
+        }
       } catch (error) {
         if (scope.signal.aborted) throw scope.signal.reason;
-        if (isTimeoutError(error)) throw error;
+        if (isTimeoutError(error) || GatewayResponseTooLargeError.isInstance(error)) throw error;
         throw new GatewayUnavailableError(
           `Gateway at ${this.baseUrl} is unreachable (${describeCause(error)}) on ${label}: check that the server is running and the URL is right`,
           { url: this.baseUrl, cause: error },
         );
       }
       if (res.status === 401 || res.status === 403) {
-        await res.text?.().catch(() => undefined);
         throw new GatewayAuthError(
           `Gateway at ${this.baseUrl} refused the token (${res.status}) on ${label}: check the token given to GatewayClient`,
           { status: res.status, url: this.baseUrl },
         );
       }
       if (accept !== 'any' && !res.ok && !accept.includes(res.status)) {
-        const detail = await this.#detail(res);
+        const detail = this.#detail(res);
         throw new GatewayRequestError(`Gateway at ${this.baseUrl} answered ${label} with HTTP ${res.status}${detail}`, {
           status: res.status,
           request: label,
@@ -293,24 +301,20 @@ export class GatewayClient {
     }
   }
 
-  async #detail(res: Answer): Promise<string> {
-    try {
-      const text = summarizeErrorBody((await res.text()).trim());
-      if (!text) return '';
-      const clipped = text.length > 300 ? `${text.slice(0, 300)}…` : text;
-      return `: ${this.#redact(clipped)}`;
-    } catch {
-      return '';
-    }
+  #detail(res: Answer): string {
+    const text = summarizeErrorBody(res.body.trim());
+    if (!text) return '';
+    const clipped = text.length > 300 ? `${text.slice(0, 300)}…` : text;
+    return `: ${this.#redact(clipped)}`;
   }
 
   #redact(text: string): string {
     return this.#token ? text.split(this.#token).join('<token>') : text;
   }
 
-  async #json(res: Answer, label: string): Promise<unknown> {
+  #json(res: Answer, label: string): unknown {
     try {
-      return await res.json();
+      return JSON.parse(res.body) as unknown;
     } catch (cause) {
       throw new ProtocolError(`Gateway at ${this.baseUrl} answered ${label} with a body that is not JSON`, { cause });
     }
@@ -328,23 +332,43 @@ export class GatewayClient {
   }
 }
 
-/** What `#request` reads of an answer: a fetch `Response`, or a `request` transport's answer wrapped. */
+/** An answer `#request` read whole. */
 interface Answer {
   readonly status: number;
   readonly ok: boolean;
-  text(): Promise<string>;
-  json(): Promise<unknown>;
+  /** The body as text (empty when there was none). */
+  readonly body: string;
 }
 
-function fromGatewayAnswer(answer: GatewayAnswer): Answer {
-  let text: Promise<string> | undefined;
-  const read = () => (text ??= answer.text());
-  return {
-    status: answer.status,
-    ok: answer.status >= 200 && answer.status < 300,
-    text: read,
-    json: async () => JSON.parse(await read()) as unknown,
-  };
+/**
+ * A fetch response's body as text, read chunk by chunk: past `limit` bytes (after fetch's decompression) the read
+ * stops and `tooLarge()` is thrown; the scope's deadline or abort stops it too. The stream is cancelled either way.
+ */
+async function readCapped(
+  response: Response,
+  limit: number,
+  scope: AbortScope,
+  tooLarge: () => Error,
+): Promise<string> {
+  const stream = response.body;
+  if (!stream) return '';
+  const reader = stream.getReader();
+  const decoder = new TextDecoder();
+  let text = '';
+  let total = 0;
+  try {
+    for (;;) {
+      const { done, value } = await scope.race(reader.read());
+      if (done) break;
+      total += value.byteLength;
+      if (total > limit) throw tooLarge();
+      text += decoder.decode(value, { stream: true });
+    }
+    return text + decoder.decode();
+  } catch (error) {
+    reader.cancel().catch(() => {});
+    throw error;
+  }
 }
 
 function describeCause(error: unknown): string {

@@ -3,7 +3,11 @@ import { InvalidOptionsError, systemClock } from '@kernelwarden/core';
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_OUTPUT_CAPS } from './cell-output.js';
 import { GatewayClient } from './gateway-client.js';
-import { DEFAULT_REQUEST_TIMEOUT_MS, resolveGatewayClientOptions } from './gateway-client-options.js';
+import {
+  DEFAULT_MAX_RESPONSE_BYTES,
+  DEFAULT_REQUEST_TIMEOUT_MS,
+  resolveGatewayClientOptions,
+} from './gateway-client-options.js';
 import * as options from './gateway-kernel-options.js';
 import { resolveGatewayKernelOptions } from './gateway-kernel-options.js';
 
@@ -12,6 +16,7 @@ const KERNEL_DEFAULTS = {
   kernelName: ['DEFAULT_KERNEL_NAME', options.DEFAULT_KERNEL_NAME],
   startupTimeoutMs: ['DEFAULT_STARTUP_TIMEOUT_MS', options.DEFAULT_STARTUP_TIMEOUT_MS],
   protocol: ['DEFAULT_PROTOCOL', options.DEFAULT_PROTOCOL],
+  maxFrameBytes: ['DEFAULT_MAX_FRAME_BYTES', options.DEFAULT_MAX_FRAME_BYTES],
   stallWorkaround: ['DEFAULT_STALL_WORKAROUND', options.DEFAULT_STALL_WORKAROUND],
   outputCaps: ['DEFAULT_OUTPUT_CAPS', DEFAULT_OUTPUT_CAPS],
   reconnect: ['DEFAULT_RECONNECT', options.DEFAULT_RECONNECT],
@@ -34,7 +39,10 @@ const KERNEL_DEFAULTS = {
   cleanupRetry: ['DEFAULT_CLEANUP_RETRY', options.DEFAULT_CLEANUP_RETRY],
 } as const;
 
-const CLIENT_DEFAULTS = { requestTimeoutMs: ['DEFAULT_REQUEST_TIMEOUT_MS', DEFAULT_REQUEST_TIMEOUT_MS] } as const;
+const CLIENT_DEFAULTS = {
+  requestTimeoutMs: ['DEFAULT_REQUEST_TIMEOUT_MS', DEFAULT_REQUEST_TIMEOUT_MS],
+  maxResponseBytes: ['DEFAULT_MAX_RESPONSE_BYTES', DEFAULT_MAX_RESPONSE_BYTES],
+} as const;
 
 /** A value as the README writes it: `60000`, `'auto'`, `true`, `{ attempts: 6, initialDelayMs: 100 }`. */
 function written(value: unknown): string {
@@ -120,6 +128,13 @@ describe('GatewayKernel.start() options', () => {
     expect(bad({ iopubNudges: 1.5 })).toBe('iopubNudges');
     expect(bad({ clock: { now: () => 0 } })).toBe('clock');
     expect(bad({ gateway: { baseUrl: 'ftp://x' } })).toBe('gateway.baseUrl');
+    expect(bad({ maxFrameBytes: 0 })).toBe('maxFrameBytes');
+    expect(bad({ outputCaps: { maxOutputBytes: -1 } })).toBe('outputCaps.maxOutputBytes');
+    expect(bad({ gateway: { baseUrl: 'http://127.0.0.1:9', maxResponseBytes: 0 } })).toBe('gateway.maxResponseBytes');
+    for (const kernelId of ['.', '..', 'a/b', '../x', 'a.b', '%2e%2e', 'x'.repeat(129)]) {
+      expect(bad({ kernelId }), kernelId).toBe('kernelId');
+    }
+    expect(bad({ kernelId: '3f2c1a0e-7d1b-4c55-9a57-1b2c3d4e5f60' })).toBe('accepted');
   });
 });
 

@@ -3,6 +3,7 @@ import type { z } from 'zod/v3';
 import { DEFAULT_OUTPUT_CAPS, type OutputCaps } from './cell-output.js';
 import type { ReconnectPolicy, WireProtocol } from './channel.js';
 import { GatewayClient, type GatewayClientOptions } from './gateway-client.js';
+import { KERNEL_ID_PATTERN } from './kernel-id.js';
 import type { RecoveryPolicy } from './restart-recovery.js';
 import type { CleanupRetryPolicy } from './start-cleanup.js';
 import { parseOptions } from './validation.js';
@@ -14,6 +15,11 @@ export const DEFAULT_KERNEL_NAME = 'python3';
 export const DEFAULT_STARTUP_TIMEOUT_MS = 60_000;
 /** The wire format negotiation: offer v1, fall back to legacy. */
 export const DEFAULT_PROTOCOL: WireProtocol = 'auto';
+/**
+ * The largest channels frame accepted when `maxFrameBytes` is not given: 64 MiB. A larger frame (a huge output) is a
+ * protocol error, and the socket is reopened.
+ */
+export const DEFAULT_MAX_FRAME_BYTES = 64 * 1024 * 1024;
 /** The stall workaround (unsolicited pongs) is on. */
 export const DEFAULT_STALL_WORKAROUND = true;
 /** Reopening a dropped channels socket: 6 attempts, 100 ms doubling up to 3 s, each open bounded at 10 s. */
@@ -89,6 +95,12 @@ export interface GatewayKernelStartOptions {
   startupTimeoutMs?: number;
   /** Wire format: `'auto'` negotiates v1 and falls back to legacy. @defaultValue {@link DEFAULT_PROTOCOL} */
   protocol?: WireProtocol;
+  /**
+   * The largest frame the channels socket accepts, in bytes (`ws`'s `maxPayload`, checked before the frame is
+   * buffered). A larger frame is reported as `protocol-error`, the socket is reopened, and the cell it belonged to
+   * loses that message. @defaultValue {@link DEFAULT_MAX_FRAME_BYTES}
+   */
+  maxFrameBytes?: number;
   /**
    * Send an unsolicited WebSocket pong after each received message while a request is pending (only with the
    * `ws` library): removes the ~40 ms Nagle / delayed-ACK stall of stock jupyter-server (see `PongPolicy`).
@@ -206,6 +218,7 @@ export interface ResolvedGatewayKernelOptions {
   readonly signal: AbortSignal | undefined;
   readonly startupTimeoutMs: number;
   readonly protocol: WireProtocol;
+  readonly maxFrameBytes: number;
   readonly stallWorkaround: boolean;
   readonly outputCaps: Readonly<OutputCaps>;
   readonly reconnect: Readonly<ReconnectPolicy>;
@@ -240,15 +253,23 @@ const startSchema = lazy(() => {
       'must be a GatewayClient or { baseUrl, token? }',
     ),
     kernelName: z.string().min(1).optional(),
-    kernelId: z.string().min(1).optional(),
+    kernelId: z
+      .string()
+      .regex(KERNEL_ID_PATTERN, 'must be a kernel id: 1 to 128 letters, digits, "-" or "_"')
+      .optional(),
     cwd: z.string().min(1).optional(),
     env: z.record(z.string(), z.string()).optional(),
     prelude: z.string().optional(),
     signal: z.instanceof(AbortSignal).optional(),
     startupTimeoutMs: ms.optional(),
     protocol: z.enum(['auto', 'v1', 'legacy']).optional(),
+    maxFrameBytes: z.number().int().positive().optional(),
     stallWorkaround: z.boolean().optional(),
-    outputCaps: policy({ maxStreamChars: z.number().int().min(0), maxOutputs: z.number().int().min(0) }),
+    outputCaps: policy({
+      maxStreamChars: z.number().int().min(0),
+      maxOutputs: z.number().int().min(0),
+      maxOutputBytes: z.number().int().min(0),
+    }),
     reconnect: policy({ attempts: z.number().int().min(0), initialDelayMs: ms, maxDelayMs: ms, attemptTimeoutMs: ms }),
     livenessPollMs: ms.optional(),
     livenessTimeoutMs: ms.optional(),
@@ -292,6 +313,7 @@ export function resolveGatewayKernelOptions(options: GatewayKernelStartOptions):
     signal: o.signal,
     startupTimeoutMs: o.startupTimeoutMs ?? DEFAULT_STARTUP_TIMEOUT_MS,
     protocol: o.protocol ?? DEFAULT_PROTOCOL,
+    maxFrameBytes: o.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES,
     stallWorkaround: o.stallWorkaround ?? DEFAULT_STALL_WORKAROUND,
     outputCaps: { ...DEFAULT_OUTPUT_CAPS, ...o.outputCaps },
     reconnect: { ...DEFAULT_RECONNECT, ...o.reconnect },

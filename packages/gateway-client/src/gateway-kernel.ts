@@ -11,7 +11,7 @@ import {
 import { createMessage, type JupyterMessage } from '@kernelwarden/jupyter-protocol';
 import { KernelChannel } from './channel.js';
 import { environmentCode } from './environment-code.js';
-import { type KernelDeathReason, KernelDiedError } from './errors.js';
+import { type KernelDeathReason, KernelDiedError, type ProtocolError } from './errors.js';
 import { CellExecution } from './execution.js';
 import type { GatewayClient, KernelModel } from './gateway-client.js';
 import {
@@ -76,6 +76,7 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
   #shutdownInFlight: Promise<{ confirmed: boolean }> | undefined;
   /** Set from create until the first handshake completes: a death then fails the start at once. */
   #startWatch: StartWatch | undefined;
+  #droppedMessages = 0;
 
   private constructor(model: KernelModel, opts: ResolvedGatewayKernelOptions) {
     const { client, clock } = opts;
@@ -89,7 +90,12 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
         routeMessage(msg, targets);
         this.#pong.received();
       },
-      onProtocolError: (error) => this.#events.emit('protocol-error', { error }),
+      onProtocolError: (error) => this.#protocolError(error),
+      onFrameTooLarge: (error) => {
+        this.#droppedMessages++;
+        const cell = this.#cells.lostFrame(error.message);
+        this.#events.emit('protocol-error', cell ? { error, cellId: cell.cellId } : { error });
+      },
       onReconnecting: (attempt, delayMs) => {
         if (attempt === 1) this.#cells.markCrossedReconnect();
         this.#events.emit('reconnecting', { attempt, delayMs });
@@ -276,6 +282,14 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
   /** Unsubscribes a listener added with `on()`. */
   off<K extends keyof GatewayKernelEventMap>(type: K, listener: GatewayKernelListener<K>): void {
     this.#events.off(type, listener);
+  }
+
+  /**
+   * Messages received and dropped because they broke the protocol (malformed, too large, or failing to be handled),
+   * whether or not a cell could be named for them; each was also reported as a `protocol-error` event.
+   */
+  get droppedMessages(): number {
+    return this.#droppedMessages;
   }
 
   /** False once the kernel was shut down, died for good, or lost its connection for good. */
@@ -509,6 +523,18 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
     if (previous === status) return;
     this.#status = status;
     this.#events.emit('status', { status, previous });
+  }
+
+  /**
+   * A message was dropped for breaking the protocol: counted, and reported as `protocol-error`; the cell it answered,
+   * when one of this handle's is named by its parent, settles as an error when it completes.
+   */
+  #protocolError(error: ProtocolError): void {
+    this.#droppedMessages++;
+    const parentId = error.parentMsgId;
+    const cell = parentId === undefined ? undefined : this.#cells.get(parentId);
+    cell?.markProtocolError(error.message);
+    this.#events.emit('protocol-error', cell ? { error, cellId: cell.cellId } : { error });
   }
 
   /** An unsolicited `restarting` or `dead` status: the server's auto-restarter, after a crash or `kill -9`. */

@@ -8,7 +8,9 @@ export type { KernelDeathReason } from './errors.js';
 export {
   GatewayAuthError,
   GatewayRequestError,
+  GatewayResponseTooLargeError,
   GatewayUnavailableError,
+  InvalidKernelIdError,
   KernelDiedError,
   KernelStartError,
   ProtocolError,
@@ -27,7 +29,11 @@ export type {
   ResolvedGatewayClientOptions,
   WebSocketClass,
 } from './gateway-client-options.js';
-export { DEFAULT_REQUEST_TIMEOUT_MS, resolveGatewayClientOptions } from './gateway-client-options.js';
+export {
+  DEFAULT_MAX_RESPONSE_BYTES,
+  DEFAULT_REQUEST_TIMEOUT_MS,
+  resolveGatewayClientOptions,
+} from './gateway-client-options.js';
 export { GatewayKernel } from './gateway-kernel.js';
 export type {
   GatewayKernelConnectOptions,
@@ -48,6 +54,7 @@ export {
   DEFAULT_KERNEL_NAME,
   DEFAULT_LIVENESS_POLL_MS,
   DEFAULT_LIVENESS_TIMEOUT_MS,
+  DEFAULT_MAX_FRAME_BYTES,
   DEFAULT_PROTOCOL,
   DEFAULT_RECONNECT,
   DEFAULT_RECOVERY,
@@ -61,6 +68,7 @@ export {
 } from './gateway-kernel-options.js';
 export type { KernelInfo } from './handshake.js';
 export type { GatewayKernelEventMap, GatewayKernelListener, KernelStatus } from './kernel-events.js';
+export { isKernelId, KERNEL_ID_PATTERN } from './kernel-id.js';
 export type { KernelLimitReading } from './limit-deaths.js';
 export type {
   LocalGatewayErrorCode,

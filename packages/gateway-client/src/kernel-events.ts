@@ -9,8 +9,12 @@ export interface GatewayKernelEventMap {
   status: { status: KernelStatus; previous: KernelStatus };
   /** The server dropped output of a cell (its iopub rate limit, or a message lost around a socket drop); the result has `outputDropped`. */
   'output-dropped': { cellId: string; origin?: string };
-  /** A frame could not be decoded; it was skipped and the kernel keeps working. */
-  'protocol-error': { error: ProtocolError };
+  /**
+   * A message broke the protocol (a frame that does not decode, a part of the wrong shape, a frame over
+   * `maxFrameBytes`); it was dropped and the kernel keeps working. `cellId` names the cell it answered, when its
+   * parent names one of this handle's cells in flight: that cell settles with status `'error'`.
+   */
+  'protocol-error': { error: ProtocolError; cellId?: string };
   /** The channels socket dropped; attempt `attempt` to reopen it starts after `delayMs`. */
   reconnecting: { attempt: number; delayMs: number };
   /** The channels socket is open again (same session: the server replays what it buffered). */

@@ -124,6 +124,22 @@ export class PendingCells {
     return () => this.#orphans.delete(msgId);
   }
 
+  /**
+   * A frame was dropped unread (larger than `maxFrameBytes`): it most likely belonged to the running cell, and when
+   * it closed the socket the messages behind it may be gone too. The running cell is marked with the protocol error
+   * and `outputDropped`, and — unless its reply and idle still come — settles once the socket has been open and
+   * silent for `replyGraceMs`. Returns that cell, if any.
+   */
+  lostFrame(message: string): CellExecution | undefined {
+    const cell = this.running;
+    if (!cell) return undefined;
+    cell.markProtocolError(message);
+    cell.markDropped();
+    const graceMs = this.#opts.replyGraceMs;
+    if (graceMs > 0 && cell.beginReplyWait()) this.#graceFor(cell, graceMs, () => cell.complete());
+    return cell;
+  }
+
   /** Stops waiting for every orphan (the kernel restarted, died or was shut down). */
   releaseOrphans(): void {
     for (const orphan of this.#orphans.values()) orphan.done();

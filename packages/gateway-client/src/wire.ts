@@ -34,7 +34,10 @@ function asProtocol(decode: () => JupyterMessage): JupyterMessage {
   try {
     return decode();
   } catch (error) {
-    if (WireFormatError.isInstance(error)) throw new ProtocolError(error.message, { cause: error });
+    if (WireFormatError.isInstance(error)) {
+      const { parentMsgId } = error;
+      throw new ProtocolError(error.message, { cause: error, ...(parentMsgId === undefined ? {} : { parentMsgId }) });
+    }
     throw error;
   }
 }

@@ -14,7 +14,12 @@ const msg: OutgoingMessage = {
 describe('encodeFrame / decodeFrame', () => {
   it('reads a v1 frame that arrived as a text frame as its UTF-8 bytes', () => {
     // Small enough that every byte of the offset table is ASCII, so the text round trip keeps it.
-    const tiny = { ...msg, header: { msg_id: 'm' } as OutgoingMessage['header'], metadata: {}, content: {} };
+    const tiny = {
+      ...msg,
+      header: { msg_id: 'm', msg_type: 't' } as OutgoingMessage['header'],
+      metadata: {},
+      content: {},
+    };
     const asText = new TextDecoder().decode(encodeFrame(tiny, 'v1') as Uint8Array);
     expect(decodeFrame(asText, 'v1')).toEqual({ ...tiny, buffers: [] });
   });

@@ -1,4 +1,5 @@
 import type { JupyterMessage, OutgoingMessage, WireFormat } from './message.js';
+import type { DecodeLimits } from './message-shape.js';
 import { decodeLegacy, encodeLegacy } from './wire-legacy.js';
 import { decodeV1, encodeV1 } from './wire-v1.js';
 
@@ -16,11 +17,12 @@ export function encodeFrame(msg: OutgoingMessage, format: WireFormat): string | 
 
 /**
  * Decodes a frame in the given wire format (a v1 frame that arrived as text is read as its UTF-8 bytes); throws
- * `WireFormatError` when the framing or the JSON is broken.
+ * `WireFormatError` when the framing or the JSON is broken, a part has the wrong shape, or the frame carries more
+ * buffers than `limits.maxBuffers`.
  *
  * Use it to read what a socket received, in whichever format it negotiated.
  */
-export function decodeFrame(data: string | Uint8Array, format: WireFormat): JupyterMessage {
-  if (format === 'legacy') return decodeLegacy(data);
-  return decodeV1(typeof data === 'string' ? encoder.encode(data) : data);
+export function decodeFrame(data: string | Uint8Array, format: WireFormat, limits?: DecodeLimits): JupyterMessage {
+  if (format === 'legacy') return decodeLegacy(data, limits);
+  return decodeV1(typeof data === 'string' ? encoder.encode(data) : data, limits);
 }

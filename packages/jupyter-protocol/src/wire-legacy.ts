@@ -1,5 +1,6 @@
 import { WireFormatError } from './errors.js';
 import type { JupyterMessage, OutgoingMessage } from './message.js';
+import { checkedMessage, type DecodeLimits, maxBuffersOf } from './message-shape.js';
 
 /**
  * The legacy (no subprotocol) format, as jupyter_server's `serialize_binary_message` /
@@ -44,14 +45,21 @@ export function encodeLegacy(msg: OutgoingMessage): string | Uint8Array {
   return out;
 }
 
-/** Decodes one legacy frame (text or binary); throws `WireFormatError` when it is malformed. */
-export function decodeLegacy(frame: string | Uint8Array): JupyterMessage {
+/**
+ * Decodes one legacy frame (text or binary); throws `WireFormatError` when it is malformed: framing, JSON, a part of
+ * the wrong shape (see `JupyterMessage`; a part left out counts as `{}`), or more than `limits.maxBuffers` buffers.
+ */
+export function decodeLegacy(frame: string | Uint8Array, limits?: DecodeLimits): JupyterMessage {
   if (typeof frame === 'string') return fromJson(frame, []);
   if (frame.byteLength < 4) throw new WireFormatError(`legacy binary frame too short (${frame.byteLength} bytes)`);
   const view = new DataView(frame.buffer, frame.byteOffset, frame.byteLength);
   const count = view.getUint32(0, false);
   if (count < 1 || 4 * (count + 1) > frame.byteLength) {
     throw new WireFormatError(`legacy binary frame declares ${count} parts in ${frame.byteLength} bytes`);
+  }
+  const maxBuffers = maxBuffersOf(limits);
+  if (count - 1 > maxBuffers) {
+    throw new WireFormatError(`legacy binary frame declares ${count - 1} buffers, more than the ${maxBuffers} allowed`);
   }
   const offsets: number[] = [];
   let previous = 4 * (count + 1);
@@ -64,14 +72,14 @@ export function decodeLegacy(frame: string | Uint8Array): JupyterMessage {
     previous = value;
   }
   offsets.push(frame.byteLength);
-  const buffers: Uint8Array[] = [];
-  for (let i = 1; i < count; i++) buffers.push(frame.slice(offsets[i]!, offsets[i + 1]!));
   let json: string;
   try {
     json = decoder.decode(frame.subarray(offsets[0]!, offsets[1]!));
   } catch (cause) {
     throw new WireFormatError('legacy binary frame has a message part that is not valid UTF-8', { cause });
   }
+  const buffers: Uint8Array[] = [];
+  for (let i = 1; i < count; i++) buffers.push(frame.slice(offsets[i]!, offsets[i + 1]!));
   return fromJson(json, buffers);
 }
 
@@ -82,17 +90,17 @@ function fromJson(json: string, buffers: Uint8Array[]): JupyterMessage {
   } catch (cause) {
     throw new WireFormatError('legacy frame is not valid JSON', { cause });
   }
-  if (raw === null || typeof raw !== 'object') throw new WireFormatError('legacy frame is not a JSON object');
-  const msg = raw as Partial<JupyterMessage>;
-  if (typeof msg.channel !== 'string' || !msg.header || typeof msg.header !== 'object') {
-    throw new WireFormatError('legacy frame lacks a channel or a header');
+  if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) {
+    throw new WireFormatError('legacy frame is not a JSON object');
   }
-  return {
-    channel: msg.channel,
-    header: msg.header,
-    parent_header: msg.parent_header ?? {},
-    metadata: msg.metadata ?? {},
-    content: msg.content ?? {},
+  const msg = raw as Record<string, unknown>;
+  return checkedMessage(
+    'legacy frame',
+    msg.channel,
+    msg.header,
+    msg.parent_header === undefined ? {} : msg.parent_header,
+    msg.metadata === undefined ? {} : msg.metadata,
+    msg.content === undefined ? {} : msg.content,
     buffers,
-  };
+  );
 }

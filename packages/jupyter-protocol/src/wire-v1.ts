@@ -1,5 +1,6 @@
 import { WireFormatError } from './errors.js';
 import type { JupyterMessage, OutgoingMessage } from './message.js';
+import { checkedMessage, type DecodeLimits, maxBuffersOf, parentIdOf } from './message-shape.js';
 
 /**
  * The WebSocket subprotocol of the v1 wire format, `v1.kernel.websocket.jupyter.org`, as jupyter_server's
@@ -52,14 +53,24 @@ export function encodeV1(msg: OutgoingMessage): Uint8Array {
   return out;
 }
 
-/** Decodes one v1 binary frame; throws `WireFormatError` when it is malformed. */
-export function decodeV1(frame: Uint8Array): JupyterMessage {
+/**
+ * Decodes one v1 binary frame; throws `WireFormatError` when it is malformed: framing, a part that is not UTF-8 JSON,
+ * a part of the wrong shape (see `JupyterMessage`), or more than `limits.maxBuffers` buffers (checked before anything
+ * is allocated for them).
+ */
+export function decodeV1(frame: Uint8Array, limits?: DecodeLimits): JupyterMessage {
   if (frame.byteLength < 8) throw new WireFormatError(`v1 frame too short (${frame.byteLength} bytes)`);
   const view = new DataView(frame.buffer, frame.byteOffset, frame.byteLength);
   const count = getUint64(view, 0);
   // channel, header, parent_header, metadata, content (+ buffers) and the end offset.
   if (count < 6 || 8 * (count + 1) > frame.byteLength) {
     throw new WireFormatError(`v1 frame declares ${count} offsets in ${frame.byteLength} bytes`);
+  }
+  const maxBuffers = maxBuffersOf(limits);
+  if (count - 6 > maxBuffers) {
+    throw new WireFormatError(`v1 frame declares ${count - 6} buffers, more than the ${maxBuffers} allowed`, {
+      parentMsgId: parentIdOf(parentPart(frame, view, count)),
+    });
   }
   const offsets = new Array<number>(count);
   let previous = 8 * (count + 1);
@@ -72,25 +83,41 @@ export function decodeV1(frame: Uint8Array): JupyterMessage {
     previous = value;
   }
   const part = (i: number) => frame.subarray(offsets[i]!, offsets[i + 1]!);
-  let msg: JupyterMessage;
+  let channel: string;
+  let header: unknown;
+  let parent: unknown;
+  let metadata: unknown;
+  let content: unknown;
   try {
-    const buffers: Uint8Array[] = [];
-    for (let i = 5; i < count - 1; i++) buffers.push(part(i).slice());
-    msg = {
-      channel: decoder.decode(part(0)),
-      header: JSON.parse(decoder.decode(part(1))),
-      parent_header: JSON.parse(decoder.decode(part(2))),
-      metadata: JSON.parse(decoder.decode(part(3))),
-      content: JSON.parse(decoder.decode(part(4))),
-      buffers,
-    };
+    channel = decoder.decode(part(0));
+    header = JSON.parse(decoder.decode(part(1)));
+    parent = JSON.parse(decoder.decode(part(2)));
+    metadata = JSON.parse(decoder.decode(part(3)));
+    content = JSON.parse(decoder.decode(part(4)));
   } catch (cause) {
-    throw new WireFormatError('v1 frame has a part that is not valid UTF-8 JSON', { cause });
+    throw new WireFormatError('v1 frame has a part that is not valid UTF-8 JSON', {
+      cause,
+      parentMsgId: parentIdOf(parent ?? readParent(part(2))),
+    });
   }
-  if (!isObject(msg.header)) throw new WireFormatError('v1 frame has a header that is not a JSON object');
-  return msg;
+  const buffers: Uint8Array[] = [];
+  for (let i = 5; i < count - 1; i++) buffers.push(part(i).slice());
+  return checkedMessage('v1 frame', channel, header, parent, metadata, content, buffers);
 }
 
-function isObject(value: unknown): boolean {
-  return value !== null && typeof value === 'object';
+/** The parent_header of a frame refused before its offsets were read, when its own two offsets are sound. */
+function parentPart(frame: Uint8Array, view: DataView, count: number): unknown {
+  const start = getUint64(view, 8 * 3);
+  const end = getUint64(view, 8 * 4);
+  if (start < 8 * (count + 1) || end < start || end > frame.byteLength) return undefined;
+  return readParent(frame.subarray(start, end));
+}
+
+/** The parent_header part on its own, for naming the request of a frame whose other parts are broken. */
+function readParent(bytes: Uint8Array): unknown {
+  try {
+    return JSON.parse(decoder.decode(bytes));
+  } catch {
+    return undefined;
+  }
 }

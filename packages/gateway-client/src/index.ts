@@ -7,6 +7,8 @@ export { DefaultWebSocket } from './default-websocket.js';
 export type { KernelDeathReason } from './errors.js';
 export {
   GatewayAuthError,
+  GatewayBusyError,
+  GatewayCapacityError,
   GatewayRequestError,
   GatewayUnavailableError,
   KernelDiedError,

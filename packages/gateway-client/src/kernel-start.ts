@@ -6,7 +6,8 @@ import {
   type ExecuteResult,
 } from '@kernelwarden/core';
 import { environmentCode } from './environment-code.js';
-import { KernelStartError } from './errors.js';
+import { randomUUID } from 'node:crypto';
+import { GatewayBusyError, GatewayCapacityError, KernelStartError } from './errors.js';
 import type { GatewayClient, KernelModel } from './gateway-client.js';
 import type { ResolvedGatewayKernelOptions } from './gateway-kernel-options.js';
 import type { KernelInfo } from './handshake.js';
@@ -75,6 +76,14 @@ export async function startKernel<K>(
     kernel.watch(watch);
     try {
       await scope.race(Promise.race([kernel.connect(scope.signal), watch.failed]));
+    } catch (error) {
+      if (scope.timedOut && error === scope.signal.reason) {
+        throw new GatewayBusyError(
+          `Kernel start on ${client.baseUrl} timed out after ${startupTimeoutMs} ms waiting for kernel ${model.id} to answer its first request (the machine is busy starting other kernels); the kernel was deleted`,
+          { timeoutMs: startupTimeoutMs, waitedMs: startupTimeoutMs, cause: error },
+        );
+      }
+      throw error;
     } finally {
       watch.stop();
       kernel.watch(undefined);
@@ -165,51 +174,107 @@ export async function claimPooledKernel(
   return undefined;
 }
 
+/** Of a start's remaining time, what the create leaves for connecting and the first handshake: a quarter, at most 5 s. */
+function queueWaitMs(remaining: number): number | undefined {
+  if (!Number.isFinite(remaining)) return undefined;
+  return Math.max(0, remaining - Math.min(5_000, remaining / 4));
+}
+
 /**
  * `POST /api/kernels`, retried while it answers 5xx (`createAttempts`, waiting `createRetryDelayMs` times the
- * attempt). The create itself is not aborted: if the caller gives up while it is in flight, a kernel that gets
- * created anyway is deleted as soon as its id is known (retried until confirmed), instead of leaking.
+ * attempt). The create waits as long as the start's own deadline allows (`startupTimeoutMs`), not the client's
+ * per-request deadline: a server starting many kernels at once answers late. Each create asks for a fresh id
+ * (`kernel_id`, honoured by jupyter-server 2.x and the embedded gateway) and tells the embedded gateway's start
+ * queue how long it may wait (`kernelwarden_wait_ms`).
+ *
+ * A create the start gives up on (its deadline, the caller's abort) leaves nothing behind: `abandonCreate` deletes
+ * the kernel by its chosen id at once and, since a server that ignores the id (jupyter-server 1.x) names its kernel
+ * only in its answer, keeps waiting for that answer and deletes the kernel it names. A start whose deadline ran out
+ * while its create was unanswered rejects with `GatewayBusyError` (`GATEWAY_BUSY`, retryable); a gateway at its
+ * kernel limit answers with `GatewayCapacityError` (`GATEWAY_CAPACITY`, retryable), neither retried here.
  */
 export async function createKernel(
   client: GatewayClient,
   opts: Pick<
     ResolvedGatewayKernelOptions,
-    'kernelName' | 'createAttempts' | 'createRetryDelayMs' | 'clock' | 'cleanupTimeoutMs' | 'cleanupRetry'
+    | 'kernelName'
+    | 'createAttempts'
+    | 'createRetryDelayMs'
+    | 'clock'
+    | 'cleanupTimeoutMs'
+    | 'cleanupRetry'
+    | 'startupTimeoutMs'
   >,
   scope: AbortScope,
 ): Promise<KernelModel> {
   for (let attempt = 1; ; attempt++) {
     scope.throwIfAborted();
-    const creating = client.createKernel({ name: opts.kernelName });
+    const kernelId = randomUUID();
+    const waitMs = queueWaitMs(scope.remaining());
+    const creating = client.createKernel(
+      { name: opts.kernelName, kernelId, ...(waitMs === undefined ? {} : { waitMs }) },
+      { timeoutMs: 0 },
+    );
     try {
       return await scope.race(creating);
     } catch (error) {
       if (scope.signal.aborted) {
-        creating.then(
-          (model) =>
-            startCleanup(opts, async (signal) => {
-              await client.deleteKernel(model.id, { timeoutMs: 0, signal });
-              return true;
-            }),
-          () => {},
-        );
+        abandonCreate(client, opts, kernelId, creating);
+        if (scope.timedOut) {
+          throw new GatewayBusyError(
+            `Kernel start on ${client.baseUrl} timed out after ${opts.startupTimeoutMs} ms waiting for the gateway to create its kernel (busy starting other kernels); nothing was left running`,
+            { timeoutMs: opts.startupTimeoutMs, waitedMs: opts.startupTimeoutMs, cause: scope.signal.reason },
+          );
+        }
         throw scope.signal.reason;
       }
-      const retry = KernelStartError.isInstance(error) && error.retryable && attempt < opts.createAttempts;
+      // No HTTP answer (a lost connection): the kernel may exist under the chosen id.
+      if (!KernelStartError.isInstance(error) && !GatewayBusyError.isInstance(error)) {
+        abandonCreate(client, opts, kernelId, creating);
+      }
+      const retry =
+        KernelStartError.isInstance(error) &&
+        !GatewayCapacityError.isInstance(error) &&
+        error.retryable &&
+        attempt < opts.createAttempts;
       if (!retry) throw error;
     }
     await new Promise<void>((resolve, reject) => {
-      const timer = opts.clock.setTimer(resolve, opts.createRetryDelayMs * attempt);
-      scope.signal.addEventListener(
-        'abort',
-        () => {
-          timer.cancel();
-          reject(scope.signal.reason);
-        },
-        { once: true },
-      );
+      const onAbort = () => {
+        timer.cancel();
+        reject(scope.signal.reason);
+      };
+      const timer = opts.clock.setTimer(() => {
+        scope.signal.removeEventListener('abort', onAbort);
+        resolve();
+      }, opts.createRetryDelayMs * attempt);
+      scope.signal.addEventListener('abort', onAbort, { once: true });
     });
   }
+}
+
+/**
+ * Makes sure a create nobody waits for leaves no kernel: DELETEs its chosen id now (the embedded gateway drops a
+ * create still in its queue; jupyter-server 2.x deletes a kernel it already lists; an unknown id answers 404), then
+ * once the create answers (it is never cut short, so its answer names the kernel even on a server that ignored the
+ * id), DELETEs the kernel it names, each retried until confirmed (`cleanupTimeoutMs`, `cleanupRetry`).
+ */
+export function abandonCreate(
+  client: GatewayClient,
+  opts: Pick<ResolvedGatewayKernelOptions, 'clock' | 'cleanupTimeoutMs' | 'cleanupRetry'>,
+  kernelId: string,
+  creating: Promise<KernelModel>,
+): void {
+  const remove = (id: string) =>
+    startCleanup(opts, async (signal) => {
+      await client.deleteKernel(id, { timeoutMs: 0, signal });
+      return true;
+    });
+  remove(kernelId);
+  creating.then(
+    (model) => void remove(model.id),
+    () => {},
+  );
 }
 
 /**

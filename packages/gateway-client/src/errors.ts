@@ -65,10 +65,7 @@ export class KernelStartError extends KernelwardenError {
   /** The HTTP status of the failed create, when the failure was an HTTP answer. */
   readonly status: number | undefined;
 
-  constructor(
-    message: string,
-    options: { status?: number; cause?: unknown; retryable?: boolean; code?: string } = {},
-  ) {
+  constructor(message: string, options: { status?: number; cause?: unknown; retryable?: boolean; code?: string } = {}) {
     super(message, {
       code: options.code ?? 'KERNEL_START',
       cause: options.cause,

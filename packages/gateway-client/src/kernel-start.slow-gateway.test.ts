@@ -148,9 +148,7 @@ describe('createKernel on a gateway slower than the REST deadline', () => {
     await gateway.answered;
     await until(() => gateway.kernels.size === 0);
     const chosen = gateway.requests.find((r) => r.method === 'POST')?.body?.kernel_id;
-    expect(gateway.requests.filter((r) => r.method === 'DELETE').map((r) => r.url)).toContain(
-      `/api/kernels/${chosen}`,
-    );
+    expect(gateway.requests.filter((r) => r.method === 'DELETE').map((r) => r.url)).toContain(`/api/kernels/${chosen}`);
   });
 
   it('a gateway at capacity fails the create with GatewayCapacityError at once, not retried', async () => {

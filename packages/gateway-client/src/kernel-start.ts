@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import {
   type AbortScope,
   abortScope,
@@ -6,7 +7,6 @@ import {
   type ExecuteResult,
 } from '@kernelwarden/core';
 import { environmentCode } from './environment-code.js';
-import { randomUUID } from 'node:crypto';
 import { GatewayBusyError, GatewayCapacityError, KernelStartError } from './errors.js';
 import type { GatewayClient, KernelModel } from './gateway-client.js';
 import type { ResolvedGatewayKernelOptions } from './gateway-kernel-options.js';

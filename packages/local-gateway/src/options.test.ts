@@ -50,13 +50,12 @@ describe('resolveLocalGatewayOptions', () => {
       ['maxConcurrentStarts', 1.5],
       ['startQueueTimeoutMs', -1],
     ] as const) {
-      const error = (() => {
-        try {
-          resolveLocalGatewayOptions({ [field]: value }, {});
-        } catch (e) {
-          return e;
-        }
-      })();
+      let error: unknown;
+      try {
+        resolveLocalGatewayOptions({ [field]: value }, {});
+      } catch (e) {
+        error = e;
+      }
       expect(InvalidOptionsError.isInstance(error)).toBe(true);
       expect((error as Error).message).toContain(field);
     }

@@ -1,5 +1,6 @@
+import { spawn } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import {
   GatewayBusyError,
@@ -34,6 +35,32 @@ async function acquire(
   const lease = await LocalGateway.acquire({ stateDir, lingerMs: 0, pool: {}, ...opts });
   leases.push(lease);
   return { lease, client: new GatewayClient(lease) };
+}
+
+/** A child process that starts a kernel through its own lease and is SIGKILLed as soon as its create is sent. */
+async function startAndDie(stateDir: string, ownersDir: string, delayMs: number): Promise<void> {
+  const before = new Set(readdirSync(ownersDir));
+  const program = `
+    const { LocalGateway } = await import(${JSON.stringify(new URL('../dist/index.js', import.meta.url).href)});
+    const { GatewayKernel } = await import('@kernelwarden/gateway-client');
+    const lease = await LocalGateway.acquire({ stateDir: ${JSON.stringify(stateDir)}, lingerMs: 0, pool: {} });
+    await GatewayKernel.start({ gateway: lease });
+  `;
+  const child = spawn(process.execPath, ['--input-type=module', '-e', program], {
+    cwd: new URL('..', import.meta.url).pathname,
+    env: process.env,
+    stdio: 'ignore',
+  });
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  // The create's id is recorded (as the child's) just before the request goes out.
+  const until = Date.now() + 30_000;
+  while (!readdirSync(ownersDir).some((name) => !before.has(name))) {
+    if (Date.now() > until) throw new Error('the child never sent its create');
+    await settle(5);
+  }
+  await settle(delayMs);
+  child.kill('SIGKILL');
+  await exited;
 }
 
 async function kernelIds(client: GatewayClient): Promise<string[]> {
@@ -112,6 +139,27 @@ describe('LocalGateway start capacity', () => {
     expect(ids).not.toContain(withdrawnId);
     expect(ids).not.toContain(leftId);
     await Promise.all(models.map((m) => client.deleteKernel(m.id)));
+  });
+
+  it('a process killed while its create waits in the queue, or while its kernel starts, leaves no kernel', async () => {
+    const { lease, client } = await acquire('exit', { maxConcurrentStarts: 1 });
+    const stateDir = stateDirs.at(-1) as string;
+    const ownersDir = join(lease.stateDir, 'owners');
+    mkdirSync(ownersDir, { recursive: true });
+    // Queued behind two creates: the server drops it when the connection goes.
+    const ahead = [client.createKernel({ name: 'python3' }), client.createKernel({ name: 'python3' })];
+    await startAndDie(stateDir, ownersDir, 0);
+    const kept = await Promise.all(ahead);
+    // Killed at several points of its own start (the slot is free): the server shuts the kernel down when the
+    // connection is gone, or, had it answered already, the orphan sweep of the next acquire deletes it.
+    for (const delayMs of [0, 150, 400]) await startAndDie(stateDir, ownersDir, delayMs);
+    await settle(2_000);
+    const again = await LocalGateway.acquire({ stateDir, lingerMs: 0, pool: {} });
+    leases.push(again);
+    const until = Date.now() + 30_000;
+    while ((await kernelIds(client)).length > 2 && Date.now() < until) await settle(200);
+    expect(await kernelIds(client)).toEqual(kept.map((m) => m.id).sort());
+    await Promise.all(kept.map((m) => client.deleteKernel(m.id)));
   });
 
   it('GatewayKernel.start through a lease at its limit fails typed and leaves nothing', async () => {

@@ -19,6 +19,7 @@ import {
   type KernelPool,
   type KernelProcesses,
   resolveGatewayClientOptions,
+  type StartQueue,
   type WebSocketClass,
 } from './gateway-client-options.js';
 import { zod } from './zod.js';
@@ -31,6 +32,7 @@ export type {
   KernelOwnership,
   KernelPool,
   KernelProcesses,
+  StartQueue,
   WebSocketClass,
 };
 
@@ -119,6 +121,8 @@ export class GatewayClient {
   readonly pool: KernelPool | undefined;
   /** The gateway's kernel processes, when given (a gateway on this machine). */
   readonly processes: KernelProcesses | undefined;
+  /** The gateway's start queue, when it has one (the embedded gateway). */
+  readonly startQueue: StartQueue | undefined;
   readonly #token: string | undefined;
   readonly #fetch: typeof fetch | undefined;
   readonly #transport: GatewayRequest | undefined;
@@ -136,6 +140,7 @@ export class GatewayClient {
     this.diagnostics = opts.diagnostics;
     this.pool = opts.pool;
     this.processes = opts.processes;
+    this.startQueue = opts.startQueue;
   }
 
   /** True when a token is configured (the token itself is never exposed by the client's API). */

@@ -27,6 +27,7 @@ export type {
   KernelPool,
   KernelProcesses,
   ResolvedGatewayClientOptions,
+  StartQueue,
   WebSocketClass,
 } from './gateway-client-options.js';
 export { DEFAULT_REQUEST_TIMEOUT_MS, resolveGatewayClientOptions } from './gateway-client-options.js';

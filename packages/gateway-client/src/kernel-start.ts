@@ -45,7 +45,9 @@ const CLAIM_ATTEMPTS = 3;
 /**
  * The start sequence of `GatewayKernel.start()`: create the kernel (retried on 5xx), open its channels and run the
  * handshake while `watchKernelStart` looks for a death, then the environment step (`cwd`, `env`) and the prelude —
- * all under one deadline (`startupTimeoutMs`) and the caller's signal. Any failure after the kernel exists shuts it
+ * all under one deadline (`startupTimeoutMs`) and the caller's signal. On a gateway with a start queue
+ * (`client.startQueue`, the embedded gateway), the time the create waited for its turn (`kernelwarden_queued_ms` in
+ * its answer) is not part of that deadline: it is bounded by the queue's own timeout. Any failure after the kernel exists shuts it
  * down (socket closed, pending settled, DELETE sent); a start that failed on its own waits for that first DELETE, an
  * aborted one rejects at once with the signal's reason, and an unconfirmed DELETE is retried in the background.
  */
@@ -55,12 +57,17 @@ export async function startKernel<K>(
   source: KernelSource = { kind: 'create' },
 ): Promise<K> {
   const { client, clock, startupTimeoutMs } = opts;
-  const scope = abortScope({
+  const timeoutMessage = `Kernel start on ${client.baseUrl} timed out after ${startupTimeoutMs} ms`;
+  // On a gateway with a start queue, the wait for a turn is bounded by the queue's own timeout, not startupTimeoutMs.
+  const queueMs = source.kind === 'create' && startupTimeoutMs > 0 ? (client.startQueue?.timeoutMs ?? 0) : 0;
+  const began = clock.now();
+  const outer = abortScope({
     signal: opts.signal,
-    timeoutMs: startupTimeoutMs,
+    timeoutMs: startupTimeoutMs > 0 ? startupTimeoutMs + queueMs : 0,
     clock,
-    timeoutMessage: `Kernel start on ${client.baseUrl} timed out after ${startupTimeoutMs} ms`,
+    timeoutMessage,
   });
+  let scope = outer;
   let starting: StartingKernel | undefined;
   const owned = source.kind === 'create';
   try {
@@ -68,7 +75,19 @@ export async function startKernel<K>(
     const model =
       source.kind === 'attach'
         ? await attachedKernel(client, source.kernelId, scope)
-        : ((await claimPooledKernel(client, opts, scope)) ?? (await createKernel(client, opts, scope)));
+        : ((await claimPooledKernel(client, opts, scope)) ??
+          (await createKernel(client, opts, scope, queueMs > 0 ? queueMs : undefined)));
+    if (queueMs > 0) {
+      // What is left of startupTimeoutMs once the time the create waited in the queue (as the gateway says) is off.
+      const queued = typeof model.kernelwarden_queued_ms === 'number' ? model.kernelwarden_queued_ms : 0;
+      const used = clock.now() - began - Math.min(Math.max(0, queued), queueMs);
+      scope = abortScope({
+        signal: outer.signal,
+        timeoutMs: Math.max(1, startupTimeoutMs - used),
+        clock,
+        timeoutMessage,
+      });
+    }
     const built = build(model);
     const kernel = built.starting;
     starting = kernel;
@@ -107,6 +126,7 @@ export async function startKernel<K>(
     throw error;
   } finally {
     scope.dispose();
+    outer.dispose();
   }
 }
 
@@ -185,7 +205,9 @@ function queueWaitMs(remaining: number): number | undefined {
  * attempt). The create waits as long as the start's own deadline allows (`startupTimeoutMs`), not the client's
  * per-request deadline: a server starting many kernels at once answers late. Each create asks for a fresh id
  * (`kernel_id`, honoured by jupyter-server 2.x and the embedded gateway) and tells the embedded gateway's start
- * queue how long it may wait (`kernelwarden_wait_ms`).
+ * queue how long it may wait (`kernelwarden_wait_ms`): `queueTimeoutMs` when the client knows the gateway's start queue
+ * (`client.startQueue`; the start's deadline then has that much more room for the wait), else what the start's
+ * deadline leaves once connecting is provided for.
  *
  * A create the start gives up on (its deadline, the caller's abort) leaves nothing behind: `abandonCreate` deletes
  * the kernel by its chosen id at once and, since a server that ignores the id (jupyter-server 1.x) names its kernel
@@ -206,11 +228,12 @@ export async function createKernel(
     | 'startupTimeoutMs'
   >,
   scope: AbortScope,
+  queueTimeoutMs?: number,
 ): Promise<KernelModel> {
   for (let attempt = 1; ; attempt++) {
     scope.throwIfAborted();
     const kernelId = randomUUID();
-    const waitMs = queueWaitMs(scope.remaining());
+    const waitMs = queueTimeoutMs ?? queueWaitMs(scope.remaining());
     const creating = client.createKernel(
       { name: opts.kernelName, kernelId, ...(waitMs === undefined ? {} : { waitMs }) },
       { timeoutMs: 0 },

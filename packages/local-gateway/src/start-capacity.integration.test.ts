@@ -162,10 +162,30 @@ describe('LocalGateway start capacity', () => {
     await Promise.all(kept.map((m) => client.deleteKernel(m.id)));
   });
 
+  it("a start's wait for its turn in the queue does not count toward its startupTimeoutMs", async () => {
+    const { lease, client } = await acquire('turns', { maxConcurrentStarts: 1 });
+    const began = performance.now();
+    const kernels = await Promise.all(
+      Array.from({ length: 6 }, () => GatewayKernel.start({ gateway: lease, startupTimeoutMs: 2_500 })),
+    );
+    const tookMs = performance.now() - began;
+    try {
+      // One at a time: the last one waited for five others, longer than its own deadline.
+      expect(tookMs).toBeGreaterThan(2_500);
+      expect(new Set(kernels.map((k) => k.id)).size).toBe(6);
+      const answers = await Promise.all(kernels.map((k) => k.execute('1 + 1')));
+      expect(answers.every((r) => r.status === 'ok')).toBe(true);
+    } finally {
+      await Promise.all(kernels.map((k) => k.shutdown()));
+    }
+    expect(await kernelIds(client)).toEqual([]);
+  });
+
   it('GatewayKernel.start through a lease at its limit fails typed and leaves nothing', async () => {
-    const { lease, client } = await acquire('start-limit', { maxKernels: 1 });
+    const { lease, client } = await acquire('start-limit', { maxKernels: 1, startQueueTimeoutMs: 1_500 });
     const kernel = await GatewayKernel.start({ gateway: lease });
-    const error = await GatewayKernel.start({ gateway: lease, startupTimeoutMs: 1_500 }).catch((e: unknown) => e);
+    // The wait for room is the queue's (startQueueTimeoutMs), not the start's own deadline.
+    const error = await GatewayKernel.start({ gateway: lease, startupTimeoutMs: 60_000 }).catch((e: unknown) => e);
     expect(GatewayCapacityError.isInstance(error)).toBe(true);
     expect((error as Error).message).toMatch(/limit of 1 kernels/);
     expect(await kernelIds(client)).toEqual([kernel.id]);

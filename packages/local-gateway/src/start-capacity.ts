@@ -49,6 +49,8 @@ export interface StartCapacitySettings {
  *   of its body when shorter; then it is answered HTTP 503 `{ reason: 'at-capacity', max_kernels }` (the limit was
  *   what held it) or `{ reason: 'busy', waited_ms }` (the queue was), which GatewayClient raises as
  *   `GatewayCapacityError` / `GatewayBusyError`. Nothing was started.
+ * - **The wait, said.** A created kernel's model carries `kernelwarden_queued_ms`, the time its create waited for a
+ *   turn: a lease's `GatewayKernel.start()` does not count it toward its `startupTimeoutMs`.
  * - **The id a create asks for.** `kernel_id` in the body (a UUID, not in use) becomes the kernel's id, as on
  *   jupyter-server 2.x; a `DELETE` of that id while the create waits in the queue or starts withdraws it (answered
  *   204; the create is answered 410, its kernel shut down if it had started).
@@ -132,8 +134,10 @@ class _KwqGate:
                 left = deadline - _kwq_time.monotonic()
                 if left <= 0:
                     return blocked or "busy"
+                # Starts ending and creates leaving wake the queue; kernels going away are looked for every _KWQ_POLL.
+                pause = min(left, _KWQ_POLL) if blocked == "at-capacity" else left
                 try:
-                    await _kwq_asyncio.wait_for(self._changed().wait(), min(left, _KWQ_POLL))
+                    await _kwq_asyncio.wait_for(self._changed().wait(), pause)
                 except _kwq_asyncio.TimeoutError:
                     pass
         finally:
@@ -249,7 +253,8 @@ async def _kwq_post(self):
             if not ticket.gone:
                 _kwq_refuse(self, 410, "withdrawn", "the create was withdrawn (its kernel id was deleted)")
             return
-        answer = await _kwq_ensure_async(km.kernel_model(started))
+        answer = dict(await _kwq_ensure_async(km.kernel_model(started)))
+        answer["kernelwarden_queued_ms"] = waited_ms
         self.set_header("Location", _kwq_url_path_join(self.base_url, "api", "kernels", _kwq_url_escape(started)))
         self.set_status(201)
         self.finish(_kwq_json.dumps(answer, default=_kwq_json_default))

@@ -12,6 +12,7 @@ export type { TestServer } from './jupyter-server.js';
 export { freePort, startTestServer, testServerCommand } from './jupyter-server.js';
 export type { Leak } from './leaks.js';
 export { findLeaks, leakTeardown, processesMentioning, waitForNoLeaks } from './leaks.js';
+export { type CellResult, type MixedCell, mixedCells } from './mixed-cells.js';
 export { createOtherUser, type OtherUser } from './other-user.js';
 export { defaultCell, readmeDefaults, readmeDefaultsFor } from './readme-defaults.js';
 export type { TestStack } from './stack.js';

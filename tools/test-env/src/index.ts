@@ -7,6 +7,7 @@ declare module 'vitest' {
   }
 }
 
+export { type CuttableProxy, cuttableProxy } from './cuttable-proxy.js';
 export { PROCESS_STORM_CELL } from './hostile-cells.js';
 export type { TestServer } from './jupyter-server.js';
 export { freePort, startTestServer, testServerCommand } from './jupyter-server.js';

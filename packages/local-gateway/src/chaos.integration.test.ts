@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { ExecuteResult } from '@kernelwarden/core';
-import { GatewayClient, GatewayKernel, KernelDiedError } from '@kernelwarden/gateway-client';
+import { GatewayClient, GatewayKernel, KernelDiedError, MISSING_REPLY_ENAME } from '@kernelwarden/gateway-client';
 import { cuttableProxy, testGateway } from '@kernelwarden/test-env';
 import { afterEach, describe, expect, it } from 'vitest';
 import { LocalGateway, type LocalGatewayLease } from './index.js';
@@ -90,37 +90,33 @@ function exact(kind: Kind, session: number, cell: number, r: ExecuteResult): boo
 type Outcome = { result: ExecuteResult } | { error: unknown } | { hung: true };
 
 /** The outcomes a fault allows: the exact result always (the fault may land after the cell ended), and … */
-function allowed(
-  cell: PlannedCell,
-  session: number,
-  index: number,
-  outcome: Outcome,
-  restartedBefore: boolean,
-): boolean {
+function allowed(cell: PlannedCell, session: number, index: number, outcome: Outcome, afterKill: boolean): boolean {
   if ('hung' in outcome) return false;
   if ('result' in outcome && exact(cell.kind, session, index, outcome.result)) return true;
+  const died =
+    'error' in outcome &&
+    KernelDiedError.isInstance(outcome.error) &&
+    ['restarted', 'dead'].includes(outcome.error.reason);
+  // Right after a kill, the server's restart may still be under way: the cell can meet it (a restart reported late,
+  // or SIGINT reaching an interpreter still booting, which ends it as in any Jupyter client). It then fails as a
+  // death — never as a wrong or partial success.
+  if (died && afterKill) return true;
   switch (cell.fault) {
     case 'none':
-    case 'cut':
-      // A cut socket is reconnected and the cell's messages replayed: only the exact result is right.
       return false;
-    case 'kill':
-      // The interpreter died under the cell: it fails as such, never as a wrong or partial success.
+    case 'cut':
+      // A cut socket is reconnected and what the server buffered replayed. Messages the server wrote to the dead
+      // socket before it noticed the cut are lost: the cell may then end as a missing reply (it may or may not have
+      // run), never as a wrong result.
       return (
-        'error' in outcome &&
-        KernelDiedError.isInstance(outcome.error) &&
-        ['restarted', 'dead'].includes(outcome.error.reason)
+        'result' in outcome && outcome.result.status === 'error' && outcome.result.error?.ename === MISSING_REPLY_ENAME
       );
+    case 'kill':
+      // The interpreter died under the cell.
+      return died;
     case 'interrupt':
-      if ('result' in outcome) {
-        return outcome.result.status === 'error' && outcome.result.error?.ename === 'KeyboardInterrupt';
-      }
-      // SIGINT reaching an interpreter still booting (the server restarted it under the cell before) ends it, as
-      // with any Jupyter client: the cell fails as a death, never as a wrong result.
       return (
-        restartedBefore &&
-        KernelDiedError.isInstance(outcome.error) &&
-        ['restarted', 'dead'].includes(outcome.error.reason)
+        'result' in outcome && outcome.result.status === 'error' && outcome.result.error?.ename === 'KeyboardInterrupt'
       );
     case 'timeout':
       return 'result' in outcome && outcome.result.timedOut && outcome.result.cancelled;
@@ -167,14 +163,24 @@ describe(`chaos on the real stack (seed ${SEED}; replay with KERNELWARDEN_CHAOS_
             gateway: client,
             reconnect: { initialDelayMs: 50, maxDelayMs: 500 },
           });
-          let restartedBefore = false;
+          // What happened to this session, for a failure's message: the kernel's events, cells and faults.
+          const began = performance.now();
+          const trail: string[] = [];
+          const note = (what: string) => trail.push(`${Math.round(performance.now() - began)} ms ${what}`);
+          kernel.on('status', ({ status }) => note(`status ${status}`));
+          kernel.on('reconnecting', ({ attempt }) => note(`reconnecting (attempt ${attempt})`));
+          kernel.on('reconnected', () => note('reconnected'));
+          kernel.on('connection-lost', ({ error }) => note(`connection lost: ${error.message}`));
+          let afterKill = false;
           try {
             for (const [index, cell] of planned.entries()) {
               counts[cell.fault]++;
               const running = kernel.execute(code(cell.kind, session, index), {
                 ...(cell.fault === 'timeout' ? { timeoutMs: TIMEOUT_MS } : {}),
               });
+              note(`cell ${index} (${cell.kind}) sent; fault ${cell.fault} at ${cell.delayMs} ms`);
               const fault = setTimeout(() => {
+                note(`fault ${cell.fault}`);
                 if (cell.fault === 'kill') lease.processes.kill(kernel.id);
                 else if (cell.fault === 'cut') proxy.cut(kernel.id);
                 else if (cell.fault === 'interrupt') void kernel.interrupt().catch(() => {});
@@ -192,12 +198,13 @@ describe(`chaos on the real stack (seed ${SEED}; replay with KERNELWARDEN_CHAOS_
               clearTimeout(bound);
               clearTimeout(fault);
               const died = 'error' in outcome && KernelDiedError.isInstance(outcome.error);
-              if (!allowed(cell, session, index, outcome, restartedBefore)) {
+              if (!allowed(cell, session, index, outcome, afterKill)) {
                 wrong.push(
-                  `seed ${SEED} session ${session} cell ${index} (${cell.kind}, fault ${cell.fault} at ${cell.delayMs} ms): ${describeOutcome(outcome)}`,
+                  `seed ${SEED} session ${session} cell ${index} (${cell.kind}, fault ${cell.fault} at ${cell.delayMs} ms): ${describeOutcome(outcome)}${'hung' in outcome ? `\n    ${trail.slice(-25).join('\n    ')}` : ''}`,
                 );
               }
-              restartedBefore = died;
+              // A kill may land as the cell ends: the next cell can still meet the restart.
+              afterKill = died || cell.fault === 'kill';
               if ('hung' in outcome) break;
               // A cell after a kill runs on the restarted interpreter; one after a timeout waits for the interrupt.
               if (!kernel.isAlive()) break;

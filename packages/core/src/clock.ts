@@ -1,3 +1,4 @@
+import { onAbort } from './abort-relay.js';
 /** A scheduled callback that can be cancelled. */
 export interface Timer {
   /** Cancels the callback if it has not run yet; calling it again does nothing. */
@@ -52,14 +53,15 @@ export function sleep(ms: number, opts: { clock?: Clock; signal?: AbortSignal } 
   const { clock = systemClock, signal } = opts;
   if (signal?.aborted) return Promise.reject(signal.reason);
   return new Promise<void>((resolve, reject) => {
-    const onAbort = () => {
-      timer.cancel();
-      reject(signal?.reason);
-    };
     const timer = clock.setTimer(() => {
-      signal?.removeEventListener('abort', onAbort);
+      unlisten?.();
       resolve();
     }, ms);
-    signal?.addEventListener('abort', onAbort, { once: true });
+    const unlisten = signal
+      ? onAbort(signal, () => {
+          timer.cancel();
+          reject(signal.reason);
+        })
+      : undefined;
   });
 }

@@ -1,3 +1,4 @@
+import { onAbort } from './abort-relay.js';
 import { type Clock, systemClock, type Timer } from './clock.js';
 import { DeadlineExceededError } from './errors.js';
 
@@ -58,6 +59,7 @@ export function abortScope(opts: DeadlineOptions = {}): AbortScope {
   let timedOut = false;
   let disposed = false;
 
+  let unlisten: (() => void) | undefined;
   const onOuterAbort = () => {
     timer?.cancel();
     controller.abort(outer?.reason);
@@ -66,18 +68,18 @@ export function abortScope(opts: DeadlineOptions = {}): AbortScope {
     if (disposed) return;
     disposed = true;
     timer?.cancel();
-    outer?.removeEventListener('abort', onOuterAbort);
+    unlisten?.();
   };
 
   if (outer?.aborted) {
     controller.abort(outer.reason);
   } else {
-    outer?.addEventListener('abort', onOuterAbort, { once: true });
+    if (outer) unlisten = onAbort(outer, onOuterAbort);
     if (timeoutMs !== undefined) {
       timer = clock.setTimer(() => {
         if (controller.signal.aborted) return;
         timedOut = true;
-        outer?.removeEventListener('abort', onOuterAbort);
+        unlisten?.();
         controller.abort(
           new DeadlineExceededError(opts.timeoutMessage ?? `Operation timed out after ${timeoutMs} ms`, { timeoutMs }),
         );
@@ -119,15 +121,14 @@ export function raceSignal<T>(promise: Promise<T>, signal: AbortSignal | undefin
     return Promise.reject(signal.reason);
   }
   return new Promise<T>((resolve, reject) => {
-    const onAbort = () => reject(signal.reason);
-    signal.addEventListener('abort', onAbort, { once: true });
+    const unlisten = onAbort(signal, () => reject(signal.reason));
     promise.then(
       (value) => {
-        signal.removeEventListener('abort', onAbort);
+        unlisten();
         resolve(value);
       },
       (error: unknown) => {
-        signal.removeEventListener('abort', onAbort);
+        unlisten();
         reject(error);
       },
     );

@@ -1,4 +1,4 @@
-import { KernelwardenError } from '@kernelwarden/core';
+import { DeadlineExceededError, KernelwardenError } from '@kernelwarden/core';
 
 /**
  * The gateway could not be reached: connection refused, DNS failure, reset, or a WebSocket that would not open.
@@ -65,13 +65,49 @@ export class KernelStartError extends KernelwardenError {
   /** The HTTP status of the failed create, when the failure was an HTTP answer. */
   readonly status: number | undefined;
 
-  constructor(message: string, options: { status?: number; cause?: unknown; retryable?: boolean } = {}) {
+  constructor(message: string, options: { status?: number; cause?: unknown; retryable?: boolean; code?: string } = {}) {
     super(message, {
-      code: 'KERNEL_START',
+      code: options.code ?? 'KERNEL_START',
       cause: options.cause,
       retryable: options.retryable ?? (options.status !== undefined && options.status >= 500),
     });
     this.status = options.status;
+  }
+}
+
+/**
+ * The gateway has no room for another kernel: it runs as many as it allows (the embedded gateway's `maxKernels`,
+ * answered with HTTP 503 and reason `at-capacity` once the start waited its bound). Nothing was left running.
+ *
+ * Thrown by `GatewayKernel.start()` and `GatewayClient.createKernel()`; retryable once a kernel was shut down.
+ * A `KernelStartError` (code `GATEWAY_CAPACITY`), so handlers of failed starts see it too.
+ */
+export class GatewayCapacityError extends KernelStartError {
+  static override readonly brand: string = 'GatewayCapacityError';
+  /** How many kernels the gateway allows at once, when it said. */
+  readonly maxKernels: number | undefined;
+
+  constructor(message: string, options: { status?: number; maxKernels?: number; cause?: unknown } = {}) {
+    super(message, { code: 'GATEWAY_CAPACITY', status: options.status, cause: options.cause, retryable: true });
+    this.maxKernels = options.maxKernels;
+  }
+}
+
+/**
+ * A start waited its whole deadline for a kernel: the gateway was busy starting others (its start queue, or a stock
+ * server that did not answer the create in time). Its `name` is `'TimeoutError'`, as for every deadline; nothing
+ * was left running (a kernel the server created anyway is deleted as soon as it is known).
+ *
+ * Thrown by `GatewayKernel.start()`; retryable.
+ */
+export class GatewayBusyError extends DeadlineExceededError {
+  static override readonly brand: string = 'GatewayBusyError';
+  /** How long the start waited, in milliseconds, when known. */
+  readonly waitedMs: number | undefined;
+
+  constructor(message: string, options: { timeoutMs?: number; waitedMs?: number; cause?: unknown } = {}) {
+    super(message, { code: 'GATEWAY_BUSY', timeoutMs: options.timeoutMs, cause: options.cause });
+    this.waitedMs = options.waitedMs;
   }
 }
 

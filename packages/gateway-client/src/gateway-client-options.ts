@@ -127,6 +127,18 @@ export interface GatewayClientOptions {
   pool?: KernelPool;
   /** The gateway's kernel processes, for an immediate `GatewayKernel.kill()`. */
   processes?: KernelProcesses;
+  /**
+   * The gateway starts kernels in turn from a fair queue (the embedded gateway's start queue; a `LocalGateway` lease
+   * says so): the time a create waits for its turn does not count toward a start's `startupTimeoutMs` and is
+   * bounded by `timeoutMs` instead (the gateway answers `GatewayBusyError` past it).
+   */
+  startQueue?: StartQueue;
+}
+
+/** A gateway's start queue, as `GatewayClientOptions.startQueue` describes it. */
+export interface StartQueue {
+  /** The longest a create waits for its turn, in milliseconds. */
+  timeoutMs: number;
 }
 
 /** `GatewayClientOptions` validated, with every default applied. */
@@ -146,6 +158,7 @@ export interface ResolvedGatewayClientOptions {
   readonly diagnostics: KernelDiagnostics | undefined;
   readonly pool: KernelPool | undefined;
   readonly processes: KernelProcesses | undefined;
+  readonly startQueue: StartQueue | undefined;
 }
 
 const hasFunctions =
@@ -181,6 +194,7 @@ const optionsSchema = lazy(() => {
     processes: z
       .custom<KernelProcesses>(hasFunctions<KernelProcesses>('kill'), 'must have a kill(kernelId) function')
       .optional(),
+    startQueue: z.object({ timeoutMs: z.number().finite().min(0) }).optional(),
   });
 });
 
@@ -204,5 +218,6 @@ export function resolveGatewayClientOptions(options: GatewayClientOptions): Reso
     diagnostics: opts.diagnostics,
     pool: opts.pool,
     processes: opts.processes,
+    startQueue: opts.startQueue ? Object.freeze({ timeoutMs: opts.startQueue.timeoutMs }) : undefined,
   });
 }

@@ -3,6 +3,8 @@ import type { z } from 'zod/v3';
 import { isWsClass } from './default-websocket.js';
 import {
   GatewayAuthError,
+  GatewayBusyError,
+  GatewayCapacityError,
   GatewayRequestError,
   GatewayResponseTooLargeError,
   GatewayUnavailableError,
@@ -18,6 +20,7 @@ import {
   type KernelPool,
   type KernelProcesses,
   resolveGatewayClientOptions,
+  type StartQueue,
   type WebSocketClass,
 } from './gateway-client-options.js';
 import { checkedKernelId, KERNEL_ID_PATTERN } from './kernel-id.js';
@@ -31,6 +34,7 @@ export type {
   KernelOwnership,
   KernelPool,
   KernelProcesses,
+  StartQueue,
   WebSocketClass,
 };
 
@@ -119,6 +123,8 @@ export class GatewayClient {
   readonly pool: KernelPool | undefined;
   /** The gateway's kernel processes, when given (a gateway on this machine). */
   readonly processes: KernelProcesses | undefined;
+  /** The gateway's start queue, when it has one (the embedded gateway). */
+  readonly startQueue: StartQueue | undefined;
   readonly #token: string | undefined;
   readonly #fetch: typeof fetch | undefined;
   readonly #transport: GatewayRequest | undefined;
@@ -138,6 +144,7 @@ export class GatewayClient {
     this.diagnostics = opts.diagnostics;
     this.pool = opts.pool;
     this.processes = opts.processes;
+    this.startQueue = opts.startQueue;
   }
 
   /** True when a token is configured (the token itself is never exposed by the client's API). */
@@ -179,28 +186,61 @@ export class GatewayClient {
   }
 
   /**
-   * Starts a kernel (`POST /api/kernels`). A non-2xx answer throws `KernelStartError` with its `status`; `path` is
-   * the kernel's working directory relative to the server's root; `env` is honoured by Kernel Gateway
-   * (`KERNEL_*` variables), not by jupyter-server.
+   * Starts a kernel (`POST /api/kernels`). A non-2xx answer throws `KernelStartError` with its `status`
+   * (`GatewayCapacityError` when the gateway answers 503 at capacity, `GatewayBusyError` when its start queue did not
+   * reach this create within `waitMs`); `path` is the kernel's working directory relative to the server's root; `env`
+   * is honoured by Kernel Gateway (`KERNEL_*` variables), not by jupyter-server.
+   *
+   * `kernelId` asks for that id (a UUID): jupyter-server 2.x and the embedded gateway honour it, 1.x ignores it (the
+   * answer's `id` says which). With `ownership`, the id is recorded before the request is sent, so that a process
+   * that dies while its create is in flight leaves the kernel to the gateway's orphan sweep. `waitMs` is how long the
+   * embedded gateway's start queue may hold this create before answering 503 (other servers ignore it).
    */
   async createKernel(
-    spec: { name: string; env?: Record<string, string>; path?: string },
+    spec: { name: string; env?: Record<string, string>; path?: string; kernelId?: string; waitMs?: number },
     opts: RequestOptions = {},
   ): Promise<KernelModel> {
     const body: Record<string, unknown> = { name: spec.name };
     if (spec.path !== undefined) body.path = spec.path;
     if (spec.env !== undefined) body.env = spec.env;
+    if (spec.kernelId !== undefined) {
+      body.kernel_id = spec.kernelId;
+      this.ownership?.created(spec.kernelId);
+    }
+    if (spec.waitMs !== undefined) body.kernelwarden_wait_ms = Math.max(0, Math.floor(spec.waitMs));
+    // Unanswered (a deadline, an abort, a lost connection): the chosen id's record stays, since the kernel may exist;
+    // whoever gave up deletes it by that id.
     const res = await this.#request('POST', '/api/kernels', { ...opts, body }, 'any');
     if (!res.ok) {
-      const detail = this.#detail(res);
-      throw new KernelStartError(
-        `Failed to create kernel "${spec.name}" on gateway ${this.baseUrl}: HTTP ${res.status}${detail}`,
-        { status: res.status },
-      );
+      if (spec.kernelId !== undefined) this.ownership?.deleted(spec.kernelId);
+      throw this.#createRefused(res, spec.name);
     }
     const model = this.#parse(schemas().kernelModel, this.#json(res, 'POST /api/kernels'), 'POST /api/kernels');
+    if (spec.kernelId !== undefined && model.id !== spec.kernelId) this.ownership?.deleted(spec.kernelId);
     this.ownership?.created(model.id);
     return model;
+  }
+
+  /** The error of a refused create: capacity and start-queue answers (HTTP 503 with a reason) typed as such. */
+  #createRefused(res: Answer, name: string): KernelStartError | GatewayBusyError {
+    const text = res.body.trim();
+    const summary = summarizeErrorBody(text);
+    const clipped = summary.length > 300 ? `${summary.slice(0, 300)}…` : summary;
+    const detail = clipped ? `: ${this.#redact(clipped)}` : '';
+    const refused = res.status === 503 ? capacityAnswer(text) : undefined;
+    const message = `Failed to create kernel "${name}" on gateway ${this.baseUrl}: HTTP ${res.status}${detail}`;
+    if (refused?.reason === 'at-capacity') {
+      return new GatewayCapacityError(message, {
+        status: res.status,
+        ...(refused.maxKernels === undefined ? {} : { maxKernels: refused.maxKernels }),
+      });
+    }
+    if (refused?.reason === 'busy') {
+      return new GatewayBusyError(message, {
+        ...(refused.waitedMs === undefined ? {} : { waitedMs: refused.waitedMs }),
+      });
+    }
+    return new KernelStartError(message, { status: res.status });
   }
 
   /** Interrupts a kernel (`POST /api/kernels/{id}/interrupt`); throws on any non-2xx answer. */
@@ -368,6 +408,24 @@ async function readCapped(
   } catch (error) {
     reader.cancel().catch(() => {});
     throw error;
+  }
+}
+
+/** The embedded gateway's 503 body: `{ reason: 'at-capacity' | 'busy', max_kernels?, waited_ms? }`. */
+function capacityAnswer(
+  text: string,
+): { reason: 'at-capacity' | 'busy'; maxKernels?: number; waitedMs?: number } | undefined {
+  if (!text.startsWith('{')) return undefined;
+  try {
+    const body = JSON.parse(text) as { reason?: unknown; max_kernels?: unknown; waited_ms?: unknown };
+    if (body.reason !== 'at-capacity' && body.reason !== 'busy') return undefined;
+    return {
+      reason: body.reason,
+      ...(typeof body.max_kernels === 'number' ? { maxKernels: body.max_kernels } : {}),
+      ...(typeof body.waited_ms === 'number' ? { waitedMs: body.waited_ms } : {}),
+    };
+  } catch {
+    return undefined;
   }
 }
 

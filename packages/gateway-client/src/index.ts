@@ -7,6 +7,8 @@ export { DefaultWebSocket } from './default-websocket.js';
 export type { KernelDeathReason } from './errors.js';
 export {
   GatewayAuthError,
+  GatewayBusyError,
+  GatewayCapacityError,
   GatewayRequestError,
   GatewayResponseTooLargeError,
   GatewayUnavailableError,
@@ -27,6 +29,7 @@ export type {
   KernelPool,
   KernelProcesses,
   ResolvedGatewayClientOptions,
+  StartQueue,
   WebSocketClass,
 } from './gateway-client-options.js';
 export {

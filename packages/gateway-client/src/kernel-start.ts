@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import {
   type AbortScope,
   abortScope,
@@ -6,7 +7,7 @@ import {
   type ExecuteResult,
 } from '@kernelwarden/core';
 import { environmentCode } from './environment-code.js';
-import { KernelStartError } from './errors.js';
+import { GatewayBusyError, GatewayCapacityError, KernelStartError } from './errors.js';
 import type { GatewayClient, KernelModel } from './gateway-client.js';
 import type { ResolvedGatewayKernelOptions } from './gateway-kernel-options.js';
 import type { KernelInfo } from './handshake.js';
@@ -44,7 +45,9 @@ const CLAIM_ATTEMPTS = 3;
 /**
  * The start sequence of `GatewayKernel.start()`: create the kernel (retried on 5xx), open its channels and run the
  * handshake while `watchKernelStart` looks for a death, then the environment step (`cwd`, `env`) and the prelude —
- * all under one deadline (`startupTimeoutMs`) and the caller's signal. Any failure after the kernel exists shuts it
+ * all under one deadline (`startupTimeoutMs`) and the caller's signal. On a gateway with a start queue
+ * (`client.startQueue`, the embedded gateway), the time the create waited for its turn (`kernelwarden_queued_ms` in
+ * its answer) is not part of that deadline: it is bounded by the queue's own timeout. Any failure after the kernel exists shuts it
  * down (socket closed, pending settled, DELETE sent); a start that failed on its own waits for that first DELETE, an
  * aborted one rejects at once with the signal's reason, and an unconfirmed DELETE is retried in the background.
  */
@@ -54,12 +57,17 @@ export async function startKernel<K>(
   source: KernelSource = { kind: 'create' },
 ): Promise<K> {
   const { client, clock, startupTimeoutMs } = opts;
-  const scope = abortScope({
+  const timeoutMessage = `Kernel start on ${client.baseUrl} timed out after ${startupTimeoutMs} ms`;
+  // On a gateway with a start queue, the wait for a turn is bounded by the queue's own timeout, not startupTimeoutMs.
+  const queueMs = source.kind === 'create' && startupTimeoutMs > 0 ? (client.startQueue?.timeoutMs ?? 0) : 0;
+  const began = clock.now();
+  const outer = abortScope({
     signal: opts.signal,
-    timeoutMs: startupTimeoutMs,
+    timeoutMs: startupTimeoutMs > 0 ? startupTimeoutMs + queueMs : 0,
     clock,
-    timeoutMessage: `Kernel start on ${client.baseUrl} timed out after ${startupTimeoutMs} ms`,
+    timeoutMessage,
   });
+  let scope = outer;
   let starting: StartingKernel | undefined;
   const owned = source.kind === 'create';
   try {
@@ -67,7 +75,19 @@ export async function startKernel<K>(
     const model =
       source.kind === 'attach'
         ? await attachedKernel(client, source.kernelId, scope)
-        : ((await claimPooledKernel(client, opts, scope)) ?? (await createKernel(client, opts, scope)));
+        : ((await claimPooledKernel(client, opts, scope)) ??
+          (await createKernel(client, opts, scope, queueMs > 0 ? queueMs : undefined)));
+    if (queueMs > 0) {
+      // What is left of startupTimeoutMs once the time the create waited in the queue (as the gateway says) is off.
+      const queued = typeof model.kernelwarden_queued_ms === 'number' ? model.kernelwarden_queued_ms : 0;
+      const used = clock.now() - began - Math.min(Math.max(0, queued), queueMs);
+      scope = abortScope({
+        signal: outer.signal,
+        timeoutMs: Math.max(1, startupTimeoutMs - used),
+        clock,
+        timeoutMessage,
+      });
+    }
     const built = build(model);
     const kernel = built.starting;
     starting = kernel;
@@ -75,6 +95,14 @@ export async function startKernel<K>(
     kernel.watch(watch);
     try {
       await scope.race(Promise.race([kernel.connect(scope.signal), watch.failed]));
+    } catch (error) {
+      if (scope.timedOut && error === scope.signal.reason) {
+        throw new GatewayBusyError(
+          `Kernel start on ${client.baseUrl} timed out after ${startupTimeoutMs} ms waiting for kernel ${model.id} to answer its first request (the machine is busy starting other kernels); the kernel was deleted`,
+          { timeoutMs: startupTimeoutMs, waitedMs: startupTimeoutMs, cause: error },
+        );
+      }
+      throw error;
     } finally {
       watch.stop();
       kernel.watch(undefined);
@@ -98,6 +126,7 @@ export async function startKernel<K>(
     throw error;
   } finally {
     scope.dispose();
+    outer.dispose();
   }
 }
 
@@ -165,51 +194,110 @@ export async function claimPooledKernel(
   return undefined;
 }
 
+/** Of a start's remaining time, what the create leaves for connecting and the first handshake: a quarter, at most 5 s. */
+function queueWaitMs(remaining: number): number | undefined {
+  if (!Number.isFinite(remaining)) return undefined;
+  return Math.max(0, remaining - Math.min(5_000, remaining / 4));
+}
+
 /**
  * `POST /api/kernels`, retried while it answers 5xx (`createAttempts`, waiting `createRetryDelayMs` times the
- * attempt). The create itself is not aborted: if the caller gives up while it is in flight, a kernel that gets
- * created anyway is deleted as soon as its id is known (retried until confirmed), instead of leaking.
+ * attempt). The create waits as long as the start's own deadline allows (`startupTimeoutMs`), not the client's
+ * per-request deadline: a server starting many kernels at once answers late. Each create asks for a fresh id
+ * (`kernel_id`, honoured by jupyter-server 2.x and the embedded gateway) and tells the embedded gateway's start
+ * queue how long it may wait (`kernelwarden_wait_ms`): `queueTimeoutMs` when the client knows the gateway's start queue
+ * (`client.startQueue`; the start's deadline then has that much more room for the wait), else what the start's
+ * deadline leaves once connecting is provided for.
+ *
+ * A create the start gives up on (its deadline, the caller's abort) leaves nothing behind: `abandonCreate` deletes
+ * the kernel by its chosen id at once and, since a server that ignores the id (jupyter-server 1.x) names its kernel
+ * only in its answer, keeps waiting for that answer and deletes the kernel it names. A start whose deadline ran out
+ * while its create was unanswered rejects with `GatewayBusyError` (`GATEWAY_BUSY`, retryable); a gateway at its
+ * kernel limit answers with `GatewayCapacityError` (`GATEWAY_CAPACITY`, retryable), neither retried here.
  */
 export async function createKernel(
   client: GatewayClient,
   opts: Pick<
     ResolvedGatewayKernelOptions,
-    'kernelName' | 'createAttempts' | 'createRetryDelayMs' | 'clock' | 'cleanupTimeoutMs' | 'cleanupRetry'
+    | 'kernelName'
+    | 'createAttempts'
+    | 'createRetryDelayMs'
+    | 'clock'
+    | 'cleanupTimeoutMs'
+    | 'cleanupRetry'
+    | 'startupTimeoutMs'
   >,
   scope: AbortScope,
+  queueTimeoutMs?: number,
 ): Promise<KernelModel> {
   for (let attempt = 1; ; attempt++) {
     scope.throwIfAborted();
-    const creating = client.createKernel({ name: opts.kernelName });
+    const kernelId = randomUUID();
+    const waitMs = queueTimeoutMs ?? queueWaitMs(scope.remaining());
+    const creating = client.createKernel(
+      { name: opts.kernelName, kernelId, ...(waitMs === undefined ? {} : { waitMs }) },
+      { timeoutMs: 0 },
+    );
     try {
       return await scope.race(creating);
     } catch (error) {
       if (scope.signal.aborted) {
-        creating.then(
-          (model) =>
-            startCleanup(opts, async (signal) => {
-              await client.deleteKernel(model.id, { timeoutMs: 0, signal });
-              return true;
-            }),
-          () => {},
-        );
+        abandonCreate(client, opts, kernelId, creating);
+        if (scope.timedOut) {
+          throw new GatewayBusyError(
+            `Kernel start on ${client.baseUrl} timed out after ${opts.startupTimeoutMs} ms waiting for the gateway to create its kernel (busy starting other kernels); nothing was left running`,
+            { timeoutMs: opts.startupTimeoutMs, waitedMs: opts.startupTimeoutMs, cause: scope.signal.reason },
+          );
+        }
         throw scope.signal.reason;
       }
-      const retry = KernelStartError.isInstance(error) && error.retryable && attempt < opts.createAttempts;
+      // No HTTP answer (a lost connection): the kernel may exist under the chosen id.
+      if (!KernelStartError.isInstance(error) && !GatewayBusyError.isInstance(error)) {
+        abandonCreate(client, opts, kernelId, creating);
+      }
+      const retry =
+        KernelStartError.isInstance(error) &&
+        !GatewayCapacityError.isInstance(error) &&
+        error.retryable &&
+        attempt < opts.createAttempts;
       if (!retry) throw error;
     }
     await new Promise<void>((resolve, reject) => {
-      const timer = opts.clock.setTimer(resolve, opts.createRetryDelayMs * attempt);
-      scope.signal.addEventListener(
-        'abort',
-        () => {
-          timer.cancel();
-          reject(scope.signal.reason);
-        },
-        { once: true },
-      );
+      const onAbort = () => {
+        timer.cancel();
+        reject(scope.signal.reason);
+      };
+      const timer = opts.clock.setTimer(() => {
+        scope.signal.removeEventListener('abort', onAbort);
+        resolve();
+      }, opts.createRetryDelayMs * attempt);
+      scope.signal.addEventListener('abort', onAbort, { once: true });
     });
   }
+}
+
+/**
+ * Makes sure a create nobody waits for leaves no kernel: DELETEs its chosen id now (the embedded gateway drops a
+ * create still in its queue; jupyter-server 2.x deletes a kernel it already lists; an unknown id answers 404), then
+ * once the create answers (it is never cut short, so its answer names the kernel even on a server that ignored the
+ * id), DELETEs the kernel it names, each retried until confirmed (`cleanupTimeoutMs`, `cleanupRetry`).
+ */
+export function abandonCreate(
+  client: GatewayClient,
+  opts: Pick<ResolvedGatewayKernelOptions, 'clock' | 'cleanupTimeoutMs' | 'cleanupRetry'>,
+  kernelId: string,
+  creating: Promise<KernelModel>,
+): void {
+  const remove = (id: string) =>
+    startCleanup(opts, async (signal) => {
+      await client.deleteKernel(id, { timeoutMs: 0, signal });
+      return true;
+    });
+  remove(kernelId);
+  creating.then(
+    (model) => void remove(model.id),
+    () => {},
+  );
 }
 
 /**

@@ -71,7 +71,18 @@ export interface LocalGatewayLocation {
  */
 export interface LocalGatewayOptions
   extends LocalGatewayLocation,
-    Partial<Record<'lingerMs' | 'startupTimeoutMs' | 'requestTimeoutMs' | 'stopTimeoutMs', number>> {
+    Partial<
+      Record<
+        | 'lingerMs'
+        | 'startupTimeoutMs'
+        | 'requestTimeoutMs'
+        | 'stopTimeoutMs'
+        | 'maxKernels'
+        | 'maxConcurrentStarts'
+        | 'startQueueTimeoutMs',
+        number
+      >
+    > {
   /** Extra `JUPYTER_PATH` directories of a server this call starts. */
   jupyterPath?: string[];
   /** Extra variables of a server this call starts (never a secret). */

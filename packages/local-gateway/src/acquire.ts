@@ -73,7 +73,7 @@ export async function acquireLease(options: LocalGatewayOptions): Promise<LocalG
       onReaped: (kernelId, owner) => emit({ type: 'kernel-reaped', kernelId, ownerPid: owner.pid }),
       onFailed: (kernelId, message) => emit({ type: 'reap-failed', kernelId, message }),
     });
-    return makeLease(layout, info, reused, ending);
+    return makeLease(layout, info, reused, ending, { timeoutMs: opts.startQueueTimeoutMs });
   } catch (error) {
     if (ending) await releaseLease(layout, { ...ending, graceMs: DEFAULT_STOP_TIMEOUT_MS }, undefined);
     throw error;

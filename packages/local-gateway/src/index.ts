@@ -27,4 +27,11 @@ export {
 } from './options.js';
 export { LOCAL_GATEWAY_SERVER_CONFIG } from './server-config.js';
 export { SERVER_ENV_ALLOWED } from './server-env.js';
+export type { StartCapacitySettings } from './start-capacity.js';
+export {
+  DEFAULT_START_QUEUE_TIMEOUT_MS,
+  defaultMaxConcurrentStarts,
+  defaultMaxKernels,
+  KERNEL_MEMORY_BUDGET_BYTES,
+} from './start-capacity.js';
 export type { LocalGatewayStatus } from './status.js';

@@ -4,6 +4,7 @@ import type {
   KernelOwnership,
   KernelPool,
   KernelProcesses,
+  StartQueue,
   WebSocketClass,
 } from '@kernelwarden/gateway-client';
 import type { Emit } from './events.js';
@@ -69,6 +70,12 @@ export interface LocalGatewayLease extends AsyncDisposable {
    */
   readonly processes: KernelProcesses;
   /**
+   * The server's start queue (`maxConcurrentStarts`, `maxKernels`): `GatewayKernel.start()` through this lease does not
+   * count the time its create waits for a turn toward `startupTimeoutMs`; `timeoutMs` (the acquire's
+   * `startQueueTimeoutMs`) bounds that wait.
+   */
+  readonly startQueue: StartQueue;
+  /**
    * A fetch for the server: before each request it checks that the server this lease is for still holds its port
    * (from `/proc`), so nothing — least of all the token — is ever sent to a process that took the port after the
    * server went away.
@@ -126,6 +133,7 @@ export function makeLease(
   info: ServerInfo,
   reused: boolean,
   ending: LeaseRelease,
+  startQueue: StartQueue,
 ): LocalGatewayLease {
   let released: Promise<void> | undefined;
   const release = (opts: { signal?: AbortSignal } = {}) => {
@@ -158,6 +166,7 @@ export function makeLease(
     // Without the run's marker (a server recorded by an older version) nothing is killed here: the kill falls back
     // to the server's own restart.
     processes: { kill: (kernelId) => info.instance !== undefined && killKernelProcesses(info.instance, kernelId) },
+    startQueue: Object.freeze({ ...startQueue }),
     ...guardedTransport(info.baseUrl, info.port, info.server.pid),
     release,
     [Symbol.asyncDispose]: () => release(),

@@ -14,6 +14,7 @@ import {
   resolveLocation,
   resolveStopOptions,
 } from './options.js';
+import { DEFAULT_START_QUEUE_TIMEOUT_MS, defaultMaxConcurrentStarts, defaultMaxKernels } from './start-capacity.js';
 
 describe('resolveLocalGatewayOptions', () => {
   it('applies every default, taken from the named constants', () => {
@@ -31,7 +32,33 @@ describe('resolveLocalGatewayOptions', () => {
       stopTimeoutMs: DEFAULT_STOP_TIMEOUT_MS,
       onEvent: undefined,
       pool: DEFAULT_POOL,
+      maxKernels: defaultMaxKernels(),
+      maxConcurrentStarts: defaultMaxConcurrentStarts(),
+      startQueueTimeoutMs: DEFAULT_START_QUEUE_TIMEOUT_MS,
     });
+  });
+
+  it('sizes the start capacity from the machine: a start slot per core, kernels from three quarters of its memory', () => {
+    expect(defaultMaxConcurrentStarts(2)).toBe(2);
+    expect(defaultMaxConcurrentStarts(0)).toBe(1);
+    expect(defaultMaxKernels(24 * 1024 ** 3)).toBe(115);
+    expect(defaultMaxKernels(1024 ** 3)).toBe(4);
+    const given = resolveLocalGatewayOptions({ maxKernels: 8, maxConcurrentStarts: 3, startQueueTimeoutMs: 0 }, {});
+    expect(given).toMatchObject({ maxKernels: 8, maxConcurrentStarts: 3, startQueueTimeoutMs: 0 });
+    for (const [field, value] of [
+      ['maxKernels', 0],
+      ['maxConcurrentStarts', 1.5],
+      ['startQueueTimeoutMs', -1],
+    ] as const) {
+      let error: unknown;
+      try {
+        resolveLocalGatewayOptions({ [field]: value }, {});
+      } catch (e) {
+        error = e;
+      }
+      expect(InvalidOptionsError.isInstance(error)).toBe(true);
+      expect((error as Error).message).toContain(field);
+    }
   });
 
   it('takes the warm pool from KERNELWARDEN_POOL (0, a python3 count, or counts per kernelspec), pool over it', () => {

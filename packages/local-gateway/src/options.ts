@@ -3,6 +3,7 @@ import { join, resolve } from 'node:path';
 import { lazy, parseOptions } from '@kernelwarden/core';
 import type * as Zod from 'zod/v3';
 import type { LocalGatewayEvent } from './events.js';
+import { DEFAULT_START_QUEUE_TIMEOUT_MS, defaultMaxConcurrentStarts, defaultMaxKernels } from './start-capacity.js';
 import { zod } from './zod.js';
 
 /** The environment variable naming the base state directory when `stateDir` is not given. */
@@ -106,6 +107,26 @@ export interface LocalGatewayOptions extends LocalGatewayLocation {
    * @defaultValue env `KERNELWARDEN_POOL` (`POOL_ENV`), else `DEFAULT_POOL`
    */
   pool?: Record<string, number>;
+  /**
+   * The most kernels the server runs at once (pooled ones included). A create past it waits in the start queue for
+   * one to go (at most `startQueueTimeoutMs`), then fails with `GatewayCapacityError` (`GATEWAY_CAPACITY`,
+   * retryable). Only used when this call starts the server.
+   * @defaultValue three quarters of the machine's memory at 160 MiB a kernel, at least 4 (`defaultMaxKernels()`)
+   */
+  maxKernels?: number;
+  /**
+   * How many kernels the server starts at once; further creates wait their turn, first come, first served (a start
+   * holds its slot until the kernel answers). Only used when this call starts the server.
+   * @defaultValue one per core (`defaultMaxConcurrentStarts()`)
+   */
+  maxConcurrentStarts?: number;
+  /**
+   * The longest a create waits in the server's start queue; a start asks for less when its own deadline is
+   * shorter. Past it the create fails with `GatewayBusyError` (`GATEWAY_BUSY`) or, when the kernel limit held it,
+   * `GatewayCapacityError`. Only used when this call starts the server.
+   * @defaultValue `DEFAULT_START_QUEUE_TIMEOUT_MS` (120 s)
+   */
+  startQueueTimeoutMs?: number;
 }
 
 /** Options of `LocalGateway.stop()`. */
@@ -150,6 +171,12 @@ export interface ResolvedLocalGatewayOptions extends ResolvedLocalGatewayStopOpt
   readonly onEvent: ((event: LocalGatewayEvent) => void) | undefined;
   /** Started kernels kept ready per kernelspec (kernelspecs with 0 left out). */
   readonly pool: Readonly<Record<string, number>>;
+  /** The most kernels the server runs at once. */
+  readonly maxKernels: number;
+  /** Kernels the server starts at once. */
+  readonly maxConcurrentStarts: number;
+  /** Milliseconds a create may wait in the start queue. */
+  readonly startQueueTimeoutMs: number;
 }
 
 /** The options' schemas, built on the first call (importing this module does not load zod). */
@@ -188,6 +215,9 @@ const schemas = lazy(() => {
         .custom<(event: LocalGatewayEvent) => void>((v) => typeof v === 'function', 'must be a function')
         .optional(),
       pool: poolSchema(z).optional(),
+      maxKernels: z.number().int().min(1).optional(),
+      maxConcurrentStarts: z.number().int().min(1).optional(),
+      startQueueTimeoutMs: nonNegativeMs.optional(),
     })
     .strict();
   const stopSchema = z.object({ ...locationShape, stopTimeoutMs: nonNegativeMs.optional() }).strict();
@@ -267,6 +297,9 @@ export function resolveLocalGatewayOptions(
     stopTimeoutMs: opts.stopTimeoutMs ?? DEFAULT_STOP_TIMEOUT_MS,
     onEvent: opts.onEvent,
     pool: activePool(opts.pool ?? (env[POOL_ENV] ? poolFromEnv(env[POOL_ENV]) : { ...DEFAULT_POOL })),
+    maxKernels: opts.maxKernels ?? defaultMaxKernels(),
+    maxConcurrentStarts: opts.maxConcurrentStarts ?? defaultMaxConcurrentStarts(),
+    startQueueTimeoutMs: opts.startQueueTimeoutMs ?? DEFAULT_START_QUEUE_TIMEOUT_MS,
   });
 }
 

@@ -82,7 +82,7 @@ export interface ReapOptions {
 
 /**
  * Deletes, through the REST API, every kernel whose creating process is dead, and removes its record; records of
- * kernels the server no longer lists are removed too. Returns the ids deleted. Failures are reported, not thrown.
+ * dead owners' kernels the server no longer lists are removed too. Returns the ids deleted. Failures are reported, not thrown.
  * While every recorded owner lives, nothing is asked of the server (an acquire then makes no request for it).
  */
 export async function reapOrphanKernels(opts: ReapOptions): Promise<string[]> {
@@ -101,7 +101,9 @@ export async function reapOrphanKernels(opts: ReapOptions): Promise<string[]> {
   await Promise.all(
     records.map(async ({ kernelId, owner }) => {
       if (!listed.has(kernelId)) {
-        forgetOwner(opts.ownersDir, kernelId);
+        // A live owner's record of a kernel not listed yet is a create in flight (recorded under the id it asked
+        // for before sending it): kept, so that the kernel is reaped if its creator dies before the answer.
+        if (!isProcessAlive(owner)) forgetOwner(opts.ownersDir, kernelId);
         return;
       }
       if (isProcessAlive(owner)) return;

@@ -29,6 +29,7 @@ import {
 } from './server-process.js';
 import { shutDownServer, stopRecordedServer } from './server-shutdown.js';
 import { unverifiedServerReason } from './server-verification.js';
+import { startCapacityConfig } from './start-capacity.js';
 import { readTextFile, removeFile, writePrivateFileAtomic } from './state-dir.js';
 
 /** Ports tried before giving up when another process takes the one picked. */
@@ -124,6 +125,7 @@ async function startServer(
     writePrivateFileAtomic(
       layout.serverConfig,
       LOCAL_GATEWAY_SERVER_CONFIG +
+        startCapacityConfig(opts) +
         kernelLaunchConfig({ instance, ipcDir, kernelLogDir: layout.kernelLogs, loadedMarker: configMarker }),
     );
     rotateLog(layout.log);

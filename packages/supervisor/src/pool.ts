@@ -1,4 +1,4 @@
-import { KernelwardenError } from '@kernelwarden/core';
+import { KernelwardenError, onAbort } from '@kernelwarden/core';
 import { ClosedError, KernelFactoryError } from './errors.js';
 import { isAlive, type SupervisedKernel } from './lease.js';
 import type { KernelFactory } from './slot-supervisor.js';
@@ -92,16 +92,17 @@ export class WarmPool<K extends SupervisedKernel> {
       if (this.#closed) throw new ClosedError('warm pool');
       if (this.#ready.length >= this.#init.size) return;
       await new Promise<void>((resolve, reject) => {
-        const onAbort = () => {
-          this.#watchers.delete(wake);
-          reject(signal?.reason);
-        };
         const wake = () => {
-          signal?.removeEventListener('abort', onAbort);
+          unlisten?.();
           resolve();
         };
         this.#watchers.add(wake);
-        signal?.addEventListener('abort', onAbort, { once: true });
+        const unlisten = signal
+          ? onAbort(signal, () => {
+              this.#watchers.delete(wake);
+              reject(signal.reason);
+            })
+          : undefined;
       });
     }
   }

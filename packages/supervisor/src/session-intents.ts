@@ -1,3 +1,4 @@
+import { onAbort } from '@kernelwarden/core';
 import { ClosedError, SessionStoppedError } from './errors.js';
 import { TurnBarrier } from './turn-barrier.js';
 
@@ -90,9 +91,10 @@ export class SessionIntents {
     const turn: Turn = { controller, stop: new AbortController(), signal: controller.signal };
     if (callerSignal?.aborted) controller.abort(callerSignal.reason);
     else if (callerSignal) {
-      const onAbort = () => controller.abort(callerSignal.reason);
-      callerSignal.addEventListener('abort', onAbort, { once: true });
-      this.#cleanups.set(turn, () => callerSignal.removeEventListener('abort', onAbort));
+      this.#cleanups.set(
+        turn,
+        onAbort(callerSignal, () => controller.abort(callerSignal.reason)),
+      );
     }
     this.#turn = turn;
     return turn;

@@ -1,3 +1,4 @@
+import { onAbort } from '@kernelwarden/core';
 /**
  * A first-come, first-served async mutex: one turn at a time.
  *
@@ -29,20 +30,22 @@ export class TurnBarrier {
       return Promise.resolve(this.#releaser());
     }
     return new Promise((resolve, reject) => {
-      const onAbort = () => {
-        const index = this.#queue.indexOf(entry);
-        if (index >= 0) this.#queue.splice(index, 1);
-        reject(signal?.reason);
-      };
       const entry = {
         grant: () => {
-          signal?.removeEventListener('abort', onAbort);
+          unlisten?.();
           resolve(this.#releaser());
         },
         cancel: reject,
       };
       this.#queue.push(entry);
-      signal?.addEventListener('abort', onAbort, { once: true });
+      // Through core's relay: a signal shared by many sessions carries one listener, not one per waiter.
+      const unlisten = signal
+        ? onAbort(signal, () => {
+            const index = this.#queue.indexOf(entry);
+            if (index >= 0) this.#queue.splice(index, 1);
+            reject(signal.reason);
+          })
+        : undefined;
     });
   }
 

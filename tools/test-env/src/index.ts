@@ -7,11 +7,13 @@ declare module 'vitest' {
   }
 }
 
+export { type CuttableProxy, cuttableProxy } from './cuttable-proxy.js';
 export { PROCESS_STORM_CELL } from './hostile-cells.js';
 export type { TestServer } from './jupyter-server.js';
 export { freePort, startTestServer, testServerCommand } from './jupyter-server.js';
 export type { Leak } from './leaks.js';
 export { findLeaks, leakTeardown, processesMentioning, waitForNoLeaks } from './leaks.js';
+export { type CellResult, type MixedCell, mixedCells } from './mixed-cells.js';
 export { createOtherUser, type OtherUser } from './other-user.js';
 export { defaultCell, readmeDefaults, readmeDefaultsFor } from './readme-defaults.js';
 export type { TestStack } from './stack.js';

@@ -342,3 +342,29 @@ describe('kernelwarden mcp --no-network --memory', () => {
     expect(leftoverKernelCgroups(stateDir)).toEqual([]);
   });
 });
+
+describe('kernelwarden mcp --max-source-size 1M (hostile input over stdio)', () => {
+  it('refuses a 3 MB cell naming the limit and a NUL at once, answers a 12 MiB request with an error, and the session goes on', async () => {
+    const server = await connect(['--max-source-size', '1M']);
+    const pid = server.transport.pid!;
+    try {
+      expect((await runCode(server.client, { code: 'kept = 42' })).isError).toBeFalsy();
+      const big = await runCode(server.client, { code: `kept = 0\n# ${'y'.repeat(3_000_000)}` });
+      expect(big.isError).toBe(true);
+      expect(textOf(big)).toMatch(/larger than this server's source limit of 1 MiB/);
+      const nul = await runCode(server.client, { code: 'kept = 0\0' });
+      expect(nul.isError).toBe(true);
+      expect(textOf(nul)).toContain('NUL character (line 1)');
+      await expect(runCode(server.client, { code: 'y'.repeat(12 * 1024 * 1024) })).rejects.toThrow(
+        /larger than this server's limit of 10 MiB .* for one message/,
+      );
+      const after = await runCode(server.client, { code: 'print(kept)' });
+      expect(after.isError, textOf(after)).toBeFalsy();
+      expect(textOf(after)).toContain('42');
+    } finally {
+      const exited = exitOf(pid);
+      await server.client.close();
+      await exited;
+    }
+  });
+});

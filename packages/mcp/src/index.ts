@@ -7,6 +7,9 @@ export { createMcpServer } from './mcp-server.js';
 export type { ProgressUpdate } from './progress.js';
 export type { McpServerOptions, ResolvedMcpServerOptions } from './server-options.js';
 export { DEFAULT_SERVER_NAME, resolveMcpServerOptions } from './server-options.js';
+export { DEFAULT_MAX_SOURCE_BYTES } from './source-check.js';
+export type { McpStdioTransportOptions } from './stdio-transport.js';
+export { DEFAULT_MAX_MESSAGE_BYTES, McpStdioTransport } from './stdio-transport.js';
 export type { KernelToolOptions, ResolvedKernelToolOptions } from './tool-options.js';
 export {
   DEFAULT_HEARTBEAT_MS,

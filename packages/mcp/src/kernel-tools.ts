@@ -8,6 +8,7 @@ import {
 import { CellTimeoutError } from '@kernelwarden/watchdog';
 import { CellTranscript, type KernelToolResult } from './cell-transcript.js';
 import { ProgressReporter, type ProgressUpdate } from './progress.js';
+import { sourceProblem } from './source-check.js';
 import type { ResolvedKernelToolOptions } from './tool-options.js';
 
 /** A language the tools run: each has its own kernel in the session, in the supervisor slot of that name. */
@@ -56,6 +57,8 @@ export class KernelTools<K extends SupervisedKernel = SupervisedKernel, H = unkn
 
   /** Runs `input.code` in the session's kernel of its language; never rejects. */
   async runCode(input: RunCodeInput, call: KernelToolCall = {}): Promise<KernelToolResult> {
+    const refused = sourceProblem(input.code, this.#options.maxSourceBytes);
+    if (refused) return text(refused, true);
     const language = input.language ?? 'python';
     const label = LABEL[language];
     const transcript = new CellTranscript(this.#options);
@@ -156,6 +159,8 @@ export class KernelTools<K extends SupervisedKernel = SupervisedKernel, H = unkn
 
   /** Starts `code` in the background on a Python kernel of its own; answers with its id at once. */
   startBackground(code: string): KernelToolResult {
+    const refused = sourceProblem(code, this.#options.maxSourceBytes);
+    if (refused) return text(refused, true);
     try {
       const { execId } = this.#session.runBackground(code, { origin: 'agent' });
       return text(

@@ -11,6 +11,7 @@ describe('resolveKernelToolOptions', () => {
       defaultTimeoutMs: 0,
       progressIntervalMs: 250,
       heartbeatMs: 10_000,
+      maxSourceBytes: 4 * 1024 * 1024,
       clock: systemClock,
     });
   });

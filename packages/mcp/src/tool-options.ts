@@ -1,5 +1,6 @@
 import { type Clock, isClock, parseOptions, systemClock } from '@kernelwarden/core';
 import { z } from 'zod';
+import { DEFAULT_MAX_SOURCE_BYTES } from './source-check.js';
 
 /** Most characters of text one tool result carries (head and tail kept, the middle cut). */
 export const DEFAULT_MAX_TEXT_CHARS = 32_000;
@@ -36,6 +37,11 @@ export interface KernelToolOptions {
    * @defaultValue {@link DEFAULT_RUN_CODE_TIMEOUT_MS} (none)
    */
   defaultTimeoutMs?: number;
+  /**
+   * The largest `code` (UTF-8 bytes) `run_code` and `start_background` send to a kernel; a bigger one is answered
+   * with an `isError` result naming the limit, and nothing runs. @defaultValue {@link DEFAULT_MAX_SOURCE_BYTES}
+   */
+  maxSourceBytes?: number;
   /** Shortest gap between progress notifications that carry output. @defaultValue {@link DEFAULT_PROGRESS_INTERVAL_MS} */
   progressIntervalMs?: number;
   /** Gap after which a silent cell still reports progress. @defaultValue {@link DEFAULT_HEARTBEAT_MS} */
@@ -50,6 +56,7 @@ export interface ResolvedKernelToolOptions {
   readonly maxImages: number;
   readonly maxImageBytes: number;
   readonly defaultTimeoutMs: number;
+  readonly maxSourceBytes: number;
   readonly progressIntervalMs: number;
   readonly heartbeatMs: number;
   readonly clock: Clock;
@@ -64,6 +71,7 @@ const schema = z.strictObject(
     maxImages: count.optional(),
     maxImageBytes: count.optional(),
     defaultTimeoutMs: ms.optional(),
+    maxSourceBytes: z.number().int().positive().optional(),
     progressIntervalMs: ms.optional(),
     heartbeatMs: z.number().positive().finite().optional(),
     clock: z.custom<Clock>(isClock, 'must be a Clock with now() and setTimer()').optional(),
@@ -84,6 +92,7 @@ export function resolveKernelToolOptions(options: KernelToolOptions = {}): Resol
     maxImages: o.maxImages ?? DEFAULT_MAX_IMAGES,
     maxImageBytes: o.maxImageBytes ?? DEFAULT_MAX_IMAGE_BYTES,
     defaultTimeoutMs: o.defaultTimeoutMs ?? DEFAULT_RUN_CODE_TIMEOUT_MS,
+    maxSourceBytes: o.maxSourceBytes ?? DEFAULT_MAX_SOURCE_BYTES,
     progressIntervalMs: o.progressIntervalMs ?? DEFAULT_PROGRESS_INTERVAL_MS,
     heartbeatMs: o.heartbeatMs ?? DEFAULT_HEARTBEAT_MS,
     clock: o.clock ?? systemClock,

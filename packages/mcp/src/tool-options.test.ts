@@ -12,6 +12,7 @@ describe('resolveKernelToolOptions', () => {
       progressIntervalMs: 250,
       heartbeatMs: 10_000,
       maxSourceBytes: 4 * 1024 * 1024,
+      maxWaitMs: 45_000,
       clock: systemClock,
     });
   });

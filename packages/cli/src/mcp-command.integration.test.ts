@@ -116,11 +116,12 @@ describe('kernelwarden mcp (the built binary over stdio, embedded gateway)', () 
   it('lists run_code with its input schema, and the restart and background tools', async () => {
     const { tools } = await server.client.listTools();
     const names = tools.map((t) => t.name).sort();
-    expect(names).toEqual(['check_background', 'restart_kernel', 'run_code', 'start_background']);
+    expect(names).toEqual(['cancel_cell', 'check_background', 'restart_kernel', 'run_code', 'start_background']);
     const runCodeTool = tools.find((t) => t.name === 'run_code')!;
     expect(Object.keys(runCodeTool.inputSchema.properties ?? {}).sort()).toEqual([
       'code',
       'language',
+      'max_wait_seconds',
       'timeout_seconds',
     ]);
     expect(runCodeTool.inputSchema.required).toEqual(['code']);

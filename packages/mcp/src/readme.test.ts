@@ -8,6 +8,7 @@ import {
   DEFAULT_MAX_IMAGE_BYTES,
   DEFAULT_MAX_IMAGES,
   DEFAULT_MAX_TEXT_CHARS,
+  DEFAULT_MAX_WAIT_MS,
   DEFAULT_PROGRESS_INTERVAL_MS,
   DEFAULT_RUN_CODE_TIMEOUT_MS,
 } from './tool-options.js';
@@ -54,6 +55,7 @@ describe('README', () => {
       progressIntervalMs: defaultCell(DEFAULT_PROGRESS_INTERVAL_MS, 'DEFAULT_PROGRESS_INTERVAL_MS'),
       heartbeatMs: defaultCell(DEFAULT_HEARTBEAT_MS, 'DEFAULT_HEARTBEAT_MS'),
       maxSourceBytes: defaultCell(DEFAULT_MAX_SOURCE_BYTES, 'DEFAULT_MAX_SOURCE_BYTES'),
+      maxWaitMs: defaultCell(DEFAULT_MAX_WAIT_MS, 'DEFAULT_MAX_WAIT_MS'),
       clock: '`systemClock`',
       'name (server only)': defaultCell(DEFAULT_SERVER_NAME, 'DEFAULT_SERVER_NAME'),
     };

@@ -205,6 +205,23 @@ describe('run_code as an MCP task', () => {
     expect(result?.structuredContent).toBeUndefined();
   });
 
+  it('lists the tasks the client asked for, never the bookkeeping task of a plain call', async () => {
+    const clock = new ManualClock();
+    const { kernel } = steppingKernel();
+    await using mcp = await connected(kernel, clock, taskClient());
+    await mcp.client.listTools();
+    expect(textOf(await mcp.call('run_code', { code: 'plain' }))).toBe('ran plain\n');
+    const stream = mcp.client.experimental.tasks.callToolStream(
+      { name: 'run_code', arguments: { code: 'asked' } },
+      CallToolResultSchema,
+      { task: {} },
+    );
+    let taskId: string | undefined;
+    for await (const message of stream) if (message.type === 'taskCreated') taskId = message.task.taskId;
+    const { tasks } = await mcp.client.experimental.tasks.listTasks();
+    expect(tasks.map((t) => [t.taskId, t.status, t.ttl])).toEqual([[taskId, 'completed', 3_600_000]]);
+  });
+
   it('tasks/cancel interrupts the cell, and tasks/result then says the kernel kept its variables', async () => {
     const clock = new ManualClock();
     const { kernel } = steppingKernel();

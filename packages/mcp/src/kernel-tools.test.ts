@@ -112,6 +112,22 @@ describe('KernelTools.runCode', () => {
     expect(textOf(next)).toBe("NameError: name 'x' is not defined\n");
   });
 
+  it('says a queued cell was stopped by the session, not that it timed out, when the session stops', async () => {
+    const { clock, kernels, session, tools } = setup();
+    await tools.runCode({ code: 'x = 1' });
+    kernels[0]!.releaseOnInterrupt = true;
+    const running = tools.runCode({ code: 'sleep', max_wait_seconds: 0 });
+    await kernels[0]!.executeEntered.wait();
+    const queued = tools.runCode({ code: 'x', max_wait_seconds: 0 });
+    const stopped = session.stop();
+    await settle(clock, running);
+    const result = await settle(clock, queued);
+    await stopped;
+    expect(result.isError).toBe(true);
+    expect(textOf(result)).toContain('was stopped by the session (a kernel restart, or the server shutting down)');
+    expect(textOf(result)).not.toContain('timeout');
+  });
+
   it('cancel_cell on a yielded cell that ignores the interrupt climbs the ladder: killed, restarted, and said so', async () => {
     const { clock, kernels, tools } = setup();
     await tools.runCode({ code: 'x = 1' });

@@ -390,7 +390,14 @@ export class KernelTools<K extends SupervisedKernel = SupervisedKernel, H = unkn
       };
     }
     if (stoppedBy || result?.timedOut || result?.cancelled) {
-      const what = stoppedBy === 'cancel' ? 'was cancelled by the client' : stoppedBy ? why : 'ran past its timeout';
+      const what =
+        stoppedBy === 'cancel'
+          ? 'was cancelled by the client'
+          : stoppedBy
+            ? why
+            : result?.timedOut
+              ? 'ran past its timeout'
+              : 'was stopped by the session (a kernel restart, or the server shutting down)';
       return {
         isError: true,
         toldReset: false,

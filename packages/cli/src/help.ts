@@ -80,9 +80,10 @@ Plots go to --outputs-dir (default: a fresh temporary directory). The kernel opt
   mcp: `kernelwarden mcp [options]
 
 Serves the kernels as Model Context Protocol tools over stdin/stdout (run_code, restart_kernel,
-start_background, check_background) until stdin closes or SIGTERM/SIGINT arrives; then every kernel is shut
-down and it exits 0. Python and R start on first use. Logs go to stderr; stdout carries only the protocol.
---timeout is the default of run_code's timeout_seconds.
+start_background, check_background, cancel_cell) until stdin closes or SIGTERM/SIGINT arrives; then every
+kernel is shut down and it exits 0. Python and R start on first use. Logs go to stderr; stdout carries only the
+protocol. --timeout is the default of run_code's timeout_seconds. A cell still running after 45 s (run_code's
+max_wait_seconds) goes on: the answer gives its id, which check_background follows.
 
 ${STACK.split('\n')
   .filter((line) => !/--lang|--outputs-dir|--json|save image outputs/.test(line))

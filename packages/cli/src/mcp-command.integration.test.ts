@@ -116,11 +116,12 @@ describe('kernelwarden mcp (the built binary over stdio, embedded gateway)', () 
   it('lists run_code with its input schema, and the restart and background tools', async () => {
     const { tools } = await server.client.listTools();
     const names = tools.map((t) => t.name).sort();
-    expect(names).toEqual(['check_background', 'restart_kernel', 'run_code', 'start_background']);
+    expect(names).toEqual(['cancel_cell', 'check_background', 'restart_kernel', 'run_code', 'start_background']);
     const runCodeTool = tools.find((t) => t.name === 'run_code')!;
     expect(Object.keys(runCodeTool.inputSchema.properties ?? {}).sort()).toEqual([
       'code',
       'language',
+      'max_wait_seconds',
       'timeout_seconds',
     ]);
     expect(runCodeTool.inputSchema.required).toEqual(['code']);
@@ -340,5 +341,31 @@ describe('kernelwarden mcp --no-network --memory', () => {
     // The server removed its kernelspecs when it ended, and with them its kernels' cgroups.
     expect(gatewayKernelIds(stateDir).length).toBeGreaterThan(0);
     expect(leftoverKernelCgroups(stateDir)).toEqual([]);
+  });
+});
+
+describe('kernelwarden mcp --max-source-size 1M (hostile input over stdio)', () => {
+  it('refuses a 3 MB cell naming the limit and a NUL at once, answers a 12 MiB request with an error, and the session goes on', async () => {
+    const server = await connect(['--max-source-size', '1M']);
+    const pid = server.transport.pid!;
+    try {
+      expect((await runCode(server.client, { code: 'kept = 42' })).isError).toBeFalsy();
+      const big = await runCode(server.client, { code: `kept = 0\n# ${'y'.repeat(3_000_000)}` });
+      expect(big.isError).toBe(true);
+      expect(textOf(big)).toMatch(/larger than this server's source limit of 1 MiB/);
+      const nul = await runCode(server.client, { code: 'kept = 0\0' });
+      expect(nul.isError).toBe(true);
+      expect(textOf(nul)).toContain('NUL character (line 1)');
+      await expect(runCode(server.client, { code: 'y'.repeat(12 * 1024 * 1024) })).rejects.toThrow(
+        /larger than this server's limit of 10 MiB .* for one message/,
+      );
+      const after = await runCode(server.client, { code: 'print(kept)' });
+      expect(after.isError, textOf(after)).toBeFalsy();
+      expect(textOf(after)).toContain('42');
+    } finally {
+      const exited = exitOf(pid);
+      await server.client.close();
+      await exited;
+    }
   });
 });

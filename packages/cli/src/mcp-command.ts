@@ -1,12 +1,20 @@
 import type { Readable, Writable } from 'node:stream';
-import { createMcpServer } from '@kernelwarden/mcp';
+import { createMcpServer, DEFAULT_MAX_MESSAGE_BYTES, McpStdioTransport } from '@kernelwarden/mcp';
 import { cellTimeoutFromEnv } from '@kernelwarden/watchdog';
-import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import type { McpOutputOptions, StackOptions } from './args.js';
 import type { CliIo } from './cli-io.js';
 import { createStack, type Stack } from './compose.js';
 import { ExitCode } from './exit-code.js';
 import { describeFailure } from './failure.js';
+import { DEFAULT_MAX_SOURCE_BYTES } from './source-input.js';
+
+/** Node's largest string, which one message must fit into once read. */
+const MAX_MESSAGE_BYTES = 512 * 1024 * 1024 - 1024;
+
+/** The largest message read: the SDK's 10 MiB, or twice the source limit and 1 MiB, whichever is more. */
+function messageLimit(maxSourceBytes: number): number {
+  return Math.min(MAX_MESSAGE_BYTES, Math.max(DEFAULT_MAX_MESSAGE_BYTES, 2 * maxSourceBytes + 1024 * 1024));
+}
 
 /**
  * `kernelwarden mcp`: serves the stack's kernels as MCP tools over stdin/stdout until stdin ends, the transport
@@ -33,10 +41,15 @@ export async function mcpCommand(options: StackOptions, output: McpOutputOptions
     return failure.exitCode;
   }
   const defaultTimeoutMs = options.timeoutMs ?? cellTimeoutFromEnv(io.env) ?? 0;
-  const server = createMcpServer({ session: stack.session, defaultTimeoutMs, ...output });
-  // The MCP transport needs the real streams (backpressure on stdout), which processIo() hands over.
+  const maxSourceBytes = options.maxSourceBytes ?? DEFAULT_MAX_SOURCE_BYTES;
+  const server = createMcpServer({ session: stack.session, defaultTimeoutMs, maxSourceBytes, ...output });
+  // The MCP transport needs the real streams (backpressure on stdout), which processIo() hands over. A message
+  // past its limit is answered with an error and the session goes on; the limit leaves room for a source at
+  // --max-source-size with JSON's escapes.
   const stdin = io.stdin as unknown as Readable;
-  const transport = new StdioServerTransport(stdin, io.stdout as unknown as Writable);
+  const transport = new McpStdioTransport(stdin, io.stdout as unknown as Writable, {
+    maxMessageBytes: messageLimit(maxSourceBytes),
+  });
 
   let finish!: (why: string) => void;
   const finished = new Promise<string>((resolve) => {

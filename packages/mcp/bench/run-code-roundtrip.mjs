@@ -15,8 +15,7 @@ import { KernelSession } from '@kernelwarden/supervisor';
 import { createWatchdog } from '@kernelwarden/watchdog';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
-import { createMcpServer } from '../dist/index.js';
+import { createMcpServer, McpStdioTransport } from '../dist/index.js';
 
 const baseUrl = process.env.KW_BENCH_URL;
 const token = process.env.KW_BENCH_TOKEN;
@@ -37,7 +36,7 @@ if (process.argv.includes('--serve')) {
   const done = () => void session.close().finally(() => process.exit(0));
   process.stdin.on('end', done);
   process.on('SIGTERM', done);
-  await server.connect(new StdioServerTransport());
+  await server.connect(new McpStdioTransport());
 } else {
   const CELLS = Math.max(10, Number(process.env.KW_MCP_BENCH_CELLS) || 200);
   const TURN = 10;

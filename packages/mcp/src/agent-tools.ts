@@ -5,6 +5,7 @@ import type { KernelToolResult } from './cell-transcript.js';
 import { type KernelLanguage, KernelTools, type RunCodeInput } from './kernel-tools.js';
 import { type KernelToolOptions, resolveKernelToolOptions } from './tool-options.js';
 import {
+  cancelCellInput,
   checkBackgroundInput,
   restartKernelInput,
   runCodeInput,
@@ -21,6 +22,7 @@ export type AgentTools = {
   restart_kernel: Tool<{ language?: KernelLanguage | undefined }, KernelToolResult>;
   start_background: Tool<{ code: string }, KernelToolResult>;
   check_background: Tool<{ exec_id: string; wait_seconds?: number | undefined }, KernelToolResult>;
+  cancel_cell: Tool<{ exec_id: string }, KernelToolResult>;
 };
 
 /**
@@ -75,6 +77,12 @@ export function createAgentTools<K extends SupervisedKernel, H, L extends string
       description: TOOL_DESCRIPTIONS.check_background,
       inputSchema: z.object(checkBackgroundInput),
       execute: (input, { abortSignal }) => tools.checkBackground(input.exec_id, input.wait_seconds ?? 0, abortSignal),
+      toModelOutput: modelOutput,
+    },
+    cancel_cell: {
+      description: TOOL_DESCRIPTIONS.cancel_cell,
+      inputSchema: z.object(cancelCellInput),
+      execute: (input, { abortSignal }) => tools.cancelCell(input.exec_id, abortSignal),
       toModelOutput: modelOutput,
     },
   };

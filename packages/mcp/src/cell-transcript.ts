@@ -13,6 +13,11 @@ export type KernelToolContent = { type: 'text'; text: string } | { type: 'image'
 export interface KernelToolResult {
   content: KernelToolContent[];
   isError: boolean;
+  /**
+   * Set on an answer given while its cell still runs (`run_code` past `max_wait_seconds`, `check_background`
+   * before the end): the id to follow it with, and `status: 'running'`.
+   */
+  structuredContent?: { exec_id: string; status: 'running' } | undefined;
 }
 
 /** Image types that go to the model as images; others are named in the text. */
@@ -60,15 +65,16 @@ export class CellTranscript {
   }
 
   /**
-   * The tool result: the text (or `(no output)`), then `notice` on its own paragraph, then the images.
-   * `isError` is as given.
+   * The tool result: `preface` on its own paragraph, the text (or `(no output)`), then `notice` on its own
+   * paragraph, then the images. `isError` is as given.
    */
-  finish(opts: { isError: boolean; notice?: string }): KernelToolResult {
+  finish(opts: { isError: boolean; notice?: string | undefined; preface?: string | undefined }): KernelToolResult {
     const parts = [this.#text.render()];
     if (this.#leftOut.length > 0) parts.push(this.#leftOut.join('\n'));
     if (opts.notice) parts.push(opts.notice);
     let text = parts.filter((p) => p.length > 0).join('\n\n');
     if (text.length === 0 && this.#images.length === 0) text = '(no output)';
+    if (opts.preface) text = `${opts.preface}\n\n${text}`;
     const content: KernelToolContent[] = [];
     if (text.length > 0) content.push({ type: 'text', text });
     for (const image of this.#images) content.push({ type: 'image', ...image });

@@ -112,6 +112,39 @@ describe('KernelTools.runCode', () => {
     expect(textOf(next)).toBe("NameError: name 'x' is not defined\n");
   });
 
+  it('says a queued cell was stopped by the session, not that it timed out, when the session stops', async () => {
+    const { clock, kernels, session, tools } = setup();
+    await tools.runCode({ code: 'x = 1' });
+    kernels[0]!.releaseOnInterrupt = true;
+    const running = tools.runCode({ code: 'sleep', max_wait_seconds: 0 });
+    await kernels[0]!.executeEntered.wait();
+    const queued = tools.runCode({ code: 'x', max_wait_seconds: 0 });
+    const stopped = session.stop();
+    await settle(clock, running);
+    const result = await settle(clock, queued);
+    await stopped;
+    expect(result.isError).toBe(true);
+    expect(textOf(result)).toContain('was stopped by the session (a kernel restart, or the server shutting down)');
+    expect(textOf(result)).not.toContain('timeout');
+  });
+
+  it('cancel_cell on a yielded cell that ignores the interrupt climbs the ladder: killed, restarted, and said so', async () => {
+    const { clock, kernels, tools } = setup();
+    await tools.runCode({ code: 'x = 1' });
+    const yielded = await settle(clock, tools.runCode({ code: 'spin', max_wait_seconds: 5 }));
+    const id = yielded.structuredContent?.exec_id;
+    expect(id).toMatch(/^cell-/);
+    expect(textOf(yielded)).toMatch(/^started\n/);
+    expect(kernels[0]!.interruptCalls).toBe(0);
+    const cancelled = await settle(clock, tools.cancelCell(id!));
+    expect(cancelled.isError).toBe(true);
+    expect(textOf(cancelled)).toMatch(
+      /was cancelled by the client and did not stop when interrupted, so the Python kernel was restarted: variables from earlier calls are gone/,
+    );
+    expect([kernels[0]!.interruptCalls, kernels[0]!.killCalls, kernels[0]!.restartCalls]).toEqual([1, 1, 1]);
+    expect(clock.pendingTimers()).toBe(0);
+  });
+
   it('uses the default timeout when the call gives none, and none for 0 or past what a timer can wait', async () => {
     const clock = new ManualClock();
     const kernel = new RecordingKernel('python', { execute: script, releaseOnInterrupt: true });

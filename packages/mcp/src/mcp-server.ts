@@ -1,11 +1,14 @@
 import { createRequire } from 'node:module';
 import type { SupervisedKernel } from '@kernelwarden/supervisor';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import type { CallToolResult, ServerNotification } from '@modelcontextprotocol/sdk/types.js';
 import type { KernelToolResult } from './cell-transcript.js';
 import { KernelTools } from './kernel-tools.js';
+import type { ProgressUpdate } from './progress.js';
 import { type McpServerOptions, resolveMcpServerOptions } from './server-options.js';
+import { KernelTaskStore } from './task-store.js';
 import {
+  cancelCellInput,
   checkBackgroundInput,
   restartKernelInput,
   runCodeInput,
@@ -18,12 +21,36 @@ function packageVersion(): string {
   return (require('../package.json') as { version: string }).version;
 }
 
+/** The server's `McpServer`: closing it also drops its tasks and their timers. */
+class KernelMcpServer extends McpServer {
+  readonly #store: KernelTaskStore;
+
+  constructor(name: string, store: KernelTaskStore) {
+    super(
+      { name, version: packageVersion() },
+      {
+        capabilities: { tasks: { requests: { tools: { call: {} } }, list: {}, cancel: {} } },
+        taskStore: store,
+      },
+    );
+    this.#store = store;
+  }
+
+  override async close(): Promise<void> {
+    await super.close();
+    this.#store.cleanup();
+  }
+}
+
 /**
  * Creates an MCP server (the SDK's `McpServer`) whose tools run code in `options.session`: `run_code`,
- * `restart_kernel`, `start_background` and `check_background`. While a cell runs it sends
+ * `restart_kernel`, `start_background`, `check_background` and `cancel_cell`. While a cell runs it sends
  * `notifications/progress` when the client gave a progress token, and a client's cancellation interrupts the cell.
+ * A `run_code` cell still running after `max_wait_seconds` is answered with its output so far and an id
+ * (`structuredContent.exec_id`) that `check_background` follows; a client that asks for an MCP task
+ * (`params.task`, the specification's experimental tasks) gets one instead, which runs the cell to its end.
  *
- * Connect it to a transport (`await server.connect(new StdioServerTransport())`); closing the server does not
+ * Connect it to a transport (`await server.connect(new McpStdioTransport())`); closing the server does not
  * close the session — do that yourself. Throws `InvalidOptionsError` for bad options.
  */
 export function createMcpServer<K extends SupervisedKernel, H, L extends string>(
@@ -31,34 +58,44 @@ export function createMcpServer<K extends SupervisedKernel, H, L extends string>
 ): McpServer {
   const { session, name, tools: toolOptions } = resolveMcpServerOptions(options);
   const tools = new KernelTools(session, toolOptions);
-  const server = new McpServer({ name, version: packageVersion() });
+  const store = new KernelTaskStore();
+  const server = new KernelMcpServer(name, store);
 
-  server.registerTool(
+  server.experimental.tasks.registerToolTask(
     'run_code',
     {
       title: 'Run code',
       description: TOOL_DESCRIPTIONS.run_code,
       inputSchema: runCodeInput,
       annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true },
+      execution: { taskSupport: 'optional' },
     },
-    async (input, extra) => {
-      const token = extra._meta?.progressToken;
-      return toCallToolResult(
-        await tools.runCode(input, {
-          signal: extra.signal,
-          onProgress:
-            token === undefined
-              ? undefined
-              : (update) => {
-                  extra
-                    .sendNotification({
-                      method: 'notifications/progress',
-                      params: { progressToken: token, progress: update.progress, message: update.message },
-                    })
-                    .catch(() => {});
-                },
-        }),
-      );
+    {
+      createTask: async (input, extra) => {
+        const task = await extra.taskStore.createTask({ ttl: extra.taskRequestedTtl, pollInterval: 1000 });
+        const onProgress = progressSink(extra);
+        if (!store.askedFor(task.taskId)) {
+          // A plain call: the SDK reads this task's result as the call's answer; it waits up to max_wait. The
+          // result goes to the store itself, so the client hears of no task it did not ask for.
+          const result = toCallToolResult(await tools.runCode(input, { signal: extra.signal, onProgress }));
+          await store.storeTaskResult(task.taskId, 'completed', result, extra.sessionId);
+          return { task: (await store.getTask(task.taskId, extra.sessionId)) ?? task };
+        }
+        // A task the client asked for: the cell runs to its end; tasks/cancel interrupts it.
+        const cancel = new AbortController();
+        const result = tools
+          .runCode(input, { signal: cancel.signal, onProgress }, { until: 'end' })
+          .then(toCallToolResult);
+        store.watch(task.taskId, () => cancel.abort(new DOMException('task cancelled', 'AbortError')), result);
+        void result
+          .then((answer) => extra.taskStore.storeTaskResult(task.taskId, 'completed', answer))
+          .catch(() => {
+            // The task was cancelled (its result is kept by the store) or has expired.
+          });
+        return { task };
+      },
+      getTask: async (_input, extra) => extra.taskStore.getTask(extra.taskId),
+      getTaskResult: async (_input, extra) => (await extra.taskStore.getTaskResult(extra.taskId)) as CallToolResult,
     },
   );
   server.registerTool(
@@ -84,17 +121,50 @@ export function createMcpServer<K extends SupervisedKernel, H, L extends string>
   server.registerTool(
     'check_background',
     {
-      title: 'Check a background cell',
+      title: 'Check a running cell',
       description: TOOL_DESCRIPTIONS.check_background,
       inputSchema: checkBackgroundInput,
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
     async (input, extra) =>
-      toCallToolResult(await tools.checkBackground(input.exec_id, input.wait_seconds ?? 0, extra.signal)),
+      toCallToolResult(
+        await tools.checkBackground(input.exec_id, input.wait_seconds ?? 0, extra.signal, progressSink(extra)),
+      ),
+  );
+  server.registerTool(
+    'cancel_cell',
+    {
+      title: 'Cancel a running cell',
+      description: TOOL_DESCRIPTIONS.cancel_cell,
+      inputSchema: cancelCellInput,
+      annotations: { destructiveHint: true, idempotentHint: true, openWorldHint: false },
+    },
+    async (input, extra) => toCallToolResult(await tools.cancelCell(input.exec_id, extra.signal)),
   );
   return server;
 }
 
+/** Sends progress notifications for the request of `extra`, when it carries a progress token. */
+function progressSink(extra: {
+  _meta?: { progressToken?: string | number | undefined } | undefined;
+  sendNotification: (notification: ServerNotification) => Promise<void>;
+}): ((update: ProgressUpdate) => void) | undefined {
+  const token = extra._meta?.progressToken;
+  if (token === undefined) return undefined;
+  return (update) => {
+    extra
+      .sendNotification({
+        method: 'notifications/progress',
+        params: { progressToken: token, progress: update.progress, message: update.message },
+      })
+      .catch(() => {});
+  };
+}
+
 function toCallToolResult(result: KernelToolResult): CallToolResult {
-  return { content: result.content, isError: result.isError };
+  return {
+    content: result.content,
+    isError: result.isError,
+    ...(result.structuredContent ? { structuredContent: result.structuredContent } : {}),
+  };
 }

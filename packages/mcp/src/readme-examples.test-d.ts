@@ -4,9 +4,8 @@ import { GatewayKernel } from '@kernelwarden/gateway-client';
 import { LocalGateway } from '@kernelwarden/local-gateway';
 import { KernelSession } from '@kernelwarden/supervisor';
 import { createWatchdog } from '@kernelwarden/watchdog';
-import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import { generateText, stepCountIs } from 'ai';
-import { createAgentTools, createMcpServer } from './index.js';
+import { createAgentTools, createMcpServer, McpStdioTransport } from './index.js';
 
 export async function mcpServerExample(): Promise<void> {
   // readme-example:mcp:start
@@ -16,7 +15,7 @@ export async function mcpServerExample(): Promise<void> {
     executor: createWatchdog({ cellTimeoutMs: 0 }), // run_code's timeout_seconds bounds each cell
   });
   const server = createMcpServer({ session, defaultTimeoutMs: 120_000 });
-  await server.connect(new StdioServerTransport());
+  await server.connect(new McpStdioTransport()); // stdin and stdout
   process.stdin.on('end', () => void session.close().then(() => gateway.release()));
   // readme-example:mcp:end
 }

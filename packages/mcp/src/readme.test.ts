@@ -2,11 +2,13 @@ import { readFile } from 'node:fs/promises';
 import { defaultCell, readmeDefaultsFor } from '@kernelwarden/test-env';
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_SERVER_NAME } from './server-options.js';
+import { DEFAULT_MAX_SOURCE_BYTES } from './source-check.js';
 import {
   DEFAULT_HEARTBEAT_MS,
   DEFAULT_MAX_IMAGE_BYTES,
   DEFAULT_MAX_IMAGES,
   DEFAULT_MAX_TEXT_CHARS,
+  DEFAULT_MAX_WAIT_MS,
   DEFAULT_PROGRESS_INTERVAL_MS,
   DEFAULT_RUN_CODE_TIMEOUT_MS,
 } from './tool-options.js';
@@ -25,7 +27,7 @@ describe('README', () => {
     const block = await example('mcp');
     const text = await readme();
     expect(text).toContain(
-      `StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';\n\n${block}\`\`\``,
+      `import { createMcpServer, McpStdioTransport } from '@kernelwarden/mcp';\nimport { KernelSession } from '@kernelwarden/supervisor';\nimport { createWatchdog } from '@kernelwarden/watchdog';\n\n${block}\`\`\``,
     );
     expect(text.indexOf(block)).toBeLessThan(text.indexOf('## '));
     expect(block.trimEnd().split('\n').length).toBeLessThanOrEqual(10);
@@ -52,6 +54,8 @@ describe('README', () => {
       defaultTimeoutMs: defaultCell(DEFAULT_RUN_CODE_TIMEOUT_MS, 'DEFAULT_RUN_CODE_TIMEOUT_MS'),
       progressIntervalMs: defaultCell(DEFAULT_PROGRESS_INTERVAL_MS, 'DEFAULT_PROGRESS_INTERVAL_MS'),
       heartbeatMs: defaultCell(DEFAULT_HEARTBEAT_MS, 'DEFAULT_HEARTBEAT_MS'),
+      maxSourceBytes: defaultCell(DEFAULT_MAX_SOURCE_BYTES, 'DEFAULT_MAX_SOURCE_BYTES'),
+      maxWaitMs: defaultCell(DEFAULT_MAX_WAIT_MS, 'DEFAULT_MAX_WAIT_MS'),
       clock: '`systemClock`',
       'name (server only)': defaultCell(DEFAULT_SERVER_NAME, 'DEFAULT_SERVER_NAME'),
     };

@@ -11,6 +11,8 @@ describe('resolveKernelToolOptions', () => {
       defaultTimeoutMs: 0,
       progressIntervalMs: 250,
       heartbeatMs: 10_000,
+      maxSourceBytes: 4 * 1024 * 1024,
+      maxWaitMs: 45_000,
       clock: systemClock,
     });
   });

@@ -1,5 +1,6 @@
 import { type Clock, isClock, parseOptions, systemClock } from '@kernelwarden/core';
 import { z } from 'zod';
+import { DEFAULT_MAX_SOURCE_BYTES } from './source-check.js';
 
 /** Most characters of text one tool result carries (head and tail kept, the middle cut). */
 export const DEFAULT_MAX_TEXT_CHARS = 32_000;
@@ -11,6 +12,11 @@ export const DEFAULT_MAX_IMAGE_BYTES = 1_048_576;
 export const DEFAULT_PROGRESS_INTERVAL_MS = 250;
 /** A silent cell still sends a progress notification this often, so that clients' request timeouts do not fire. */
 export const DEFAULT_HEARTBEAT_MS = 10_000;
+/**
+ * How long a `run_code` call waits for its cell before answering with the output so far and an id to follow it
+ * with: 45 s, under the 60 s request timeout of MCP clients built on the official SDKs.
+ */
+export const DEFAULT_MAX_WAIT_MS = 45_000;
 /** The timeout of a `run_code` call that gives no `timeout_seconds`: `0`, none (the session's own budget applies). */
 export const DEFAULT_RUN_CODE_TIMEOUT_MS = 0;
 
@@ -36,6 +42,18 @@ export interface KernelToolOptions {
    * @defaultValue {@link DEFAULT_RUN_CODE_TIMEOUT_MS} (none)
    */
   defaultTimeoutMs?: number;
+  /**
+   * How long a `run_code` call waits for its cell (ms) when it gives no `max_wait_seconds`; a cell still running
+   * then is answered with its output so far and an id that `check_background` follows and `cancel_cell` stops —
+   * the cell goes on in the same kernel. `0`: wait for the end. An MCP task (a client that asks for one) always
+   * runs to the end. @defaultValue {@link DEFAULT_MAX_WAIT_MS}
+   */
+  maxWaitMs?: number;
+  /**
+   * The largest `code` (UTF-8 bytes) `run_code` and `start_background` send to a kernel; a bigger one is answered
+   * with an `isError` result naming the limit, and nothing runs. @defaultValue {@link DEFAULT_MAX_SOURCE_BYTES}
+   */
+  maxSourceBytes?: number;
   /** Shortest gap between progress notifications that carry output. @defaultValue {@link DEFAULT_PROGRESS_INTERVAL_MS} */
   progressIntervalMs?: number;
   /** Gap after which a silent cell still reports progress. @defaultValue {@link DEFAULT_HEARTBEAT_MS} */
@@ -50,6 +68,8 @@ export interface ResolvedKernelToolOptions {
   readonly maxImages: number;
   readonly maxImageBytes: number;
   readonly defaultTimeoutMs: number;
+  readonly maxSourceBytes: number;
+  readonly maxWaitMs: number;
   readonly progressIntervalMs: number;
   readonly heartbeatMs: number;
   readonly clock: Clock;
@@ -64,6 +84,8 @@ const schema = z.strictObject(
     maxImages: count.optional(),
     maxImageBytes: count.optional(),
     defaultTimeoutMs: ms.optional(),
+    maxSourceBytes: z.number().int().positive().optional(),
+    maxWaitMs: ms.optional(),
     progressIntervalMs: ms.optional(),
     heartbeatMs: z.number().positive().finite().optional(),
     clock: z.custom<Clock>(isClock, 'must be a Clock with now() and setTimer()').optional(),
@@ -84,6 +106,8 @@ export function resolveKernelToolOptions(options: KernelToolOptions = {}): Resol
     maxImages: o.maxImages ?? DEFAULT_MAX_IMAGES,
     maxImageBytes: o.maxImageBytes ?? DEFAULT_MAX_IMAGE_BYTES,
     defaultTimeoutMs: o.defaultTimeoutMs ?? DEFAULT_RUN_CODE_TIMEOUT_MS,
+    maxSourceBytes: o.maxSourceBytes ?? DEFAULT_MAX_SOURCE_BYTES,
+    maxWaitMs: o.maxWaitMs ?? DEFAULT_MAX_WAIT_MS,
     progressIntervalMs: o.progressIntervalMs ?? DEFAULT_PROGRESS_INTERVAL_MS,
     heartbeatMs: o.heartbeatMs ?? DEFAULT_HEARTBEAT_MS,
     clock: o.clock ?? systemClock,

@@ -9,6 +9,15 @@ export const runCodeInput = {
     .nonnegative()
     .optional()
     .describe('Stop the cell after this many seconds (0: no limit). Defaults to the server setting.'),
+  max_wait_seconds: z
+    .number()
+    .nonnegative()
+    .optional()
+    .describe(
+      'Answer after at most this many seconds even if the cell is still running (default 45; 0: wait for the end). ' +
+        'A cell still running then goes on in the same kernel: the answer has its output so far and an id for ' +
+        'check_background and cancel_cell.',
+    ),
 };
 
 /** The input of `restart_kernel`. */
@@ -23,13 +32,18 @@ export const startBackgroundInput = {
 
 /** The input of `check_background`. */
 export const checkBackgroundInput = {
-  exec_id: z.string().describe('The id start_background returned.'),
+  exec_id: z.string().describe('The id start_background or run_code returned.'),
   wait_seconds: z
     .number()
     .nonnegative()
     .max(600)
     .optional()
-    .describe('Wait up to this many seconds for the cell to finish before answering (default 0).'),
+    .describe('Wait up to this many seconds for the cell to finish before answering (default 0; keep it under 50).'),
+};
+
+/** The input of `cancel_cell`. */
+export const cancelCellInput = {
+  exec_id: z.string().describe('The id run_code or start_background returned for a cell that is still running.'),
 };
 
 /** What each tool tells the model it does. */
@@ -38,10 +52,18 @@ export const TOOL_DESCRIPTIONS = {
     'Run Python or R code in a persistent Jupyter kernel and return its output (stdout, stderr, the value of the ' +
     'last expression, tracebacks, and plots as images). Variables persist across calls per language. Long outputs ' +
     'are cut in the middle. A timeout interrupts the cell; a cell that ignores the interrupt gets its kernel ' +
-    'restarted, and the result says that its variables are gone.',
+    'restarted, and the result says that its variables are gone. A cell still running after max_wait_seconds ' +
+    '(default 45) keeps running: the answer gives its output so far and an id; follow it with check_background ' +
+    'or stop it with cancel_cell.',
   restart_kernel: "Restart the Python or R kernel: a fresh interpreter, all of that language's variables gone.",
   start_background:
     'Start Python code in the background on a kernel of its own (it does not see run_code variables) and return ' +
     'an id at once; use check_background to follow it.',
-  check_background: "Report a background cell's status (running, done, failed, interrupted) and its output so far.",
+  check_background:
+    "Report a background cell's status (running, done, failed, interrupted) and its output so far; for a run_code " +
+    'cell that was still running, its output since the last answer, then its final result. wait_seconds waits ' +
+    'for the end.',
+  cancel_cell:
+    'Interrupt a cell that is still running (an id from run_code or start_background). The kernel keeps its ' +
+    'variables when the interrupt works; a cell that ignores it gets its kernel restarted, and the answer says so.',
 } as const;

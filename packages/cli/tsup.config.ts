@@ -56,8 +56,7 @@ const bundle: Options = {
 const bin: Options = { ...commonJs, entry: { bin: 'src/bin.ts' } };
 
 export default packageConfig({
-  // `dist/bin.js` only runs `dist/bin.cjs` (see src/bin-compat.ts).
-  entry: { index: 'src/index.ts', bin: 'src/bin-compat.ts' },
+  entry: { index: 'src/index.ts' },
   // After the ES build (which cleans dist/), so that they never race.
   onSuccess: async () => {
     await Promise.all([

@@ -1,6 +1,6 @@
 import type { KernelSession, SupervisedKernel } from '@kernelwarden/supervisor';
 import type { Tool, ToolResultPart } from 'ai';
-import { z } from 'zod';
+import { z } from 'zod/v3';
 import type { KernelToolResult } from './cell-transcript.js';
 import { type KernelLanguage, KernelTools, type RunCodeInput } from './kernel-tools.js';
 import { type KernelToolOptions, resolveKernelToolOptions } from './tool-options.js';

@@ -1,3 +1,4 @@
+export { stripAnsi } from './ansi.js';
 export type { Clock, Timer } from './clock.js';
 export { isClock, sleep, systemClock } from './clock.js';
 export type { AbortScope, DeadlineOptions } from './deadline.js';

@@ -53,7 +53,15 @@ const bundle: Options = {
  * `dist/bin.cjs`, the `kernelwarden` command: CommonJS, so that it starts without Node's ES module loader; it runs
  * the bundle with the compile cache.
  */
-const bin: Options = { ...commonJs, entry: { bin: 'src/bin.ts' } };
+const bin: Options = {
+  ...commonJs,
+  entry: { bin: 'src/bin.ts' },
+  // core's `writeFileAtomic`, inlined from its sources: core is ES modules only, and this file loads no package.
+  noExternal: ['@kernelwarden/core'],
+  esbuildOptions(options) {
+    options.alias = workspaceSources();
+  },
+};
 
 export default packageConfig({
   entry: { index: 'src/index.ts' },

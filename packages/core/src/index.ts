@@ -1,4 +1,6 @@
 export { stripAnsi } from './ansi.js';
+export type { WriteFileAtomicOptions } from './atomic-file.js';
+export { writeFileAtomic } from './atomic-file.js';
 export type { Clock, Timer } from './clock.js';
 export { isClock, sleep, systemClock } from './clock.js';
 export type { AbortScope, DeadlineOptions } from './deadline.js';

@@ -53,11 +53,18 @@ const bundle: Options = {
  * `dist/bin.cjs`, the `kernelwarden` command: CommonJS, so that it starts without Node's ES module loader; it runs
  * the bundle with the compile cache.
  */
-const bin: Options = { ...commonJs, entry: { bin: 'src/bin.ts' } };
+const bin: Options = {
+  ...commonJs,
+  entry: { bin: 'src/bin.ts' },
+  // core's `writeFileAtomic`, inlined from its sources: core is ES modules only, and this file loads no package.
+  noExternal: ['@kernelwarden/core'],
+  esbuildOptions(options) {
+    options.alias = workspaceSources();
+  },
+};
 
 export default packageConfig({
-  // `dist/bin.js` only runs `dist/bin.cjs` (see src/bin-compat.ts).
-  entry: { index: 'src/index.ts', bin: 'src/bin-compat.ts' },
+  entry: { index: 'src/index.ts' },
   // After the ES build (which cleans dist/), so that they never race.
   onSuccess: async () => {
     await Promise.all([

@@ -62,10 +62,4 @@ describe('the kernelwarden command (dist/bin.cjs) and its compile cache', () => 
     help({ KERNELWARDEN_COMPILE_CACHE: '0' });
     expect(existsSync(join(dist, '.compile-cache'))).toBe(false);
   });
-
-  it('still runs from dist/bin.js, the command of earlier versions', () => {
-    const ran = spawnSync(process.execPath, [join(DIST, 'bin.js'), 'help'], { encoding: 'utf8' });
-    expect(ran.status).toBe(0);
-    expect(ran.stdout).toBe(help());
-  });
 });

@@ -1,7 +1,8 @@
-import { closeSync, mkdirSync, openSync, readFileSync, renameSync, statSync, unlinkSync, writeSync } from 'node:fs';
+import { mkdirSync, readFileSync, statSync } from 'node:fs';
 import { createRequire, Module } from 'node:module';
 import { dirname } from 'node:path';
 import { Script, constants as vmConstants } from 'node:vm';
+import { writeFileAtomic } from '@kernelwarden/core';
 
 /**
  * What became of a script's compile cache on this load: `used` (V8 took it), `missing` (no cache file yet), `stale`
@@ -68,20 +69,7 @@ function readCache(cacheFile: string): { identity: string; exitCode: number; dat
 
 function writeCache(cacheFile: string, identity: string, exitCode: number, data: Buffer): void {
   mkdirSync(dirname(cacheFile), { recursive: true });
-  const tmp = `${cacheFile}.${process.pid}.${Date.now()}.tmp`;
-  const fd = openSync(tmp, 'wx', 0o644);
-  try {
-    writeSync(fd, `${MAGIC}\t${identity}\t${exitCode}\n`);
-    writeSync(fd, data);
-  } finally {
-    closeSync(fd);
-  }
-  try {
-    renameSync(tmp, cacheFile);
-  } catch (error) {
-    unlinkSync(tmp);
-    throw error;
-  }
+  writeFileAtomic(cacheFile, [`${MAGIC}\t${identity}\t${exitCode}\n`, data], { mode: 0o644 });
 }
 
 /**

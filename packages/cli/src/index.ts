@@ -16,5 +16,5 @@ export { OutputPrinter } from './output-printer.js';
 export type { RunReport } from './run-command.js';
 export { Spinner, type SpinnerStream } from './spinner.js';
 export type { TerminalTextOptions } from './terminal-text.js';
-export { stripAnsi, TerminalTextFilter, terminalSafe } from './terminal-text.js';
+export { TerminalTextFilter, terminalSafe } from './terminal-text.js';
 export { UsageError } from './usage-error.js';

@@ -5,7 +5,6 @@ import type { ExecuteResult } from '@kernelwarden/core';
 import { okResult } from '@kernelwarden/testkit';
 import { afterEach, describe, expect, it } from 'vitest';
 import { OutputPrinter } from './output-printer.js';
-import { stripAnsi } from './terminal-text.js';
 
 const PNG = Buffer.from('89504e470d0a1a0a0000000d49484452', 'hex');
 
@@ -98,10 +97,6 @@ describe('OutputPrinter', () => {
     printer.finish(result({ status: 'error', error: { ename: 'E', evalue: 'v', traceback: ['t'] } }));
     expect([out.text, err.text]).toEqual(['', '']);
     expect(printer.saved).toHaveLength(1);
-  });
-
-  it('strips colours and hyperlinks', () => {
-    expect(stripAnsi('\x1b[1;31mred\x1b[0m \x1b]8;;file:///x\x07link\x1b]8;;\x07')).toBe('red link');
   });
 
   it("shows a kernel's title, clipboard, screen-clear and DCS sequences escaped on a terminal, keeping colours", () => {

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { stripAnsi, TerminalTextFilter, terminalSafe, terminalSafeJson } from './terminal-text.js';
+import { TerminalTextFilter, terminalSafe, terminalSafeJson } from './terminal-text.js';
 
 const TTY = { colors: true };
 const PIPE = { colors: false };
@@ -132,23 +132,6 @@ describe('TerminalTextFilter', () => {
         expect(controlsLeft(out, colors)).toEqual([]);
       }),
       { numRuns: 1000 },
-    );
-  });
-});
-
-describe('stripAnsi', () => {
-  it('removes CSI, OSC, DCS, APC, 8-bit C1 sequences and stray controls, keeping the text', () => {
-    expect(
-      stripAnsi('\x1b[31mred\x1b[0m \x1b]0;t\x07ok \x1bP+q\x1b\\dcs \x1b_apc\x1b\\ \x9b2Jx\x9d0;y\x9c\x07!\n'),
-    ).toBe('red ok dcs  x!\n');
-  });
-
-  it('never leaves a control character other than \\n, \\t and \\r', () => {
-    fc.assert(
-      fc.property(hostile, (text) => {
-        expect(controlsLeft(stripAnsi(text), false)).toEqual([]);
-      }),
-      { numRuns: 2000 },
     );
   });
 });

@@ -98,24 +98,6 @@ function isControl(code: number): boolean {
   return code < 0x20 || (code >= 0x7f && code <= 0x9f);
 }
 
-// ESC-introduced sequences: CSI (ESC [ … final), string sequences (OSC ESC ], DCS ESC P, SOS ESC X, PM ESC ^, APC
-// ESC _) up to their terminator (BEL or ST), and the two-character escapes (ESC + one character). The same with the
-// 8-bit C1 introducers (CSI U+009B, OSC U+009D, DCS U+0090, SOS U+0098, PM U+009E, APC U+009F, ST U+009C).
-const SEQUENCES =
-  /(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]|(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?|\x1b[ -/]*[0-~]?/g;
-const STRAY_CONTROLS = /[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]/g;
-
-/**
- * Removes terminal escape sequences (colours, titles, hyperlinks, DCS strings) and every other control character
- * except `\n`, `\t` and `\r`.
- *
- * Use it for text going to a file, a pipe or JSON where escapes would only be noise; for the terminal use
- * `terminalSafe`, which shows what it removes.
- */
-export function stripAnsi(text: string): string {
-  return text.replace(SEQUENCES, '').replace(STRAY_CONTROLS, '');
-}
-
 /**
  * `JSON.stringify` for a document printed to a terminal: JSON escapes C0 controls but leaves DEL and the C1 range
  * (U+007F–U+009F) raw, which some terminals act on; those are written as `\u00XX` too.

@@ -1,4 +1,7 @@
 export { abortCallbacks, onAbort } from './abort-relay.js';
+export { stripAnsi } from './ansi.js';
+export type { WriteFileAtomicOptions } from './atomic-file.js';
+export { writeFileAtomic } from './atomic-file.js';
 export type { Clock, Timer } from './clock.js';
 export { isClock, sleep, systemClock } from './clock.js';
 export type { AbortScope, DeadlineOptions } from './deadline.js';

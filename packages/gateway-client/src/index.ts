@@ -73,17 +73,6 @@ export type { KernelInfo } from './handshake.js';
 export type { GatewayKernelEventMap, GatewayKernelListener, KernelStatus } from './kernel-events.js';
 export { isKernelId, KERNEL_ID_PATTERN } from './kernel-id.js';
 export type { KernelLimitReading } from './limit-deaths.js';
-export type {
-  LocalGatewayErrorCode,
-  LocalGatewayEvent,
-  LocalGatewayLease,
-  LocalGatewayLocation,
-  LocalGatewayOptions,
-  LocalGatewayStatus,
-  LocalGatewayStopOptions,
-} from './local-gateway.js';
-export { LocalGateway, LocalGatewayError } from './local-gateway.js';
-export { LOCAL_GATEWAY_SERVER_CONFIG } from './local-gateway-server-config.js';
 export type { RecoveryPolicy } from './restart-recovery.js';
 export type { CleanupRetryPolicy } from './start-cleanup.js';
 export { decodeLegacy, decodeV1 } from './wire.js';

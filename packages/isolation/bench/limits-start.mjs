@@ -17,7 +17,8 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { GatewayKernel, LocalGateway } from '@kernelwarden/gateway-client';
+import { GatewayKernel } from '@kernelwarden/gateway-client';
+import { LocalGateway } from '@kernelwarden/local-gateway';
 import { createKernelPolicy, detectLimits, prepareIsolatedKernel, removeIsolatedKernelSpecs } from '../dist/index.js';
 
 const RUNS = Math.max(3, Number(process.env.KW_LIMITS_BENCH_RUNS) || 10);

@@ -1,13 +1,8 @@
 import { mkdirSync, mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { join } from 'node:path';
-import {
-  GatewayClient,
-  GatewayKernel,
-  KernelDiedError,
-  LocalGateway,
-  type LocalGatewayLease,
-} from '@kernelwarden/gateway-client';
+import { GatewayClient, GatewayKernel, KernelDiedError } from '@kernelwarden/gateway-client';
+import { LocalGateway, type LocalGatewayLease } from '@kernelwarden/local-gateway';
 import { PROCESS_STORM_CELL, testGateway } from '@kernelwarden/test-env';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { kernelCgroupBases, kernelLimitEvents, listKernelCgroups, removeEmptyKernelCgroups } from './cgroup.js';

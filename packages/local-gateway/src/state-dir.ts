@@ -8,11 +8,11 @@ import {
   readFileSync,
   readlinkSync,
   realpathSync,
-  renameSync,
   unlinkSync,
   writeSync,
 } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
+import { writeFileAtomic } from '@kernelwarden/core';
 
 /** Creates `dir` (and missing parents) readable by this user only; an existing directory is tightened to 0700. */
 export function ensurePrivateDir(dir: string): void {
@@ -21,25 +21,13 @@ export function ensurePrivateDir(dir: string): void {
 }
 
 /**
- * Writes `text` to `path` with mode 0600, atomically: a reader sees the old content or the new, never a part.
- * (A temporary file in the same directory, created 0600 and exclusive, then renamed over `path`.) Not fsynced: every
- * file here describes processes of this boot (a server, leases, kernels, the pool), which a crash of the machine ends
- * too, and each is verified against the live processes before it is trusted; an fsync cost a command up to 10 ms.
+ * Writes `text` to `path` with mode 0600, atomically (core's `writeFileAtomic`): a reader sees the old content or the
+ * new, never a part. Not fsynced: every file here describes processes of this boot (a server, leases, kernels, the
+ * pool), which a crash of the machine ends too, and each is verified against the live processes before it is
+ * trusted; an fsync cost a command up to 10 ms.
  */
 export function writePrivateFileAtomic(path: string, text: string): void {
-  const tmp = `${path}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
-  const fd = openSync(tmp, 'wx', 0o600);
-  try {
-    writeSync(fd, text);
-  } finally {
-    closeSync(fd);
-  }
-  try {
-    renameSync(tmp, path);
-  } catch (error) {
-    removeFile(tmp);
-    throw error;
-  }
+  writeFileAtomic(path, text, { mode: 0o600 });
 }
 
 /** Creates the temporary sibling of `path` that `link()`-based exclusive creation uses. */

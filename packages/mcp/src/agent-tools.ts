@@ -1,6 +1,5 @@
 import type { KernelSession, SupervisedKernel } from '@kernelwarden/supervisor';
-import type { Tool, ToolResultPart } from 'ai';
-import { z } from 'zod';
+import { z } from 'zod/v3';
 import type { KernelToolResult } from './cell-transcript.js';
 import { type KernelLanguage, KernelTools, type RunCodeInput } from './kernel-tools.js';
 import { type KernelToolOptions, resolveKernelToolOptions } from './tool-options.js';
@@ -13,16 +12,33 @@ import {
   TOOL_DESCRIPTIONS,
 } from './tool-schemas.js';
 
-/** What a tool result becomes for the model in the AI SDK (a tool result part's `output`). */
-export type ToolResultOutput = ToolResultPart['output'];
+/**
+ * What a tool result becomes for the model in the AI SDK (a tool result part's `output`): the text, then each image
+ * as a file part. Written out here, like `AgentTool`, so that these types need no `ai` installed.
+ */
+export type ToolResultOutput = {
+  type: 'content';
+  value: ({ type: 'text'; text: string } | { type: 'file'; mediaType: string; data: { type: 'data'; data: string } })[];
+};
+
+/** One AI SDK tool, as its `tool()` returns it: assignable to the AI SDK's `Tool<I, KernelToolResult>`. */
+export interface AgentTool<I> {
+  description: string;
+  inputSchema: z.ZodType<I, z.ZodTypeDef, unknown>;
+  execute: (
+    input: I,
+    options: { toolCallId: string; messages: unknown[]; abortSignal?: AbortSignal | undefined; context?: unknown },
+  ) => KernelToolResult | PromiseLike<KernelToolResult>;
+  toModelOutput: (options: { toolCallId: string; input: I; output: KernelToolResult }) => ToolResultOutput;
+}
 
 /** The AI SDK tools `createAgentTools()` returns, keyed by the names the model sees (a `ToolSet`). */
 export type AgentTools = {
-  run_code: Tool<RunCodeInput, KernelToolResult>;
-  restart_kernel: Tool<{ language?: KernelLanguage | undefined }, KernelToolResult>;
-  start_background: Tool<{ code: string }, KernelToolResult>;
-  check_background: Tool<{ exec_id: string; wait_seconds?: number | undefined }, KernelToolResult>;
-  cancel_cell: Tool<{ exec_id: string }, KernelToolResult>;
+  run_code: AgentTool<RunCodeInput>;
+  restart_kernel: AgentTool<{ language?: KernelLanguage | undefined }>;
+  start_background: AgentTool<{ code: string }>;
+  check_background: AgentTool<{ exec_id: string; wait_seconds?: number | undefined }>;
+  cancel_cell: AgentTool<{ exec_id: string }>;
 };
 
 /**

@@ -1,5 +1,4 @@
-import type { ExecuteResult, Output } from '@kernelwarden/core';
-import { stripAnsi } from './ansi.js';
+import { type ExecuteResult, type Output, stripAnsi } from '@kernelwarden/core';
 import { HeadTailText } from './text-cap.js';
 import type { ResolvedKernelToolOptions } from './tool-options.js';
 

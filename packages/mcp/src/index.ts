@@ -1,4 +1,4 @@
-export type { AgentTools, ToolResultOutput } from './agent-tools.js';
+export type { AgentTool, AgentTools, ToolResultOutput } from './agent-tools.js';
 export { createAgentTools, toModelOutput } from './agent-tools.js';
 export type { KernelToolContent, KernelToolResult } from './cell-transcript.js';
 export type { KernelLanguage, KernelToolCall, RunCodeInput, RunCodeMode } from './kernel-tools.js';

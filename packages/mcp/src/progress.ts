@@ -1,5 +1,4 @@
-import type { Clock, Output, Timer } from '@kernelwarden/core';
-import { stripAnsi } from './ansi.js';
+import { type Clock, type Output, stripAnsi, type Timer } from '@kernelwarden/core';
 
 /** One progress report: a counter that only goes up, and what happened since the last one. */
 export interface ProgressUpdate {

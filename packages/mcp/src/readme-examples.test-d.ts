@@ -27,14 +27,17 @@ export async function agentToolsExample(): Promise<void> {
     python: ({ cwd, signal }) => GatewayKernel.start({ gateway, cwd, signal }),
     executor: createWatchdog({ cellTimeoutMs: 0 }),
   });
-  const { text } = await generateText({
-    model: 'anthropic/claude-sonnet-4.5',
-    tools: createAgentTools(session, { defaultTimeoutMs: 60_000 }),
-    stopWhen: stepCountIs(5),
-    prompt: 'Plot a sine wave with matplotlib and tell me where it peaks.',
-  });
-  console.log(text);
-  await session.close();
-  await gateway.release();
+  try {
+    const { text } = await generateText({
+      model: 'anthropic/claude-sonnet-4.5',
+      tools: createAgentTools(session, { defaultTimeoutMs: 60_000 }),
+      stopWhen: stepCountIs(5),
+      prompt: 'Plot a sine wave with matplotlib and tell me where it peaks.',
+    });
+    console.log(text);
+  } finally {
+    await session.close(); // its kernels are shut down, also when generateText throws
+    await gateway.release();
+  }
   // readme-example:ai:end
 }

@@ -1,6 +1,6 @@
 import { parseOptions } from '@kernelwarden/core';
 import type { KernelSession, SupervisedKernel } from '@kernelwarden/supervisor';
-import { z } from 'zod';
+import { z } from 'zod/v3';
 import { type KernelToolOptions, type ResolvedKernelToolOptions, resolveKernelToolOptions } from './tool-options.js';
 
 /** The server name announced to MCP clients, unless `name` says otherwise. */
@@ -39,7 +39,7 @@ const serverSchema = z.object(
     ),
     name: z.string().min(1, 'must be a non-empty string').optional(),
   },
-  'must be an object',
+  { message: 'must be an object' },
 );
 
 /**

@@ -1,5 +1,5 @@
 import { type Clock, isClock, parseOptions, systemClock } from '@kernelwarden/core';
-import { z } from 'zod';
+import { z } from 'zod/v3';
 import { DEFAULT_MAX_SOURCE_BYTES } from './source-check.js';
 
 /** Most characters of text one tool result carries (head and tail kept, the middle cut). */
@@ -90,7 +90,7 @@ const schema = z.strictObject(
     heartbeatMs: z.number().positive().finite().optional(),
     clock: z.custom<Clock>(isClock, 'must be a Clock with now() and setTimer()').optional(),
   },
-  'must be an object',
+  { message: 'must be an object' },
 );
 
 /**

@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import { z } from 'zod/v3';
 
 /** The input of `run_code`, shared by the MCP tool and the AI SDK tool. */
 export const runCodeInput = {

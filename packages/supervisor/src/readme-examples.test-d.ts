@@ -1,6 +1,7 @@
 // Type-checked by `tsc --build` and never run: the README's examples need a Jupyter server. readme.test.ts checks
 // that the README shows these blocks verbatim.
-import { GatewayKernel, LocalGateway } from '@kernelwarden/gateway-client';
+import { GatewayKernel } from '@kernelwarden/gateway-client';
+import { LocalGateway } from '@kernelwarden/local-gateway';
 import { createLanguageSlot, KernelSession } from './index.js';
 
 export async function openingExample(): Promise<void> {

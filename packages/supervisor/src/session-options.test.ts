@@ -18,15 +18,14 @@ function issuePaths(options: unknown): string[] {
 }
 
 describe('resolveSessionOptions', () => {
-  it('folds the short forms into the by-name slots and environments', () => {
+  it('folds r into the by-name slots', () => {
     const r = createLanguageSlot({ language: 'r', spawn: () => new RecordingKernel('r') });
     const julia = createLanguageSlot({ language: 'julia', spawn: () => new RecordingKernel('j') });
     const resolved = resolveSessionOptions({
       python,
       r,
-      rEnv: 'r-base',
       slots: { julia },
-      slotEnvs: { julia: '1.11' },
+      slotEnvs: { r: 'r-base', julia: '1.11' },
     });
     expect([...resolved.slots]).toEqual([
       ['r', r],

@@ -62,8 +62,8 @@ export interface KernelSessionOptions<K extends SupervisedKernel, H = unknown, L
   /** Builds the session's Python kernels: main, background and pooled. */
   python: SlotFactory<K, H>;
   /**
-   * The R slot (`createRSlot()` from `@kernelwarden/r-kernel`): the same as `slots: { r }`, kept as the short
-   * form. Give the R slot once, here or in `slots`.
+   * The R slot (`createRSlot()` from `@kernelwarden/r-kernel`): the same as `slots: { r }`. Give the R slot once,
+   * here or in `slots`.
    */
   r?: LanguageSlot<SupervisedKernel, H>;
   /**
@@ -75,9 +75,7 @@ export interface KernelSessionOptions<K extends SupervisedKernel, H = unknown, L
   /** The initial Python environment name. @defaultValue undefined (the factory's default) */
   env?: string;
   /** The initial environment of each language slot, by name. @defaultValue undefined for each (the slot's default) */
-  slotEnvs?: { [N in L | 'r']?: string };
-  /** The initial R environment: the same as `slotEnvs: { r }`, kept as the short form. @defaultValue undefined */
-  rEnv?: string;
+  slotEnvs?: { [N in NoInfer<L> | 'r']?: string };
   /** The working directory handed to every factory and language slot. */
   cwd?: string;
   /** Handed to every kernel the session creates — main, background, pooled and every language slot's. */
@@ -111,12 +109,12 @@ export interface KernelSessionOptions<K extends SupervisedKernel, H = unknown, L
   maxPeekChars?: number;
 }
 
-/** `KernelSessionOptions` validated, with every default applied and the short forms (`r`, `rEnv`) folded in. */
+/** `KernelSessionOptions` validated, with every default applied and `r` folded into `slots`. */
 export interface ResolvedSessionOptions<K extends SupervisedKernel, H> {
   readonly python: SlotFactory<K, H>;
   /** Every language slot by name, `r` included, in the order given. */
   readonly slots: ReadonlyMap<string, LanguageSlot<SupervisedKernel, H>>;
-  /** The initial environment of each language slot that has one (`r` from `rEnv` too, even without an R slot). */
+  /** The initial environment of each language slot that has one. */
   readonly slotEnvs: ReadonlyMap<string, string>;
   readonly env: string | undefined;
   readonly cwd: string | undefined;
@@ -158,7 +156,6 @@ const sessionOptionsSchema = z
       slots: z.record(z.string(), languageSlotSchema).optional(),
       env: name.optional(),
       slotEnvs: z.record(z.string(), name.optional()).optional(),
-      rEnv: name.optional(),
       cwd: name.optional(),
       readIsolation: z
         .object(
@@ -198,9 +195,6 @@ const sessionOptionsSchema = z
         ctx.addIssue({ code: 'custom', path: ['slotEnvs', key], message: `this session has no "${key}" slot` });
       }
     }
-    if (o.rEnv !== undefined && o.slotEnvs?.r !== undefined) {
-      ctx.addIssue({ code: 'custom', path: ['rEnv'], message: 'give the R environment once: rEnv or slotEnvs.r' });
-    }
   });
 
 /**
@@ -219,7 +213,6 @@ export function resolveSessionOptions<K extends SupervisedKernel, H = unknown, L
   for (const [key, slot] of Object.entries<LanguageSlot<SupervisedKernel, H>>(options.slots ?? {}))
     slots.set(key, slot);
   const slotEnvs = new Map<string, string>();
-  if (options.rEnv !== undefined) slotEnvs.set('r', options.rEnv);
   for (const [key, env] of Object.entries<string | undefined>(options.slotEnvs ?? {})) {
     if (env !== undefined) slotEnvs.set(key, env);
   }

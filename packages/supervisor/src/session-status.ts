@@ -54,9 +54,4 @@ export interface SessionStatus<L extends string = never> extends SlotStatus {
   backgroundRunning: number;
   /** Each language slot's own status, by name (none for a slot the session does not have). */
   slots: { readonly [N in Exclude<SessionLanguage<L>, 'python'>]?: LanguageSlotStatus };
-  /**
-   * The R slot's status, when the session has one: the same as `slots.r`.
-   * @deprecated Read `slots.r`.
-   */
-  r?: LanguageSlotStatus;
 }

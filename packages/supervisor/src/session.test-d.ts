@@ -36,10 +36,12 @@ describe('KernelSession languages', () => {
     expectTypeOf(julia.language).toEqualTypeOf<'julia'>();
   });
 
-  it('keeps the old spelling: an explicit kernel type, r and rEnv', () => {
-    const session = new KernelSession<RecordingKernel>({ python, r, rEnv: 'r-base' });
+  it('takes an explicit kernel type, r and its environment', () => {
+    const session = new KernelSession<RecordingKernel>({ python, r, slotEnvs: { r: 'r-base' } });
     expectTypeOf(session.supervisor).toEqualTypeOf<KernelSupervisor<RecordingKernel>>();
-    expectTypeOf(session.status().r).toEqualTypeOf<LanguageSlotStatus | undefined>();
+    expectTypeOf(session.status().slots.r).toEqualTypeOf<LanguageSlotStatus | undefined>();
+    // @ts-expect-error: the R environment is slotEnvs.r
+    void new KernelSession<RecordingKernel>({ python, r, rEnv: 'r-base' });
   });
 });
 

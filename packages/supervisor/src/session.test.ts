@@ -452,9 +452,13 @@ describe('KernelSession R slot', () => {
 
   it('hands the R environment to the slot', async () => {
     const r = fakeRSlot(() => new RecordingKernel('r'));
-    const session = new KernelSession<RecordingKernel>({ python: () => new RecordingKernel('p'), r, rEnv: 'r-base' });
+    const session = new KernelSession<RecordingKernel>({
+      python: () => new RecordingKernel('p'),
+      r,
+      slotEnvs: { r: 'r-base' },
+    });
     await session.execute('1', { language: 'r' });
-    session.setREnv('r-special');
+    session.setSlotEnv('r', 'r-special');
     await session.execute('1', { language: 'r' });
     expect(r.seen.map((c) => c.env)).toEqual(['r-base', 'r-special']);
     expect(session.supervisor.status('r')).toMatchObject({ generation: 1, key: 'r-special' });

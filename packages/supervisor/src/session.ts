@@ -199,15 +199,6 @@ export class KernelSession<K extends SupervisedKernel = SupervisedKernel, H = un
   }
 
   /**
-   * Records the R environment: `setSlotEnv('r', name)`, kept as the short form. Unlike it, accepted also when the
-   * session has no R slot.
-   */
-  setREnv(name: string | undefined): void {
-    checkEnvName(name);
-    this.#slots.setEnv('r', name);
-  }
-
-  /**
    * Restarts the Python kernel in place (same kernel, fresh interpreter, generation + 1) and re-runs bootstrap;
    * starts one when there is none. Emits `kernel_status: restarted`.
    */
@@ -255,7 +246,6 @@ export class KernelSession<K extends SupervisedKernel = SupervisedKernel, H = un
       backgroundRunning: this.#background.running,
       slots,
     };
-    if (slots.r) status.r = slots.r;
     return status;
   }
 

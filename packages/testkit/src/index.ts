@@ -18,7 +18,6 @@ export { FakeWebSocket } from './fake-websocket.js';
 export { Gate } from './gate.js';
 export type { FetchCall, FetchHandler, FetchHook } from './hook-fetch.js';
 export { hookFetch } from './hook-fetch.js';
-export type { JupyterHeader } from './jupyter-wire.js';
 export type { ManualClockOptions } from './manual-clock.js';
 export { ManualClock } from './manual-clock.js';
 export type { RecordingKernelOptions, RecordingKernelScript } from './recording-kernel.js';

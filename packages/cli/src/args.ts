@@ -39,6 +39,13 @@ export interface StackOptions {
   allow: string[];
   /** Where image outputs are saved; absent = not saved. */
   outputsDir: string | undefined;
+  /** Most images one cell saves to `outputsDir` (`--max-images`). @defaultValue `DEFAULT_MAX_IMAGES` (100) */
+  maxImages?: number | undefined;
+  /**
+   * Most bytes one cell's images take in `outputsDir`, all together (`--max-images-size`).
+   * @defaultValue `DEFAULT_MAX_IMAGES_BYTES` (64 MiB)
+   */
+  maxImagesBytes?: number | undefined;
   /** Print one JSON document instead of streaming. */
   json: boolean;
   /**
@@ -181,6 +188,33 @@ const stackSchema = z.object({
   hide: z.array(z.string().min(1, '--hide needs a directory')).default([]),
   allow: z.array(z.string().min(1, '--allow needs a directory')).default([]),
   'outputs-dir': z.string().min(1, '--outputs-dir needs a directory').optional(),
+  'max-images': z
+    .string()
+    .optional()
+    .transform((text, ctx) => {
+      if (text === undefined) return undefined;
+      const n = Number(text);
+      if (!/^\d+$/.test(text.trim()) || !Number.isSafeInteger(n)) {
+        ctx.addIssue({ code: 'custom', message: `--max-images "${text}" is not a whole number, e.g. --max-images 20` });
+        return z.NEVER;
+      }
+      return n;
+    }),
+  'max-images-size': z
+    .string()
+    .optional()
+    .transform((text, ctx) => {
+      if (text === undefined) return undefined;
+      const bytes = parseSize(text);
+      if (bytes === undefined) {
+        ctx.addIssue({
+          code: 'custom',
+          message: `--max-images-size "${text}" is not a size, e.g. 512k, 16M or 1G (0 saves none)`,
+        });
+        return z.NEVER;
+      }
+      return bytes;
+    }),
   json: z.boolean().optional(),
   'max-source-size': z
     .string()
@@ -212,6 +246,8 @@ const STACK_FLAGS = {
   hide: { type: 'string', multiple: true },
   allow: { type: 'string', multiple: true },
   'outputs-dir': { type: 'string', short: 'o' },
+  'max-images': { type: 'string' },
+  'max-images-size': { type: 'string' },
   json: { type: 'boolean' },
   'max-source-size': { type: 'string' },
   ...LIMIT_FLAG_CONFIG,
@@ -367,6 +403,8 @@ function parseStack(
     hide: v.hide,
     allow: v.allow,
     outputsDir: v['outputs-dir'],
+    ...(v['max-images'] === undefined ? {} : { maxImages: v['max-images'] }),
+    ...(v['max-images-size'] === undefined ? {} : { maxImagesBytes: v['max-images-size'] }),
     json: v.json === true,
     maxSourceBytes: v['max-source-size'] ?? DEFAULT_MAX_SOURCE_BYTES,
     ...limitOptions(v),
@@ -375,7 +413,14 @@ function parseStack(
 
 /** `mcp` takes the kernel flags (no --lang, --outputs-dir or --json: the client picks) and the result caps. */
 function parseMcp(args: readonly string[], env: Record<string, string | undefined>, cwd: string): Command {
-  const { lang: _lang, 'outputs-dir': _outputsDir, json: _json, ...kernelFlags } = STACK_FLAGS;
+  const {
+    lang: _lang,
+    'outputs-dir': _outputsDir,
+    'max-images': _maxImages,
+    'max-images-size': _maxImagesSize,
+    json: _json,
+    ...kernelFlags
+  } = STACK_FLAGS;
   const caps = { 'max-output-chars': 200, 'max-images': 0, 'max-image-bytes': 0 } as const;
   const { values, positionals } = parseFlags('mcp', args, {
     ...kernelFlags,

@@ -30,8 +30,11 @@ const STACK = `Kernel options:
                              (default KERNELWARDEN_GATEWAY_TOKEN); the token is never printed
       --hide DIR             the kernel cannot read DIR (bubblewrap; repeatable; embedded gateway only)
       --allow DIR            ...except this directory inside a hidden one (repeatable)
-  -o, --outputs-dir DIR      save image outputs (PNG, JPEG, SVG) there and print where
-      --json                 print one JSON result on stdout instead of streaming
+  -o, --outputs-dir DIR      save image outputs (PNG, JPEG, GIF, SVG) there and print where
+      --max-images N         most images one cell saves there (default 100); the rest are counted, not saved
+      --max-images-size SIZE most bytes of images one cell saves there, all together (default 64M)
+      --json                 print one JSON result on stdout instead of streaming; it carries at most
+                             64 MiB of output data, outputs past that are listed without their data
       --max-source-size SIZE largest source to run, e.g. 512k, 16M (default 4M;
                              env KERNELWARDEN_MAX_SOURCE_SIZE); sources must be UTF-8 without NUL bytes
 
@@ -85,7 +88,7 @@ down and it exits 0. Python and R start on first use. Logs go to stderr; stdout 
 --timeout is the default of run_code's timeout_seconds.
 
 ${STACK.split('\n')
-  .filter((line) => !/--lang|--outputs-dir|--json|save image outputs/.test(line))
+  .filter((line) => !/--lang|--outputs-dir|--max-images|--json|save image outputs|64 MiB of output data/.test(line))
   .join('\n')}
 
 Result caps:

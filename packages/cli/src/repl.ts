@@ -91,6 +91,8 @@ export async function replCommand(options: StackOptions, io: CliIo): Promise<num
       outputsDir: options.outputsDir === undefined ? undefined : resolve(io.cwd, options.outputsDir),
       filePrefix: cellId,
       color: terminal,
+      maxImages: options.maxImages,
+      maxImageBytes: options.maxImagesBytes,
     });
     try {
       const result = await stack.execute(code, {

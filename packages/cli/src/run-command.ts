@@ -7,7 +7,8 @@ import type { CliIo } from './cli-io.js';
 import { createStack, type Stack } from './compose.js';
 import { ExitCode } from './exit-code.js';
 import { describeFailure, type Failure, resultExitCode } from './failure.js';
-import { OutputPrinter, type SavedFile } from './output-printer.js';
+import { OutputPrinter } from './output-printer.js';
+import { formatRunReport, type RunReport } from './run-report.js';
 import {
   checkSourceText,
   DEFAULT_MAX_SOURCE_BYTES,
@@ -16,30 +17,7 @@ import {
   readSourceStream,
 } from './source-input.js';
 import { Spinner } from './spinner.js';
-import { terminalSafeJson } from './terminal-text.js';
 import { UsageError } from './usage-error.js';
-
-/** The document `kernelwarden run --json` prints: the cell's result plus what the CLI did with it. */
-export interface RunReport {
-  exitCode: number;
-  /** The kernel's verdict, or `'failed'` when the cell never ran, or `'timeout'` when the kernel was reset. */
-  status: ExecuteResult['status'] | 'failed' | 'timeout';
-  language: string;
-  cellId: string;
-  executionCount?: number;
-  stdout: string;
-  stderr: string;
-  error?: { ename: string; evalue: string; traceback: string[] } | { code: string | undefined; message: string };
-  outputs: ExecuteResult['outputs'];
-  files: SavedFile[];
-  timedOut: boolean;
-  cancelled: boolean;
-  /** True when the watchdog killed and restarted the kernel. */
-  kernelReset: boolean;
-  truncated: boolean;
-  outputDropped: boolean;
-  durationMs: number;
-}
 
 /** Reads the cell's code with the source checks (UTF-8, no NUL, at most `maxBytes`): see `source-input.ts`. */
 async function readSource(source: RunSource, io: CliIo, maxBytes: number): Promise<string> {
@@ -93,6 +71,8 @@ export async function runCommand(source: RunSource, options: StackOptions, io: C
     outputsDir: options.outputsDir === undefined ? undefined : resolve(io.cwd, options.outputsDir),
     quiet: options.json,
     filePrefix: cellId,
+    maxImages: options.maxImages,
+    maxImageBytes: options.maxImagesBytes,
   });
   const report = (fields: Partial<RunReport> & Pick<RunReport, 'exitCode' | 'status'>): number => {
     if (options.json) {
@@ -103,15 +83,18 @@ export async function runCommand(source: RunSource, options: StackOptions, io: C
         stderr: '',
         outputs: [],
         files: [...printer.saved],
+        imagesNotSaved: printer.unsaved.noOutputsDir + printer.unsaved.overCount + printer.unsaved.overSize,
         timedOut: false,
         cancelled: false,
         kernelReset: false,
         truncated: false,
         outputDropped: false,
+        elided: false,
+        notes: printer.notes(),
         durationMs: Math.round(performance.now() - started),
         ...fields,
       };
-      io.stdout.write(`${terminalSafeJson(doc)}\n`);
+      io.stdout.write(`${formatRunReport(doc)}\n`);
     }
     return fields.exitCode;
   };

@@ -200,6 +200,16 @@ describe('kernelwarden run (the built binary, embedded gateway)', () => {
     expect(ran.stderr).toBe('');
   });
 
+  it('gives --json a plain-text traceback, once, in error', async () => {
+    const ran = await cli(['run', '--json', '-c', 'def f():\n    raise ValueError("bad")\nf()']);
+    expect(ran.code).toBe(1);
+    const doc = JSON.parse(ran.stdout);
+    expect(doc.error).toMatchObject({ ename: 'ValueError', evalue: 'bad' });
+    expect(doc.error.traceback.join('\n')).toContain('ValueError: bad');
+    expect(ran.stdout).not.toContain('\\u001b');
+    expect(doc.outputs.filter((o: { type: string }) => o.type === 'error')).toEqual([]);
+  });
+
   it('writes a valid PNG for a plot with --outputs-dir and says where', async () => {
     const outputs = join(workDir, 'plots');
     const ran = await cli(['run', '--lang', 'r', '--outputs-dir', outputs, '-c', 'plot(1:10)']);
@@ -228,6 +238,15 @@ describe('kernelwarden demo', () => {
     const png = readdirSync(outputs).find((name) => name.endsWith('.png'));
     expect(png).toBeDefined();
     expect(readFileSync(join(outputs, png!)).subarray(0, 8).equals(PNG_SIGNATURE)).toBe(true);
+  }, 300_000);
+
+  it('removes its temporary plot directory when it ends without --outputs-dir', async () => {
+    const tmp = join(workDir, 'demo-tmp');
+    mkdirSync(tmp, { recursive: true });
+    const ran = await cli(['demo'], { timeoutMs: 240_000, env: { TMPDIR: tmp } });
+    expect(ran.code, `${ran.stdout}\n${ran.stderr}`).toBe(0);
+    expect(ran.stdout).toMatch(/plots go to .*kernelwarden-demo-.*, removed at the end/);
+    expect(readdirSync(tmp).filter((name) => name.startsWith('kernelwarden-demo-'))).toEqual([]);
   }, 300_000);
 });
 

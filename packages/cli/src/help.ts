@@ -78,7 +78,7 @@ ${STACK}`,
 
 A scripted tour on the embedded gateway: a Python cell, an R cell, a plot saved to a file, an interrupted
 cell, and a cell that ignores SIGINT which the watchdog recovers — with a timeline at the end.
-Plots go to --outputs-dir (default: a fresh temporary directory). The kernel options of 'run' apply too
+Plots go to --outputs-dir (default: a temporary directory, removed when the tour ends). The kernel options of 'run' apply too
 (--memory and the other limits included), except --gateway: the tour always runs on the embedded gateway.`,
   mcp: `kernelwarden mcp [options]
 

@@ -17,6 +17,7 @@ import {
   readSourceStream,
 } from './source-input.js';
 import { Spinner } from './spinner.js';
+import { stripAnsi } from './terminal-text.js';
 import { UsageError } from './usage-error.js';
 
 /** Reads the cell's code with the source checks (UTF-8, no NUL, at most `maxBytes`): see `source-input.ts`. */
@@ -150,8 +151,9 @@ export async function runCommand(source: RunSource, options: StackOptions, io: C
       ...(result.executionCount === undefined ? {} : { executionCount: result.executionCount }),
       stdout: result.stdout,
       stderr: result.stderr,
-      ...(result.error ? { error: result.error } : {}),
-      outputs: result.outputs,
+      ...(result.error ? { error: { ...result.error, traceback: result.error.traceback.map(stripAnsi) } } : {}),
+      // The traceback is in `error`, once, as plain text: its `error` output would repeat it with colours.
+      outputs: result.error ? result.outputs.filter((output) => output.type !== 'error') : result.outputs,
       timedOut: result.timedOut,
       cancelled: result.cancelled,
       truncated: result.truncated,

@@ -2,6 +2,7 @@ import type { ParseArgsConfig } from 'node:util';
 import { z } from 'zod/v3';
 import { parseDuration } from './duration.js';
 import { parseGateway } from './gateway-args.js';
+import { COMMAND_OPTIONS } from './help.js';
 import { LIMIT_FLAG_CONFIG, LIMIT_FLAG_ENV, limitFields, limitOptions, parseSwitch } from './limit-flags.js';
 import { parseFlags } from './parse-flags.js';
 import { parseSize } from './size.js';
@@ -254,6 +255,18 @@ const STACK_FLAGS = {
   help: { type: 'boolean', short: 'h' },
 } as const satisfies ParseArgsConfig['options'];
 
+type FlagConfig = NonNullable<ParseArgsConfig['options']>;
+
+/**
+ * The flags `command` takes (its help lists the same): its options, the limits, and --help. Typed as every stack
+ * flag: those it leaves out are simply never set.
+ */
+function commandFlags(command: keyof typeof COMMAND_OPTIONS): typeof STACK_FLAGS {
+  const flags: FlagConfig = {};
+  for (const name of COMMAND_OPTIONS[command]) flags[name] = STACK_FLAGS[name as keyof typeof STACK_FLAGS];
+  return { ...flags, ...LIMIT_FLAG_CONFIG, help: STACK_FLAGS.help } as typeof STACK_FLAGS;
+}
+
 /** Environment variables that stand in for flags (handy in tests and CI). */
 const FLAG_ENV = {
   'interrupt-grace': 'KERNELWARDEN_INTERRUPT_GRACE',
@@ -293,7 +306,7 @@ export function parseCommand(
       return parseRun(rest, env, cwd);
     case 'repl':
     case 'demo': {
-      const { values, positionals } = parseFlags(first, rest, STACK_FLAGS);
+      const { values, positionals } = parseFlags(first, rest, commandFlags(first));
       if (values.help) return { command: 'help', topic: first };
       if (positionals.length > 0)
         throw new UsageError(`${first} takes no argument: "${positionals[0]}"`, { command: first });
@@ -322,7 +335,7 @@ export function parseCommand(
 
 function parseRun(args: readonly string[], env: Record<string, string | undefined>, cwd: string): Command {
   const { values, positionals } = parseFlags('run', args, {
-    ...STACK_FLAGS,
+    ...commandFlags('run'),
     code: { type: 'string', short: 'c' },
   });
   if (values.help) return { command: 'help', topic: 'run' };
@@ -413,14 +426,7 @@ function parseStack(
 
 /** `mcp` takes the kernel flags (no --lang, --outputs-dir or --json: the client picks) and the result caps. */
 function parseMcp(args: readonly string[], env: Record<string, string | undefined>, cwd: string): Command {
-  const {
-    lang: _lang,
-    'outputs-dir': _outputsDir,
-    'max-images': _maxImages,
-    'max-images-size': _maxImagesSize,
-    json: _json,
-    ...kernelFlags
-  } = STACK_FLAGS;
+  const kernelFlags = commandFlags('mcp');
   const caps = { 'max-output-chars': 200, 'max-images': 0, 'max-image-bytes': 0 } as const;
   const { values, positionals } = parseFlags('mcp', args, {
     ...kernelFlags,

@@ -1,6 +1,6 @@
 import { realpathSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { type ExecuteResult, type Output, withDeadline } from '@kernelwarden/core';
+import { type ExecuteOptions, type ExecuteResult, type Output, withDeadline } from '@kernelwarden/core';
 import { GatewayClient, GatewayKernel } from '@kernelwarden/gateway-client';
 import type { IsolationPolicy, KernelLimits, LimitFacts, LimitName } from '@kernelwarden/isolation';
 import { LocalGateway, type LocalGatewayPool } from '@kernelwarden/local-gateway';
@@ -27,6 +27,11 @@ export interface StackHooks {
   onKernelStarting?(language: Language): void;
   /** The start of that kernel finished, successfully or not. */
   onKernelStarted?(language: Language): void;
+  /**
+   * Code run silently (no output, no history) on each new kernel of a language — its first, and each one the
+   * watchdog restarts — before any cell (`kernelwarden run`'s script bootstrap). A bootstrap that fails is ignored.
+   */
+  bootstrap?: Partial<Record<Language, string>>;
 }
 
 /** Options of one cell run through a `Stack`. */
@@ -34,6 +39,8 @@ export interface StackExecuteOptions {
   language: Language;
   cellId?: string;
   onOutput?: (output: Output) => void;
+  /** Answers the cell's `input()` / `getpass()` / `readline()`; without it the kernel is told stdin is not allowed. */
+  onInput?: ExecuteOptions['onInput'];
   /** Aborting lets the watchdog interrupt, then kill and restart the kernel. */
   signal?: AbortSignal;
 }
@@ -331,8 +338,17 @@ export async function createStack(
     });
     const python = (ctx: SlotFactoryContext) =>
       starting('python', async () => GatewayKernel.start(await startOptions('python', ctx)));
+    const bootstrap =
+      (language: Language) =>
+      async (lease: { kernel: { execute?(code: string, opts?: ExecuteOptions): Promise<ExecuteResult> } }) => {
+        const code = extra.bootstrap?.[language];
+        if (code === undefined || !lease.kernel.execute) return;
+        // Its failure leaves the kernel as it was: the script runs, only without what the bootstrap adds.
+        await lease.kernel.execute(code, { silent: true, storeHistory: false }).catch(() => {});
+      };
     const r = createRSlot({
       spawn: (ctx) => starting('r', async () => startIRKernel(await startOptions('r', ctx))),
+      ...(extra.bootstrap?.r === undefined ? {} : { bootstrap: bootstrap('r') }),
     });
     const watchdog = createWatchdog({
       ...(options.timeoutMs === undefined ? {} : { cellTimeoutMs: options.timeoutMs }),
@@ -345,6 +361,7 @@ export async function createStack(
       executor: watchdog,
       cwd: options.cwd,
       ...(readIsolation ? { readIsolation } : {}),
+      ...(extra.bootstrap?.python === undefined ? {} : { bootstrap: bootstrap('python') }),
     });
 
     let closing: Promise<void> | undefined;
@@ -372,6 +389,7 @@ export async function createStack(
           origin: 'cli',
           ...(opts.cellId === undefined ? {} : { cellId: opts.cellId }),
           ...(opts.onOutput ? { onOutput: opts.onOutput } : {}),
+          ...(opts.onInput ? { onInput: opts.onInput } : {}),
           ...(opts.signal ? { signal: opts.signal } : {}),
         }),
       // Each language's kernel lives in the supervisor slot of that language's name.

@@ -65,6 +65,7 @@ export class OutputPrinter {
   readonly #outFilter: TerminalTextFilter;
   readonly #errFilter: TerminalTextFilter;
   readonly #prefix: string;
+  readonly #isExit: (error: { ename: string; evalue: string }) => boolean;
   readonly #saved: SavedFile[] = [];
   readonly #maxImages: number;
   readonly #maxImageBytes: number;
@@ -84,6 +85,8 @@ export class OutputPrinter {
     maxImages?: number | undefined;
     /** Most bytes saved, all images together. @defaultValue `DEFAULT_MAX_IMAGES_BYTES` (64 MiB) */
     maxImageBytes?: number | undefined;
+    /** Errors that are not shown: a script's own exit (`sys.exit(3)`), which the interpreter does not report. */
+    isExit?: ((error: { ename: string; evalue: string }) => boolean) | undefined;
   }) {
     this.#stdout = opts.stdout;
     this.#stderr = opts.stderr;
@@ -93,6 +96,7 @@ export class OutputPrinter {
     this.#outFilter = new TerminalTextFilter({ colors: opts.color ?? opts.stdout.isTTY === true });
     this.#errFilter = new TerminalTextFilter({ colors: this.#stderrColor });
     this.#prefix = opts.filePrefix;
+    this.#isExit = opts.isExit ?? (() => false);
     this.#maxImages = opts.maxImages ?? DEFAULT_MAX_IMAGES;
     this.#maxImageBytes = opts.maxImageBytes ?? DEFAULT_MAX_IMAGES_BYTES;
   }
@@ -140,6 +144,7 @@ export class OutputPrinter {
         return;
       case 'error':
         this.#errorShown = true;
+        if (this.#isExit(output)) return;
         this.#writeError(output.traceback, output.ename, output.evalue);
         return;
       default:
@@ -154,7 +159,7 @@ export class OutputPrinter {
   finish(result: ExecuteResult): void {
     this.#writeStdout(this.#outFilter.flush(), true);
     this.#writeStderr(this.#errFilter.flush(), true);
-    if (result.error && !this.#errorShown) {
+    if (result.error && !this.#errorShown && !this.#isExit(result.error)) {
       this.#writeError(result.error.traceback, result.error.ename, result.error.evalue);
     }
     if (!this.#stdoutEndsWithNewline && this.#stdout.isTTY && !this.#quiet) {

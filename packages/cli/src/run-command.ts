@@ -9,6 +9,7 @@ import { ExitCode } from './exit-code.js';
 import { describeFailure, type Failure, resultExitCode } from './failure.js';
 import { OutputPrinter } from './output-printer.js';
 import { formatRunReport, type RunReport } from './run-report.js';
+import { scriptBootstrap } from './script-bootstrap.js';
 import {
   checkSourceText,
   DEFAULT_MAX_SOURCE_BYTES,
@@ -66,12 +67,14 @@ export async function runCommand(source: RunSource, options: StackOptions, io: C
   };
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
+  let isExit: (error: { ename: string; evalue: string }) => boolean = () => false;
   const printer = new OutputPrinter({
     stdout: io.stdout,
     stderr: io.stderr,
     outputsDir: options.outputsDir === undefined ? undefined : resolve(io.cwd, options.outputsDir),
     quiet: options.json,
     filePrefix: cellId,
+    isExit: (error) => isExit(error),
     maxImages: options.maxImages,
     maxImageBytes: options.maxImagesBytes,
   });
@@ -112,6 +115,12 @@ export async function runCommand(source: RunSource, options: StackOptions, io: C
 
   try {
     const code = await readSource(source, io, options.maxSourceBytes ?? DEFAULT_MAX_SOURCE_BYTES);
+    const script = scriptBootstrap(
+      options.language,
+      source.kind === 'file' ? { kind: 'file', path: resolve(io.cwd, source.path) } : { kind: source.kind },
+      code,
+    );
+    isExit = script.isExit;
     checkDirectory('--cwd', options.cwd);
     spinner.start(
       options.gatewayUrl ? `connecting to ${options.gatewayUrl}…` : 'connecting to the embedded Jupyter gateway…',
@@ -119,6 +128,7 @@ export async function runCommand(source: RunSource, options: StackOptions, io: C
     stack = await createStack(options, {
       env: io.env,
       signal: cell.signal,
+      bootstrap: { [options.language]: script.code },
       onKernelStarting: (language) => spinner.start(`starting the ${language === 'r' ? 'R' : 'Python'} kernel…`),
       onKernelStarted: () => spinner.stop(),
     });
@@ -138,7 +148,7 @@ export async function runCommand(source: RunSource, options: StackOptions, io: C
       return fail(failure, failure.exitCode === ExitCode.timedOut ? 'timeout' : 'failed');
     }
     printer.finish(result);
-    const exitCode = resultExitCode(result, cell.signal.aborted);
+    const exitCode = script.exitStatus(result) ?? resultExitCode(result, cell.signal.aborted);
     if (exitCode === ExitCode.timedOut && !options.json) {
       io.stderr.write(
         'kernelwarden: the cell ran past --timeout and was interrupted; the kernel kept its state (it was not reset)\n',

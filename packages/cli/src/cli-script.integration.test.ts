@@ -1,7 +1,9 @@
+import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { cliDirs, type Ran, runCli } from './cli-binary.test-fixture.js';
+import { BIN, cliDirs, cliEnv, type Ran, runCli } from './cli-binary.test-fixture.js';
+import { stripAnsi } from './terminal-text.js';
 
 // `kernelwarden run` as the interpreter it stands in for: exit statuses, tracebacks, standard input.
 
@@ -102,5 +104,114 @@ describe('kernelwarden run ends with the status an R script asks for', () => {
     const ran = await cli(['run', '--lang', 'r', '-c', 'stop("boom")']);
     expect(ran.code).toBe(1);
     expect(ran.stderr).toMatch(/boom/);
+  });
+});
+
+/**
+ * Runs the binary in a pseudo-terminal (util-linux `script`, which passes what it reads to the terminal): each time
+ * the screen shows `when`, types `text`. Resolves with the exit code and everything the terminal showed.
+ */
+function inTerminal(
+  args: string[],
+  answers: { when: string; text: string }[],
+): Promise<{ code: number | null; screen: string }> {
+  const quoted = [process.execPath, BIN, ...args].map((a) => `'${a.replaceAll("'", "'\\''")}'`).join(' ');
+  return new Promise((resolvePromise, reject) => {
+    const child = spawn('script', ['-q', '-f', '-e', '-c', quoted, '/dev/null'], {
+      cwd: workDir,
+      env: cliEnv(stateDir),
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    let screen = '';
+    const pending = [...answers];
+    child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
+      screen += chunk;
+      const next = pending[0];
+      if (next && screen.includes(next.when)) {
+        pending.shift();
+        child.stdin.write(next.text);
+      }
+    });
+    const killer = setTimeout(() => child.kill('SIGKILL'), 90_000);
+    child.on('error', reject);
+    child.on('close', (code) => {
+      clearTimeout(killer);
+      resolvePromise({ code, screen });
+    });
+  });
+}
+
+const PYTHON_INPUT = [
+  'name = input("name? ")',
+  'print("hi", name)',
+  'import getpass',
+  'print("length", len(getpass.getpass("pw: ")))',
+  'try:',
+  '    input("more? ")',
+  'except EOFError:',
+  '    print("eof")',
+].join('\n');
+
+describe('kernelwarden run reads input() from its standard input', () => {
+  it('from a pipe, a line per call, end of input as EOFError; R readline() too', async () => {
+    const python = await cli(['run', '-c', PYTHON_INPUT], { stdin: 'bob\nhunter2\n' });
+    expect(python.code, python.stderr).toBe(0);
+    expect(python.stdout).toBe('name? hi bob\nlength 7\nmore? eof\n');
+    expect(python.stderr).toBe('pw: ');
+    const r = await cli(
+      [
+        'run',
+        '--lang',
+        'r',
+        '-c',
+        'x <- readline("n? ")\ncat("got", x, "\\n")\ny <- readline()\ncat("[", y, "]\\n", sep = "")',
+      ],
+      {
+        stdin: 'ann\n',
+      },
+    );
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toBe('n? got ann \n[]\n');
+  });
+
+  it('from a terminal: the line typed, a password without echo', async () => {
+    const { code, screen } = await inTerminal(
+      ['run', '-c', PYTHON_INPUT],
+      [
+        { when: 'name? ', text: 'bob\r' },
+        { when: 'pw: ', text: 'hunter2\r' },
+        { when: 'more? ', text: '\x04' },
+      ],
+    );
+    expect(code, screen).toBe(0);
+    // Line editing moves the cursor between the prompt and the echo: compare the text.
+    const text = stripAnsi(screen);
+    expect(text).toContain('name? bob');
+    expect(text).toContain('hi bob');
+    expect(text).toMatch(/pw: \s*length 7/);
+    expect(text).toContain('eof');
+    expect(text).not.toContain('hunter2');
+  });
+});
+
+describe('kernelwarden repl reads input() from its standard input', () => {
+  it('takes the next piped line as the answer, and Python and R go on after it', async () => {
+    const ran = await cli(['repl'], {
+      stdin: [
+        'x = input("name? ")',
+        'bob',
+        'print(x.upper())',
+        'import getpass; p = getpass.getpass("pw: ")',
+        'hunter2',
+        'print(len(p))',
+        ':r',
+        'y <- readline("r? ")',
+        'ann',
+        'cat(toupper(y), "\\n")',
+        '',
+      ].join('\n'),
+    });
+    expect(ran.code, ran.stderr).toBe(0);
+    expect(ran.stdout).toBe('name? BOB\npw: 7\nr? ANN \n');
   });
 });

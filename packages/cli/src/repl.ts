@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { resolve } from 'node:path';
 import { createInterface } from 'node:readline';
+import type { InputRequest } from '@kernelwarden/core';
 import type { Language, StackOptions } from './args.js';
 import type { CliIo } from './cli-io.js';
 import { createStack, type Stack } from './compose.js';
@@ -16,6 +17,7 @@ import {
   markInvalidUtf8,
 } from './source-input.js';
 import { Spinner } from './spinner.js';
+import { endOfInput, PROMPT_SETTLE_MS } from './stdin-input.js';
 import { terminalSafe } from './terminal-text.js';
 
 /** A second Ctrl-C within this long of the first one kills and restarts the kernel. */
@@ -74,6 +76,46 @@ export async function replCommand(options: StackOptions, io: CliIo): Promise<num
     prompt: PROMPT[language],
     historySize: 1000,
   });
+  // A cell's input() / getpass() / readline(): the next line typed (or piped, or already typed ahead), a password
+  // without echo; end of input is EOFError in Python and an empty line in R.
+  let pendingInput: { answer: (line: string | undefined) => void } | undefined;
+  let muted = false;
+  const output = rl as unknown as { _writeToOutput?: (text: string) => void };
+  const writeToOutput = output._writeToOutput?.bind(rl);
+  if (terminal && writeToOutput) {
+    output._writeToOutput = (text: string) => {
+      if (!muted) writeToOutput(text);
+    };
+  }
+  const answerInput = (line: string | undefined): boolean => {
+    const pending = pendingInput;
+    if (!pending) return false;
+    pendingInput = undefined;
+    if (muted) {
+      muted = false;
+      io.stdout.write('\n');
+    }
+    pending.answer(line);
+    return true;
+  };
+  const onInput = (cellLanguage: Language) => async (request: InputRequest) => {
+    await new Promise((resolveSettle) => setTimeout(resolveSettle, PROMPT_SETTLE_MS));
+    const text = terminalSafe(request.prompt, { colors: terminal });
+    // Piped input: the prompt is printed as python prints it, then the next line answers.
+    if (!terminal && text !== '') io.stdout.write(text);
+    const typedAhead = queue.shift();
+    if (typedAhead !== undefined) return typedAhead;
+    if (closed) return endOfInput(cellLanguage);
+    return new Promise<string>((resolveInput) => {
+      pendingInput = { answer: (line) => resolveInput(line ?? endOfInput(cellLanguage)) };
+      if (terminal) {
+        rl.setPrompt(text);
+        rl.prompt();
+        muted = request.password;
+      }
+    });
+  };
+
   const prompt = () => {
     // Piped input gets no prompts, like python's own REPL: only the cells' output.
     if (!terminal) return;
@@ -99,6 +141,7 @@ export async function replCommand(options: StackOptions, io: CliIo): Promise<num
         language,
         cellId,
         onOutput: printer.onOutput,
+        onInput: onInput(language),
         signal: controller.signal,
       });
       printer.finish(result);
@@ -111,6 +154,8 @@ export async function replCommand(options: StackOptions, io: CliIo): Promise<num
       else say(`kernelwarden: ${describeFailure(error).message}`);
     } finally {
       running = undefined;
+      // An input the cell no longer waits for (it was interrupted): the next line is a cell again.
+      answerInput('');
     }
   };
 
@@ -203,10 +248,12 @@ export async function replCommand(options: StackOptions, io: CliIo): Promise<num
   const done = new Promise<void>((resolveDone) => {
     rl.on('close', () => {
       closed = true;
+      answerInput(undefined);
       resolveDone();
     });
   });
   rl.on('line', (line) => {
+    if (answerInput(line)) return;
     queue.push(line);
     void drain();
   });

@@ -18,6 +18,7 @@ import {
   readSourceStream,
 } from './source-input.js';
 import { Spinner } from './spinner.js';
+import { StdinInput } from './stdin-input.js';
 import { stripAnsi } from './terminal-text.js';
 import { UsageError } from './usage-error.js';
 
@@ -67,6 +68,7 @@ export async function runCommand(source: RunSource, options: StackOptions, io: C
   };
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
+  let input: StdinInput | undefined;
   let isExit: (error: { ename: string; evalue: string }) => boolean = () => false;
   const printer = new OutputPrinter({
     stdout: io.stdout,
@@ -121,6 +123,15 @@ export async function runCommand(source: RunSource, options: StackOptions, io: C
       code,
     );
     isExit = script.isExit;
+    input = new StdinInput({
+      stdin: io.stdin,
+      // The --json document owns stdout: prompts go to stderr there.
+      stdout: options.json ? io.stderr : io.stdout,
+      stderr: io.stderr,
+      onInterrupt: onSignal,
+      consumed: source.kind === 'stdin',
+    });
+    const stdinInput = input;
     checkDirectory('--cwd', options.cwd);
     spinner.start(
       options.gatewayUrl ? `connecting to ${options.gatewayUrl}…` : 'connecting to the embedded Jupyter gateway…',
@@ -139,6 +150,7 @@ export async function runCommand(source: RunSource, options: StackOptions, io: C
         language: options.language,
         cellId,
         onOutput: printer.onOutput,
+        onInput: (request) => stdinInput.answer(request, options.language),
         signal: cell.signal,
       });
     } catch (error) {
@@ -175,6 +187,7 @@ export async function runCommand(source: RunSource, options: StackOptions, io: C
     return fail(describeFailure(error));
   } finally {
     spinner.stop();
+    input?.close();
     await stack?.close();
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);

@@ -67,6 +67,12 @@ export interface Stack extends AsyncDisposable {
   execute(code: string, opts: StackExecuteOptions): Promise<ExecuteResult>;
   /** Interrupts the running cell of `language`, if any; says whether an interrupt was sent. */
   interrupt(language: Language): Promise<boolean>;
+  /**
+   * Kills the kernel of `language` at once, without the watchdog's interrupt grace, and restarts it (its variables
+   * are gone; a cell running on it settles). Resolves true once the restarted kernel is published, false when there
+   * was no kernel to kill or the kill failed.
+   */
+  kill(language: Language): Promise<boolean>;
   /** Shuts every kernel down and releases the gateway. Idempotent; never throws. */
   close(): Promise<void>;
 }
@@ -394,6 +400,23 @@ export async function createStack(
         }),
       // Each language's kernel lives in the supervisor slot of that language's name.
       interrupt: async (language) => (await session.supervisor.interrupt(language)) > 0,
+      kill: async (language) => {
+        const supervisor = session.supervisor;
+        const lease = supervisor.lease(language);
+        if (!lease || typeof lease.kernel.kill !== 'function') return false;
+        let restarted: boolean;
+        try {
+          restarted = (await lease.kernel.kill())?.restarted === true;
+        } catch {
+          return false;
+        }
+        // A gateway kernel's kill is a server-side restart: only the next generation is published then.
+        try {
+          return (await supervisor.restartIfCurrent(lease, restarted ? { alreadyRestarted: true } : {})) !== undefined;
+        } catch {
+          return false;
+        }
+      },
       close,
       [Symbol.asyncDispose]: close,
     };

@@ -131,7 +131,10 @@ runs the block.
   :r / :py      switch to R / Python (each keeps its own kernel)
   :help         this list
   :quit         leave (as Ctrl-D does)
-  Ctrl-C        interrupt the running cell; press it again within 2 s to kill and restart the kernel
+  Ctrl-C        interrupt the running cell; press it again within 2 s to kill the kernel at once and
+                restart it
+In Python a line after one ending in ':' starts indented; an empty line in a nested block goes back a
+level, at the first level it runs the block.
   Ctrl-D        exit
 
 ${options('repl')}`,

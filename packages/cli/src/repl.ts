@@ -5,7 +5,7 @@ import type { InputRequest } from '@kernelwarden/core';
 import type { Language, StackOptions } from './args.js';
 import type { CliIo } from './cli-io.js';
 import { createStack, type Stack } from './compose.js';
-import { inputState } from './continuation.js';
+import { INDENT, inputState, nextIndent } from './continuation.js';
 import { ExitCode } from './exit-code.js';
 import { describeFailure } from './failure.js';
 import { OutputPrinter } from './output-printer.js';
@@ -55,12 +55,16 @@ export async function replCommand(options: StackOptions, io: CliIo): Promise<num
     say(`kernelwarden repl: ${failure.message}`);
     return failure.exitCode;
   }
+  // The kill is said as it happens; the restart after the cell's own outcome, in the order things happened.
+  let restartedDuringCell = false;
   const stopWatching = stack.watchdog.on('*', (event) => {
     if (event.type === 'kill') say('kernelwarden: the cell did not stop; killing the kernel…');
-    if (event.type === 'restart') say('kernelwarden: the kernel was restarted; earlier variables are gone');
+    if (event.type === 'restart' && event.acted) restartedDuringCell = true;
   });
 
   let language: Language = options.language;
+  /** The indentation of the next block line after an empty line went back a level. */
+  let dedentTo: string | undefined;
   let buffer: string[] = [];
   let running: AbortController | undefined;
   let lastInterruptAt = Number.NEGATIVE_INFINITY;
@@ -121,11 +125,19 @@ export async function replCommand(options: StackOptions, io: CliIo): Promise<num
     if (!terminal) return;
     rl.setPrompt(buffer.length > 0 ? CONTINUATION : PROMPT[language]);
     rl.prompt();
+    // Inside a Python block the next line starts indented, as typed by hand (it can be erased).
+    if (buffer.length > 0) rl.write(dedentTo ?? nextIndent(buffer, language));
+    dedentTo = undefined;
   };
+
+  /** The kill of the running cell's kernel a second Ctrl-C started, if any. */
+  let killing: Promise<boolean> | undefined;
 
   const runCell = async (code: string) => {
     const controller = new AbortController();
     running = controller;
+    restartedDuringCell = false;
+    killing = undefined;
     const cellId = `kw-${randomUUID().slice(0, 8)}`;
     const printer = new OutputPrinter({
       stdout: io.stdout,
@@ -145,17 +157,29 @@ export async function replCommand(options: StackOptions, io: CliIo): Promise<num
         signal: controller.signal,
       });
       printer.finish(result);
-      if (result.timedOut)
+      if (killing) say('kernelwarden: the cell was stopped');
+      else if (result.timedOut)
         say('kernelwarden: the cell ran past --timeout and was interrupted (the kernel kept its state)');
       else if (result.cancelled) say('kernelwarden: the cell was stopped');
     } catch (error) {
       spinner.stop();
-      if (controller.signal.aborted) say('kernelwarden: the cell was stopped and its kernel restarted');
+      if (killing || controller.signal.aborted) say('kernelwarden: the cell was stopped');
       else say(`kernelwarden: ${describeFailure(error).message}`);
     } finally {
       running = undefined;
       // An input the cell no longer waits for (it was interrupted): the next line is a cell again.
       answerInput('');
+    }
+    if (killing) {
+      const restarted = await killing;
+      killing = undefined;
+      say(
+        restarted
+          ? 'kernelwarden: the kernel was restarted; earlier variables are gone'
+          : 'kernelwarden: the kernel could not be killed; it starts afresh with the next cell if it is gone',
+      );
+    } else if (restartedDuringCell) {
+      say('kernelwarden: the kernel was restarted; earlier variables are gone');
     }
   };
 
@@ -191,6 +215,15 @@ export async function replCommand(options: StackOptions, io: CliIo): Promise<num
   const handleLine = async (line: string) => {
     if (buffer.length === 0 && meta(line)) return;
     if (buffer.length === 0 && line.trim() === '') return;
+    // On a terminal, an empty line inside a nested Python block goes back one level; at the first level it runs the
+    // block.
+    if (terminal && language === 'python' && buffer.length > 0 && line.trim() === '') {
+      const width = line.replaceAll('\t', INDENT).length;
+      if (width > INDENT.length) {
+        dedentTo = ' '.repeat(width - INDENT.length);
+        return;
+      }
+    }
     const state =
       buffer.length > 0 && line.trim() === '' ? 'complete' : inputState([...buffer, line].join('\n'), language);
     buffer.push(line);
@@ -235,8 +268,10 @@ export async function replCommand(options: StackOptions, io: CliIo): Promise<num
     }
     const now = performance.now();
     if (now - lastInterruptAt <= DOUBLE_INTERRUPT_MS) {
-      say('\nkernelwarden: stopping the cell; the watchdog will kill and restart its kernel');
-      controller.abort(new Error('stopped by a second Ctrl-C'));
+      if (!killing) {
+        say('\nkernelwarden: killing the kernel…');
+        killing = stack.kill(language);
+      }
     } else {
       say('\nkernelwarden: interrupting (Ctrl-C again within 2 s to kill and restart the kernel)');
       void stack.interrupt(language);

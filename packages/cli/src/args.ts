@@ -38,6 +38,11 @@ export interface StackOptions {
   hide: string[];
   /** Directories inside hidden ones the kernel may read again (`--allow`). */
   allow: string[];
+  /**
+   * The Python interpreter of the kernels (`--python PATH`); absent: `VIRTUAL_ENV`'s, else the nearest `.venv`'s,
+   * else the gateway's `python3` kernelspec. It must have ipykernel. Embedded gateway only.
+   */
+  python?: string | undefined;
   /** Where image outputs are saved; absent = not saved. */
   outputsDir: string | undefined;
   /** Most images one cell saves to `outputsDir` (`--max-images`). @defaultValue `DEFAULT_MAX_IMAGES` (100) */
@@ -189,6 +194,7 @@ const stackSchema = z.object({
   hide: z.array(z.string().min(1, '--hide needs a directory')).default([]),
   allow: z.array(z.string().min(1, '--allow needs a directory')).default([]),
   'outputs-dir': z.string().min(1, '--outputs-dir needs a directory').optional(),
+  python: z.string().min(1, '--python needs the path of an interpreter, e.g. --python .venv/bin/python').optional(),
   'max-images': z
     .string()
     .optional()
@@ -247,6 +253,7 @@ const STACK_FLAGS = {
   hide: { type: 'string', multiple: true },
   allow: { type: 'string', multiple: true },
   'outputs-dir': { type: 'string', short: 'o' },
+  python: { type: 'string' },
   'max-images': { type: 'string' },
   'max-images-size': { type: 'string' },
   json: { type: 'boolean' },
@@ -416,6 +423,7 @@ function parseStack(
     hide: v.hide,
     allow: v.allow,
     outputsDir: v['outputs-dir'],
+    ...(v.python === undefined ? {} : { python: v.python }),
     ...(v['max-images'] === undefined ? {} : { maxImages: v['max-images'] }),
     ...(v['max-images-size'] === undefined ? {} : { maxImagesBytes: v['max-images-size'] }),
     json: v.json === true,

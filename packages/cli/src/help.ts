@@ -31,6 +31,9 @@ const OPTION_HELP: Record<string, string> = {
                              (default KERNELWARDEN_GATEWAY_TOKEN); the token is never printed`,
   hide: `      --hide DIR             the kernel cannot read DIR (bubblewrap; repeatable; embedded gateway only)`,
   allow: `      --allow DIR            ...except this directory inside a hidden one (repeatable)`,
+  python: `      --python PATH          the kernels' Python interpreter (default: VIRTUAL_ENV's, else the nearest
+                             .venv in the working directory or above, else the python3 kernelspec's);
+                             it needs ipykernel; embedded gateway only`,
   'outputs-dir': `  -o, --outputs-dir DIR      save image outputs (PNG, JPEG, GIF, SVG) there and print where`,
   'max-images': `      --max-images N         most images one cell saves there (default 100); the rest are counted, not saved`,
   'max-images-size': `      --max-images-size SIZE most bytes of images one cell saves there, all together (default 64M)`,
@@ -64,6 +67,7 @@ export const COMMAND_OPTIONS: Record<'run' | 'repl' | 'demo' | 'mcp', readonly s
     'token-env',
     'hide',
     'allow',
+    'python',
     'outputs-dir',
     'max-images',
     'max-images-size',
@@ -81,6 +85,7 @@ export const COMMAND_OPTIONS: Record<'run' | 'repl' | 'demo' | 'mcp', readonly s
     'token-env',
     'hide',
     'allow',
+    'python',
     'outputs-dir',
     'max-images',
     'max-images-size',
@@ -97,6 +102,7 @@ export const COMMAND_OPTIONS: Record<'run' | 'repl' | 'demo' | 'mcp', readonly s
     'token-env',
     'hide',
     'allow',
+    'python',
     'max-source-size',
   ],
 };

@@ -55,6 +55,20 @@ describe('the Python interpreter of the kernels', () => {
     expect(ran.stdout).toBe(`${join(project, '.venv', 'bin', 'python')}\n`);
   });
 
+  it('runs sandboxed under --hide, the chosen interpreter too', async () => {
+    const secret = join(workDir, 'hidden');
+    mkdirSync(secret, { recursive: true });
+    writeFileSync(join(secret, 'key'), 'k');
+    // The command's system temporary directory: one of its own (/tmp holds the test's directories).
+    const systmp = join(workDir, 'systmp');
+    mkdirSync(systmp, { recursive: true });
+    const code = `import sys\nprint(sys.executable)\nopen(${JSON.stringify(join(secret, 'key'))})`;
+    const ran = await cli(['run', '--python', VENV_PYTHON, '--hide', secret, '-c', code], { env: { TMPDIR: systmp } });
+    expect(ran.code, ran.stderr).toBe(1);
+    expect(ran.stdout).toBe(`${VENV_PYTHON}\n`);
+    expect(ran.stderr).toMatch(/(FileNotFoundError|PermissionError)/);
+  });
+
   it('is refused at once, with the command that installs ipykernel, when it has none', async () => {
     const bare = join(workDir, 'bare-venv');
     const made = spawnSync('/usr/bin/python3', ['-m', 'venv', '--without-pip', bare], { encoding: 'utf8' });
@@ -66,6 +80,14 @@ describe('the Python interpreter of the kernels', () => {
       `kernelwarden: the kernel's Python interpreter ${bare}/bin/python (the active virtual environment, VIRTUAL_ENV) ` +
         `has no ipykernel, which runs the kernel: install it with\n  ${bare}/bin/python -m pip install ipykernel\n`,
     );
+    // Under --hide it is not run outside the sandbox: its files tell.
+    const secret = join(workDir, 'hidden-for-bare');
+    mkdirSync(secret, { recursive: true });
+    const hidden = await cli(['run', '--hide', secret, '-c', 'print(1)'], {
+      env: { VIRTUAL_ENV: bare, TMPDIR: join(workDir, 'systmp') },
+    });
+    expect(hidden.code).toBe(2);
+    expect(hidden.stderr).toMatch(/has no ipykernel, which runs the kernel: install it with\n/);
     const flag = await cli(['run', '--python', join(workDir, 'no-such-python'), '-c', 'print(1)']);
     expect(flag.code).toBe(2);
     expect(flag.stderr).toMatch(/--python .*no-such-python does not exist/);

@@ -16,6 +16,7 @@ import {
   type InterpreterFacts,
   installInterpreterSpec,
   type PythonSource,
+  probeInterpreter,
 } from './python-interpreter.js';
 import { UsageError } from './usage-error.js';
 
@@ -341,7 +342,9 @@ export async function createStack(
     options.gatewayUrl === undefined
       ? choosePython({ flag: options.python, env: extra.env ?? process.env, cwd: options.cwd })
       : undefined;
-  const interpreter = choice ? { ...checkInterpreter(choice), source: choice.source } : undefined;
+  // Sandboxed kernels (--hide, a limit): the interpreter is never run outside the sandbox, only looked at.
+  const sandboxed = options.hide.length > 0 || Object.keys(limits).length > 0;
+  const interpreter = choice ? { ...checkInterpreter(choice, { run: !sandboxed }), source: choice.source } : undefined;
   const readIsolation = kernelPolicy(options, limits);
   const gateway = await connectGateway(options, extra.env ?? process.env, extra.signal);
   try {

@@ -44,7 +44,7 @@ describe('checkInterpreter', () => {
     const path = join(dir, '.venv', 'bin', 'python');
     let error: unknown;
     try {
-      checkInterpreter({ path, source: '.venv' }, () => ({ path, version: '3.12.1', ipykernel: undefined }));
+      checkInterpreter({ path, source: '.venv' }, { probe: () => ({ path, version: '3.12.1', ipykernel: undefined }) });
     } catch (e) {
       error = e;
     }
@@ -55,8 +55,27 @@ describe('checkInterpreter', () => {
         `install it with\n  ${path} -m pip install ipykernel`,
     );
     expect(
-      checkInterpreter({ path, source: '.venv' }, () => ({ path, version: '3.12.1', ipykernel: '7.4.0' })).ipykernel,
+      checkInterpreter({ path, source: '.venv' }, { probe: () => ({ path, version: '3.12.1', ipykernel: '7.4.0' }) })
+        .ipykernel,
     ).toBe('7.4.0');
+  });
+
+  it('never runs the interpreter for sandboxed kernels: a virtual environment is judged by its files', () => {
+    const dir = project();
+    const path = join(dir, '.venv', 'bin', 'python');
+    writeFileSync(join(dir, '.venv', 'pyvenv.cfg'), 'include-system-site-packages = false\n');
+    mkdirSync(join(dir, '.venv', 'lib', 'python3.12', 'site-packages'), { recursive: true });
+    expect(() => checkInterpreter({ path, source: '.venv' }, { run: false })).toThrow(/has no ipykernel/);
+    mkdirSync(join(dir, '.venv', 'lib', 'python3.12', 'site-packages', 'ipykernel'));
+    writeFileSync(join(dir, '.venv', 'lib', 'python3.12', 'site-packages', 'ipykernel', '__init__.py'), '');
+    expect(checkInterpreter({ path, source: '.venv' }, { run: false })).toEqual({
+      path,
+      version: '',
+      ipykernel: undefined,
+    });
+    writeFileSync(join(dir, '.venv', 'pyvenv.cfg'), 'include-system-site-packages = true\n');
+    rmSync(join(dir, '.venv', 'lib'), { recursive: true });
+    expect(checkInterpreter({ path, source: '.venv' }, { run: false }).path).toBe(path);
   });
 
   it('names one spec per interpreter', () => {

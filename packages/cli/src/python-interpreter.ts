@@ -1,6 +1,6 @@
 import { spawnSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, renameSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { KernelwardenError } from '@kernelwarden/core';
 
@@ -17,9 +17,9 @@ export interface PythonChoice {
 /** What an interpreter said about itself. */
 export interface InterpreterFacts {
   path: string;
-  /** `3.11.2`. */
+  /** `3.11.2`; empty when the interpreter was not run (sandboxed kernels: see `checkInterpreter`). */
   version: string;
-  /** `6.17.0`; undefined when ipykernel cannot be imported. */
+  /** `6.17.0`; undefined when ipykernel cannot be imported, or the interpreter was not run. */
   ipykernel: string | undefined;
 }
 
@@ -100,16 +100,56 @@ export function parseProbe(path: string, stdout: string): InterpreterFacts {
 }
 
 /**
- * Checks that `choice` can run a kernel (it runs and imports ipykernel), at once, before any gateway or kernel
- * starts; throws `PythonInterpreterError` with the command that fixes it.
+ * Whether the virtual environment `interpreter` belongs to has ipykernel, told from its files without running it:
+ * true or false for a virtual environment that sees only its own packages, undefined when the files cannot tell
+ * (not a virtual environment, or one that also sees the system's packages).
  */
-export function checkInterpreter(choice: PythonChoice, probe = probeInterpreter): InterpreterFacts {
+export function venvHasIpykernel(interpreter: string): boolean | undefined {
+  const prefix = dirname(dirname(interpreter));
+  let config: string;
+  try {
+    config = readFileSync(join(prefix, 'pyvenv.cfg'), 'utf8');
+  } catch {
+    return undefined;
+  }
+  if (/^\s*include-system-site-packages\s*=\s*true\s*$/im.test(config)) return undefined;
+  try {
+    for (const lib of ['lib', 'lib64']) {
+      const dir = join(prefix, lib);
+      if (!existsSync(dir)) continue;
+      for (const version of readdirSync(dir)) {
+        if (existsSync(join(dir, version, 'site-packages', 'ipykernel', '__init__.py'))) return true;
+      }
+    }
+  } catch {
+    return undefined;
+  }
+  return false;
+}
+
+/**
+ * Checks that `choice` can run a kernel, at once, before any gateway or kernel starts; throws
+ * `PythonInterpreterError` with the command that fixes it.
+ *
+ * By default (the kernels run unsandboxed, as this process does) the interpreter is run once to ask it (`probe`).
+ * With `run: false` (`--hide` or a limit: the kernels run in a sandbox) it is never run outside the sandbox — a `.venv` in an
+ * untrusted checkout may hold any program — and only its virtual environment's files are looked at.
+ */
+export function checkInterpreter(
+  choice: PythonChoice,
+  opts: { run?: boolean; probe?: (path: string) => InterpreterFacts | undefined } = {},
+): InterpreterFacts {
+  const probe = opts.probe ?? probeInterpreter;
   if (!existsSync(choice.path)) {
     throw new PythonInterpreterError(
       `the kernel's Python interpreter ${describeChoice(choice)} does not exist` +
         (choice.source === '--python' ? '' : ': create the environment, or pass --python PATH'),
       choice.path,
     );
+  }
+  if (opts.run === false) {
+    if (venvHasIpykernel(choice.path) === false) throw noIpykernel(choice);
+    return { path: choice.path, version: '', ipykernel: undefined };
   }
   const facts = probe(choice.path);
   if (!facts) {
@@ -118,14 +158,16 @@ export function checkInterpreter(choice: PythonChoice, probe = probeInterpreter)
       choice.path,
     );
   }
-  if (!facts.ipykernel) {
-    throw new PythonInterpreterError(
-      `the kernel's Python interpreter ${describeChoice(choice)} has no ipykernel, which runs the kernel: ` +
-        `install it with\n  ${shellQuote(choice.path)} -m pip install ipykernel`,
-      choice.path,
-    );
-  }
+  if (!facts.ipykernel) throw noIpykernel(choice);
   return facts;
+}
+
+function noIpykernel(choice: PythonChoice): PythonInterpreterError {
+  return new PythonInterpreterError(
+    `the kernel's Python interpreter ${describeChoice(choice)} has no ipykernel, which runs the kernel: ` +
+      `install it with\n  ${shellQuote(choice.path)} -m pip install ipykernel`,
+    choice.path,
+  );
 }
 
 function shellQuote(text: string): string {

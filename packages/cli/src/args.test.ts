@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { type Command, parseCommand } from './args.js';
-import { helpText } from './help.js';
+import { COMMAND_OPTIONS, helpText } from './help.js';
 import { UsageError } from './usage-error.js';
 
 function run(argv: string[], env: Record<string, string> = {}) {
@@ -172,7 +172,9 @@ describe('parseCommand: run', () => {
     expect(usage(['run']).message).toMatch(/^nothing to run/);
     expect(usage(['run', 'a.py', '-c', 'x']).message).toMatch(/either FILE or -c CODE/);
     expect(usage(['run', 'a.py', 'b.py']).message).toMatch(/one FILE/);
-    expect(usage(['run', '-c', 'x', '--tiemout', '3s']).message).toBe('unknown option --tiemout');
+    expect(usage(['run', '-c', 'x', '--tiemout', '3s']).message).toBe(
+      'unknown option --tiemout; did you mean --timeout?',
+    );
     expect(usage(['run', '-c', 'x', '--timeout']).message).toBe('--timeout needs a value');
   });
 });
@@ -265,6 +267,32 @@ describe('parseCommand: the limit flags', () => {
     }
     expect(usage(['mcp', '--memory', '1']).message).toMatch(/^--memory "1": expected at least/);
     expect(usage(['mcp', '--memory', '1']).command).toBe('mcp');
+  });
+
+  it('suggests the nearest known flag for an unknown one', () => {
+    expect(usage(['run', '--language', 'r', '-c', 'x']).message).toBe(
+      'unknown option --language; did you mean --lang?',
+    );
+    expect(usage(['run', '--outputs', 'd', '-c', 'x']).message).toBe(
+      'unknown option --outputs; did you mean --outputs-dir?',
+    );
+    expect(usage(['repl', '--max-image', '3']).message).toBe('unknown option --max-image; did you mean --max-images?');
+    expect(usage(['run', '--frobnicate', '-c', 'x']).message).toBe('unknown option --frobnicate');
+  });
+
+  it('lets each command take only the flags its help lists', () => {
+    for (const [command, flags] of Object.entries(COMMAND_OPTIONS)) {
+      const help = helpText(command);
+      for (const flag of flags) expect(help, `${command} --${flag}`).toContain(`--${flag}`);
+    }
+    expect(usage(['repl', '--json']).message).toBe('unknown option --json');
+    expect(usage(['demo', '--gateway', 'http://127.0.0.1:1']).message).toMatch(/^unknown option --gateway/);
+    expect(usage(['mcp', '--outputs-dir', 'x']).message).toMatch(/^unknown option --outputs-dir/);
+    const repl = helpText('repl');
+    expect(repl).not.toContain('--json');
+    expect(repl).not.toContain('.R file');
+    for (const flag of ['--json', '--lang', '--gateway', '--max-source-size', '--max-images'])
+      expect(helpText('demo'), flag).not.toContain(flag);
   });
 
   it('lists every limit flag in the help of each command that starts kernels', () => {

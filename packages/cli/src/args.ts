@@ -2,6 +2,7 @@ import type { ParseArgsConfig } from 'node:util';
 import { z } from 'zod/v3';
 import { parseDuration } from './duration.js';
 import { parseGateway } from './gateway-args.js';
+import { COMMAND_OPTIONS } from './help.js';
 import { LIMIT_FLAG_CONFIG, LIMIT_FLAG_ENV, limitFields, limitOptions, parseSwitch } from './limit-flags.js';
 import { parseFlags } from './parse-flags.js';
 import { parseSize } from './size.js';
@@ -37,8 +38,20 @@ export interface StackOptions {
   hide: string[];
   /** Directories inside hidden ones the kernel may read again (`--allow`). */
   allow: string[];
+  /**
+   * The Python interpreter of the kernels (`--python PATH`); absent: `VIRTUAL_ENV`'s, else the nearest `.venv`'s,
+   * else the gateway's `python3` kernelspec. It must have ipykernel. Embedded gateway only.
+   */
+  python?: string | undefined;
   /** Where image outputs are saved; absent = not saved. */
   outputsDir: string | undefined;
+  /** Most images one cell saves to `outputsDir` (`--max-images`). @defaultValue `DEFAULT_MAX_IMAGES` (100) */
+  maxImages?: number | undefined;
+  /**
+   * Most bytes one cell's images take in `outputsDir`, all together (`--max-images-size`).
+   * @defaultValue `DEFAULT_MAX_IMAGES_BYTES` (64 MiB)
+   */
+  maxImagesBytes?: number | undefined;
   /** Print one JSON document instead of streaming. */
   json: boolean;
   /**
@@ -181,6 +194,34 @@ const stackSchema = z.object({
   hide: z.array(z.string().min(1, '--hide needs a directory')).default([]),
   allow: z.array(z.string().min(1, '--allow needs a directory')).default([]),
   'outputs-dir': z.string().min(1, '--outputs-dir needs a directory').optional(),
+  python: z.string().min(1, '--python needs the path of an interpreter, e.g. --python .venv/bin/python').optional(),
+  'max-images': z
+    .string()
+    .optional()
+    .transform((text, ctx) => {
+      if (text === undefined) return undefined;
+      const n = Number(text);
+      if (!/^\d+$/.test(text.trim()) || !Number.isSafeInteger(n)) {
+        ctx.addIssue({ code: 'custom', message: `--max-images "${text}" is not a whole number, e.g. --max-images 20` });
+        return z.NEVER;
+      }
+      return n;
+    }),
+  'max-images-size': z
+    .string()
+    .optional()
+    .transform((text, ctx) => {
+      if (text === undefined) return undefined;
+      const bytes = parseSize(text);
+      if (bytes === undefined) {
+        ctx.addIssue({
+          code: 'custom',
+          message: `--max-images-size "${text}" is not a size, e.g. 512k, 16M or 1G (0 saves none)`,
+        });
+        return z.NEVER;
+      }
+      return bytes;
+    }),
   json: z.boolean().optional(),
   'max-source-size': z
     .string()
@@ -212,11 +253,26 @@ const STACK_FLAGS = {
   hide: { type: 'string', multiple: true },
   allow: { type: 'string', multiple: true },
   'outputs-dir': { type: 'string', short: 'o' },
+  python: { type: 'string' },
+  'max-images': { type: 'string' },
+  'max-images-size': { type: 'string' },
   json: { type: 'boolean' },
   'max-source-size': { type: 'string' },
   ...LIMIT_FLAG_CONFIG,
   help: { type: 'boolean', short: 'h' },
 } as const satisfies ParseArgsConfig['options'];
+
+type FlagConfig = NonNullable<ParseArgsConfig['options']>;
+
+/**
+ * The flags `command` takes (its help lists the same): its options, the limits, and --help. Typed as every stack
+ * flag: those it leaves out are simply never set.
+ */
+function commandFlags(command: keyof typeof COMMAND_OPTIONS): typeof STACK_FLAGS {
+  const flags: FlagConfig = {};
+  for (const name of COMMAND_OPTIONS[command]) flags[name] = STACK_FLAGS[name as keyof typeof STACK_FLAGS];
+  return { ...flags, ...LIMIT_FLAG_CONFIG, help: STACK_FLAGS.help } as typeof STACK_FLAGS;
+}
 
 /** Environment variables that stand in for flags (handy in tests and CI). */
 const FLAG_ENV = {
@@ -257,7 +313,7 @@ export function parseCommand(
       return parseRun(rest, env, cwd);
     case 'repl':
     case 'demo': {
-      const { values, positionals } = parseFlags(first, rest, STACK_FLAGS);
+      const { values, positionals } = parseFlags(first, rest, commandFlags(first));
       if (values.help) return { command: 'help', topic: first };
       if (positionals.length > 0)
         throw new UsageError(`${first} takes no argument: "${positionals[0]}"`, { command: first });
@@ -286,7 +342,7 @@ export function parseCommand(
 
 function parseRun(args: readonly string[], env: Record<string, string | undefined>, cwd: string): Command {
   const { values, positionals } = parseFlags('run', args, {
-    ...STACK_FLAGS,
+    ...commandFlags('run'),
     code: { type: 'string', short: 'c' },
   });
   if (values.help) return { command: 'help', topic: 'run' };
@@ -367,6 +423,9 @@ function parseStack(
     hide: v.hide,
     allow: v.allow,
     outputsDir: v['outputs-dir'],
+    ...(v.python === undefined ? {} : { python: v.python }),
+    ...(v['max-images'] === undefined ? {} : { maxImages: v['max-images'] }),
+    ...(v['max-images-size'] === undefined ? {} : { maxImagesBytes: v['max-images-size'] }),
     json: v.json === true,
     maxSourceBytes: v['max-source-size'] ?? DEFAULT_MAX_SOURCE_BYTES,
     ...limitOptions(v),
@@ -375,7 +434,7 @@ function parseStack(
 
 /** `mcp` takes the kernel flags (no --lang, --outputs-dir or --json: the client picks) and the result caps. */
 function parseMcp(args: readonly string[], env: Record<string, string | undefined>, cwd: string): Command {
-  const { lang: _lang, 'outputs-dir': _outputsDir, json: _json, ...kernelFlags } = STACK_FLAGS;
+  const kernelFlags = commandFlags('mcp');
   const caps = { 'max-output-chars': 200, 'max-images': 0, 'max-image-bytes': 0 } as const;
   const { values, positionals } = parseFlags('mcp', args, {
     ...kernelFlags,

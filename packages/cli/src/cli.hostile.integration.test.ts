@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BIN, cliDirs, cliEnv, type Ran, runCli } from './cli-binary.test-fixture.js';
@@ -9,8 +9,10 @@ import { BIN, cliDirs, cliEnv, type Ran, runCli } from './cli-binary.test-fixtur
 let stateDir: string;
 let workDir: string;
 
-const cli = (args: string[], opts: { stdin?: Buffer | string; env?: Record<string, string> } = {}): Promise<Ran> =>
-  runCli(args, { stateDir, cwd: workDir, ...opts });
+const cli = (
+  args: string[],
+  opts: { stdin?: Buffer | string; env?: Record<string, string>; timeoutMs?: number } = {},
+): Promise<Ran> => runCli(args, { stateDir, cwd: workDir, ...opts });
 
 /** Raw control sequences a terminal acts on (SGR colours excepted): OSC, DCS, APC, PM, SOS, other CSI, C1. */
 const RAW_CONTROL = /\x1b[\]P_^X]|\x1b\[[0-9;?]*[A-La-ln-z]|[\x80-\x9f\x07\x08]/;
@@ -164,4 +166,70 @@ describe('kernelwarden run when the kernel dies under the cell', () => {
     expect(ran.code, ran.stderr).toBe(5);
     expect(JSON.parse(ran.stdout)).toMatchObject({ exitCode: 5, status: 'failed', error: { code: 'KERNEL_DIED' } });
   });
+});
+
+/** A cell that displays `count` images of `bytes` random bytes each, then prints `done`. */
+function imageFlood(count: number, bytes: number): string {
+  return [
+    'import base64, os',
+    'from IPython.display import display',
+    `payload = base64.b64encode(os.urandom(${bytes})).decode()`,
+    `for _ in range(${count}):`,
+    "    display({'image/png': payload, 'text/plain': '<image>'}, raw=True)",
+    "print('done')",
+  ].join('\n');
+}
+
+describe('kernelwarden run bounds the images a cell makes it keep', () => {
+  it('saves at most 100 images per cell by default and says how many it did not save', async () => {
+    const dir = join(workDir, 'flood-count');
+    const ran = await cli(['run', '--outputs-dir', dir, '-c', imageFlood(130, 1024)]);
+    expect(ran.code, ran.stderr).toBe(0);
+    expect(ran.stdout).toBe('done\n');
+    expect(readdirSync(dir)).toHaveLength(100);
+    expect(ran.stderr).toContain(
+      'kernelwarden: 30 image outputs not saved: past --max-images 100 (pass --max-images N to keep more)\n',
+    );
+  });
+
+  it('saves at most --max-images-size bytes of images per cell, and --json says what was not saved', async () => {
+    const dir = join(workDir, 'flood-size');
+    const ran = await cli([
+      'run',
+      '--json',
+      '--outputs-dir',
+      dir,
+      '--max-images-size',
+      '1M',
+      '--max-images',
+      '1000',
+      '-c',
+      imageFlood(8, 300 * 1024),
+    ]);
+    expect(ran.code, ran.stderr).toBe(0);
+    expect(readdirSync(dir)).toHaveLength(3);
+    const doc = JSON.parse(ran.stdout);
+    expect(doc).toMatchObject({ exitCode: 0, status: 'ok', stdout: 'done\n', imagesNotSaved: 5 });
+    expect(doc.files).toHaveLength(3);
+    expect(doc.notes).toContain(
+      '5 image outputs not saved: past --max-images-size 1 MiB of images for the cell (pass --max-images-size SIZE to keep more)',
+    );
+  });
+
+  it('writes the --json report of a cell with more image data than the report holds, outputs past it elided', async () => {
+    // 200 images of 2 MiB (2.8 MB of base64 each): 560 MB of output data, past the longest string V8 can make.
+    const ran = await cli(['run', '--json', '-c', imageFlood(200, 2 * 1024 * 1024)], { timeoutMs: 180_000 });
+    expect(ran.code, ran.stderr).toBe(0);
+    expect(ran.stdout.length).toBeLessThan(70 * 1024 * 1024);
+    const doc = JSON.parse(ran.stdout);
+    expect(doc).toMatchObject({ exitCode: 0, status: 'ok', stdout: 'done\n', elided: true, imagesNotSaved: 200 });
+    const kept = doc.outputs.filter((o: { elided?: unknown }) => o.elided === undefined);
+    const elided = doc.outputs.filter((o: { elided?: unknown }) => o.elided !== undefined);
+    expect(kept.length).toBeGreaterThan(0);
+    expect(elided.length).toBeGreaterThan(0);
+    expect(elided[0]).toMatchObject({ type: 'display_data', mimeTypes: ['image/png', 'text/plain'] });
+    expect(doc.notes).toContainEqual(
+      expect.stringMatching(/outputs? \(at least .*\) left out of this report, past its 64 MiB of output data/),
+    );
+  }, 240_000);
 });

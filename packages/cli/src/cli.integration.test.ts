@@ -200,6 +200,16 @@ describe('kernelwarden run (the built binary, embedded gateway)', () => {
     expect(ran.stderr).toBe('');
   });
 
+  it('gives --json a plain-text traceback, once, in error', async () => {
+    const ran = await cli(['run', '--json', '-c', 'def f():\n    raise ValueError("bad")\nf()']);
+    expect(ran.code).toBe(1);
+    const doc = JSON.parse(ran.stdout);
+    expect(doc.error).toMatchObject({ ename: 'ValueError', evalue: 'bad' });
+    expect(doc.error.traceback.join('\n')).toContain('ValueError: bad');
+    expect(ran.stdout).not.toContain('\\u001b');
+    expect(doc.outputs.filter((o: { type: string }) => o.type === 'error')).toEqual([]);
+  });
+
   it('writes a valid PNG for a plot with --outputs-dir and says where', async () => {
     const outputs = join(workDir, 'plots');
     const ran = await cli(['run', '--lang', 'r', '--outputs-dir', outputs, '-c', 'plot(1:10)']);
@@ -229,9 +239,95 @@ describe('kernelwarden demo', () => {
     expect(png).toBeDefined();
     expect(readFileSync(join(outputs, png!)).subarray(0, 8).equals(PNG_SIGNATURE)).toBe(true);
   }, 300_000);
+
+  it('removes its temporary plot directory when it ends without --outputs-dir', async () => {
+    const tmp = join(workDir, 'demo-tmp');
+    mkdirSync(tmp, { recursive: true });
+    const ran = await cli(['demo'], { timeoutMs: 240_000, env: { TMPDIR: tmp } });
+    expect(ran.code, `${ran.stdout}\n${ran.stderr}`).toBe(0);
+    expect(ran.stdout).toMatch(/plots go to .*kernelwarden-demo-.*, removed at the end/);
+    expect(readdirSync(tmp).filter((name) => name.startsWith('kernelwarden-demo-'))).toEqual([]);
+  }, 300_000);
 });
 
+/** A repl in a tmux terminal of its own: send keys, read the screen, wait for text; `close()` kills the server. */
+function tmuxRepl(args: string[]) {
+  const socket = `kw-cli-${randomBytes(4).toString('hex')}`;
+  const tmux = (...tmuxArgs: string[]) => {
+    const r = spawnSync('tmux', ['-L', socket, ...tmuxArgs], { encoding: 'utf8', env: cliEnv() });
+    if (r.status !== 0) throw new Error(`tmux ${tmuxArgs[0]} failed: ${r.stderr}`);
+    return r.stdout;
+  };
+  const screen = () => tmux('capture-pane', '-p', '-J', '-S', '-200', '-t', 'repl');
+  const waitForScreen = async (pattern: RegExp, what: string, timeoutMs = 60_000) => {
+    const until = Date.now() + timeoutMs;
+    for (;;) {
+      const text = screen();
+      if (pattern.test(text)) return text;
+      if (Date.now() > until) throw new Error(`timed out waiting for ${what}; screen:\n${text}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  };
+  const quoted = args.map((a) => `'${a}'`).join(' ');
+  tmux(
+    'new-session',
+    '-d',
+    '-s',
+    'repl',
+    '-x',
+    '160',
+    '-y',
+    '50',
+    '-e',
+    `KERNELWARDEN_STATE_DIR=${stateDir}`,
+    `cd '${workDir}' && exec '${process.execPath}' '${BIN}' repl ${quoted}`,
+  );
+  const keys = (...k: string[]) => tmux('send-keys', '-t', 'repl', ...k);
+  return { keys, screen, waitForScreen, close: () => spawnSync('tmux', ['-L', socket, 'kill-server']) };
+}
+
 describe('kernelwarden repl (in a real terminal, driven by tmux)', () => {
+  it('kills at once on a second Ctrl-C, then says the cell was stopped before the kernel was restarted', async () => {
+    // An interrupt grace of a minute: the kill must not wait for it.
+    const repl = tmuxRepl(['--interrupt-grace', '60s']);
+    try {
+      await repl.waitForScreen(/py> $/m, 'the prompt');
+      repl.keys(
+        'x = 1; import signal, time; signal.signal(signal.SIGINT, signal.SIG_IGN); print("deaf", flush=True); time.sleep(300)',
+        'Enter',
+      );
+      await repl.waitForScreen(/^deaf$/m, 'the cell to start');
+      repl.keys('C-c');
+      await repl.waitForScreen(/interrupting/, 'the first Ctrl-C');
+      repl.keys('C-c');
+      const text = await repl.waitForScreen(/the kernel was restarted[\s\S]*py> $/m, 'the restart', 30_000);
+      expect(text.indexOf('killing the kernel')).toBeGreaterThan(text.indexOf('interrupting'));
+      expect(text.indexOf('the cell was stopped')).toBeGreaterThan(text.indexOf('killing the kernel'));
+      expect(text.indexOf('the kernel was restarted')).toBeGreaterThan(text.indexOf('the cell was stopped'));
+      repl.keys("print('x' in globals())", 'Enter');
+      await repl.waitForScreen(/^False$/m, 'a fresh interpreter');
+    } finally {
+      repl.close();
+    }
+  });
+
+  it('indents the line after one ending in ":" and goes back a level on an empty line', async () => {
+    const repl = tmuxRepl([]);
+    try {
+      await repl.waitForScreen(/py> $/m, 'the prompt');
+      // Each line is typed without its indentation: the repl supplies it.
+      for (const line of ['for i in range(2):', 'if i:', 'print("odd", i)', '', 'print("each", i)', ''])
+        repl.keys(line, 'Enter');
+      const text = await repl.waitForScreen(/^each 1$/m, 'the block to run');
+      expect(text).toMatch(/^each 0\nodd 1\neach 1$/m);
+      expect(text).toContain('...     if i:');
+      expect(text).toContain('...         print("odd", i)');
+      expect(text).toContain('...     print("each", i)');
+    } finally {
+      repl.close();
+    }
+  });
+
   it('runs a cell, interrupts time.sleep(60) with Ctrl-C, and runs R after :r', async () => {
     const socket = `kw-cli-${randomBytes(4).toString('hex')}`;
     const tmux = (...args: string[]) => {

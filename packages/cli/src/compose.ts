@@ -1,6 +1,6 @@
 import { realpathSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { type ExecuteResult, type Output, withDeadline } from '@kernelwarden/core';
+import { type ExecuteOptions, type ExecuteResult, type Output, withDeadline } from '@kernelwarden/core';
 import { GatewayClient, GatewayKernel } from '@kernelwarden/gateway-client';
 import type { IsolationPolicy, KernelLimits, LimitFacts, LimitName } from '@kernelwarden/isolation';
 import { LocalGateway, type LocalGatewayPool } from '@kernelwarden/local-gateway';
@@ -10,6 +10,14 @@ import { createWatchdog, type Watchdog } from '@kernelwarden/watchdog';
 import type { Language, StackOptions } from './args.js';
 import { isolation } from './isolation.js';
 import { LIMIT_FLAG_NAMES } from './limit-flags.js';
+import {
+  checkInterpreter,
+  choosePython,
+  type InterpreterFacts,
+  installInterpreterSpec,
+  type PythonSource,
+  probeInterpreter,
+} from './python-interpreter.js';
 import { UsageError } from './usage-error.js';
 
 /** How long `Stack.close()` waits for the session to shut its kernels down. */
@@ -27,6 +35,11 @@ export interface StackHooks {
   onKernelStarting?(language: Language): void;
   /** The start of that kernel finished, successfully or not. */
   onKernelStarted?(language: Language): void;
+  /**
+   * Code run silently (no output, no history) on each new kernel of a language — its first, and each one the
+   * watchdog restarts — before any cell (`kernelwarden run`'s script bootstrap). A bootstrap that fails is ignored.
+   */
+  bootstrap?: Partial<Record<Language, string>>;
 }
 
 /** Options of one cell run through a `Stack`. */
@@ -34,6 +47,8 @@ export interface StackExecuteOptions {
   language: Language;
   cellId?: string;
   onOutput?: (output: Output) => void;
+  /** Answers the cell's `input()` / `getpass()` / `readline()`; without it the kernel is told stdin is not allowed. */
+  onInput?: ExecuteOptions['onInput'];
   /** Aborting lets the watchdog interrupt, then kill and restart the kernel. */
   signal?: AbortSignal;
 }
@@ -56,10 +71,21 @@ export interface Stack extends AsyncDisposable {
    * `--max-processes`, `--cpu-time`, `--no-network`); undefined when neither was asked for.
    */
   readonly readIsolation: IsolationPolicy | undefined;
+  /**
+   * The interpreter the Python kernels run when it is not the gateway's `python3` kernelspec: `--python`,
+   * `VIRTUAL_ENV` or the nearest `.venv` (`source`), with its version and ipykernel's.
+   */
+  readonly python: (InterpreterFacts & { source: PythonSource }) | undefined;
   /** Runs one cell under the watchdog; rejects with `CellTimeoutError` when the kernel had to be reset. */
   execute(code: string, opts: StackExecuteOptions): Promise<ExecuteResult>;
   /** Interrupts the running cell of `language`, if any; says whether an interrupt was sent. */
   interrupt(language: Language): Promise<boolean>;
+  /**
+   * Kills the kernel of `language` at once, without the watchdog's interrupt grace, and restarts it (its variables
+   * are gone; a cell running on it settles). Resolves true once the restarted kernel is published, false when there
+   * was no kernel to kill or the kill failed.
+   */
+  kill(language: Language): Promise<boolean>;
   /** Shuts every kernel down and releases the gateway. Idempotent; never throws. */
   close(): Promise<void>;
 }
@@ -152,6 +178,42 @@ export function kernelEnvironment(
     if (value !== undefined && VARIABLE_NAME.test(name) && !withheld.has(name)) env[name] = value;
   }
   return { ...env, ...options.env };
+}
+
+/**
+ * Code that puts `PYTHONPATH`'s directories on the kernel's `sys.path`, where Python puts them at start-up (first,
+ * after the script's own directory entry), skipping those already there. A kernel's variables are applied once it
+ * runs, after the interpreter has read `PYTHONPATH`; this makes the variable take effect all the same.
+ */
+export function pythonPathCode(pythonPath: string): string {
+  const dirs = pythonPath.split(':').filter((dir) => dir !== '');
+  return `def __kernelwarden_pythonpath(dirs):
+    import sys
+    at = 1 if sys.path and sys.path[0] == '' else 0
+    for d in [d for d in dirs if d not in sys.path]:
+        sys.path.insert(at, d)
+        at += 1
+__kernelwarden_pythonpath(${JSON.stringify(dirs)})
+del __kernelwarden_pythonpath
+`;
+}
+
+/**
+ * Refuses a `PYTHONPATH` of this command's that its kernels would not get (an isolated kernel and a remote gateway's
+ * get only `--env`): it is given on, or refused with the reason, never dropped silently.
+ */
+function checkPythonPath(options: StackOptions, own: Record<string, string | undefined>): void {
+  if (!own.PYTHONPATH || options.env.PYTHONPATH !== undefined) return;
+  if (options.gatewayUrl === undefined && options.hide.length === 0) return;
+  const who =
+    options.gatewayUrl !== undefined
+      ? `a remote gateway's kernel (${options.gatewayUrl}) gets only --env variables`
+      : 'a kernel under --hide gets only --env variables';
+  throw new UsageError(
+    `PYTHONPATH is set here, but ${who}: pass --env PYTHONPATH=… to give it to the kernel${
+      options.gatewayUrl !== undefined ? " (directories on the gateway's machine)" : ''
+    }, or unset it`,
+  );
 }
 
 /** The limits `options` ask for (`--memory`, `--max-processes`, `--cpu-time`, `--no-network`), absent ones left out. */
@@ -268,10 +330,32 @@ export async function createStack(
       { reason: 'remote-gateway', limit: first },
     );
   }
+  checkPythonPath(options, extra.env ?? process.env);
+  if (options.python !== undefined && options.gatewayUrl !== undefined) {
+    throw new UsageError(
+      `--python needs the embedded gateway: a remote gateway (${options.gatewayUrl}) runs kernels on its own interpreters`,
+    );
+  }
+  // The interpreter the user means (--python, VIRTUAL_ENV, a .venv), checked at once: without ipykernel it is
+  // refused with the command that installs it, before any gateway or kernel starts.
+  const choice =
+    options.gatewayUrl === undefined
+      ? choosePython({ flag: options.python, env: extra.env ?? process.env, cwd: options.cwd })
+      : undefined;
+  // Sandboxed kernels (--hide, a limit): the interpreter is never run outside the sandbox, only looked at.
+  const sandboxed = options.hide.length > 0 || Object.keys(limits).length > 0;
+  const interpreter = choice ? { ...checkInterpreter(choice, { run: !sandboxed }), source: choice.source } : undefined;
   const readIsolation = kernelPolicy(options, limits);
   const gateway = await connectGateway(options, extra.env ?? process.env, extra.signal);
   try {
     const limitSupport = await checkLimits(gateway, limits, extra.signal);
+    const baseSpecs: Record<Language, string> = { ...BASE_KERNELSPEC };
+    if (interpreter) {
+      if (gateway.kernelSpecDir === undefined) {
+        throw new UsageError('--python needs the embedded gateway: this gateway has no kernelspec directory');
+      }
+      baseSpecs.python = installInterpreterSpec(gateway.kernelSpecDir, interpreter.path);
+    }
     const kernelNames = new Map<Language, Promise<string>>();
     // The isolated kernelspecs this command installed: removed when it closes, unless a kernel still runs on one.
     const installed = new Set<string>();
@@ -285,11 +369,11 @@ export async function createStack(
               await (swept ??= sweepOrphanSpecs(gateway));
               // Pooled like its base kernelspec, the spec is the server's: the next command with the same policy
               // claims a started kernel of it. Otherwise it is this command's, removed when it closes.
-              const base = BASE_KERNELSPEC[language];
+              const base = baseSpecs[language];
               const pooled = gateway.pid !== undefined && (gateway.pool?.size(base) ?? 0) > 0;
               const isolated = await isolatedKernelName(
                 gateway,
-                language,
+                base,
                 readIsolation,
                 options.cwd,
                 limitSupport,
@@ -299,7 +383,7 @@ export async function createStack(
               else installed.add(isolated);
               return isolated;
             })()
-          : Promise.resolve(BASE_KERNELSPEC[language]);
+          : Promise.resolve(baseSpecs[language]);
         kernelNames.set(language, name);
         // A failed install may succeed later (e.g. after the user fixes bwrap): do not cache the failure.
         name.catch(() => kernelNames.delete(language));
@@ -331,8 +415,19 @@ export async function createStack(
     });
     const python = (ctx: SlotFactoryContext) =>
       starting('python', async () => GatewayKernel.start(await startOptions('python', ctx)));
+    const bootstraps: Partial<Record<Language, string>> = { ...extra.bootstrap };
+    if (env.PYTHONPATH) bootstraps.python = pythonPathCode(env.PYTHONPATH) + (bootstraps.python ?? '');
+    const bootstrap =
+      (language: Language) =>
+      async (lease: { kernel: { execute?(code: string, opts?: ExecuteOptions): Promise<ExecuteResult> } }) => {
+        const code = bootstraps[language];
+        if (code === undefined || !lease.kernel.execute) return;
+        // Its failure leaves the kernel as it was: the script runs, only without what the bootstrap adds.
+        await lease.kernel.execute(code, { silent: true, storeHistory: false }).catch(() => {});
+      };
     const r = createRSlot({
       spawn: (ctx) => starting('r', async () => startIRKernel(await startOptions('r', ctx))),
+      ...(bootstraps.r === undefined ? {} : { bootstrap: bootstrap('r') }),
     });
     const watchdog = createWatchdog({
       ...(options.timeoutMs === undefined ? {} : { cellTimeoutMs: options.timeoutMs }),
@@ -345,6 +440,7 @@ export async function createStack(
       executor: watchdog,
       cwd: options.cwd,
       ...(readIsolation ? { readIsolation } : {}),
+      ...(bootstraps.python === undefined ? {} : { bootstrap: bootstrap('python') }),
     });
 
     let closing: Promise<void> | undefined;
@@ -366,16 +462,35 @@ export async function createStack(
       session,
       watchdog,
       readIsolation,
+      python: interpreter,
       execute: (code, opts) =>
         session.execute(code, {
           language: opts.language,
           origin: 'cli',
           ...(opts.cellId === undefined ? {} : { cellId: opts.cellId }),
           ...(opts.onOutput ? { onOutput: opts.onOutput } : {}),
+          ...(opts.onInput ? { onInput: opts.onInput } : {}),
           ...(opts.signal ? { signal: opts.signal } : {}),
         }),
       // Each language's kernel lives in the supervisor slot of that language's name.
       interrupt: async (language) => (await session.supervisor.interrupt(language)) > 0,
+      kill: async (language) => {
+        const supervisor = session.supervisor;
+        const lease = supervisor.lease(language);
+        if (!lease || typeof lease.kernel.kill !== 'function') return false;
+        let restarted: boolean;
+        try {
+          restarted = (await lease.kernel.kill())?.restarted === true;
+        } catch {
+          return false;
+        }
+        // A gateway kernel's kill is a server-side restart: only the next generation is published then.
+        try {
+          return (await supervisor.restartIfCurrent(lease, restarted ? { alreadyRestarted: true } : {})) !== undefined;
+        } catch {
+          return false;
+        }
+      },
       close,
       [Symbol.asyncDispose]: close,
     };
@@ -387,7 +502,7 @@ export async function createStack(
 
 async function isolatedKernelName(
   gateway: GatewayConnection,
-  language: Language,
+  baseName: string,
   policy: IsolationPolicy,
   workspace: string,
   limitSupport: LimitFacts | undefined,
@@ -402,14 +517,11 @@ async function isolatedKernelName(
     );
   }
   const specs = await gateway.client.kernelSpecs();
-  const base = specs.kernelspecs[BASE_KERNELSPEC[language]];
+  const base = specs.kernelspecs[baseName];
   if (!base) {
-    throw new (isolation().IsolationUnavailableError)(
-      `the gateway has no ${BASE_KERNELSPEC[language]} kernelspec to isolate`,
-      {
-        reason: 'probe-failed',
-      },
-    );
+    throw new (isolation().IsolationUnavailableError)(`the gateway has no ${baseName} kernelspec to isolate`, {
+      reason: 'probe-failed',
+    });
   }
   return isolation().installIsolatedKernelSpec({
     kernelSpecDir: gateway.kernelSpecDir,

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { inputState } from './continuation.js';
+import { inputState, nextIndent } from './continuation.js';
 
 describe('inputState', () => {
   it('runs complete Python lines at once', () => {
@@ -31,5 +31,16 @@ describe('inputState', () => {
     expect(inputState('df |>', 'r')).toBe('incomplete');
     expect(inputState('df %>%', 'r')).toBe('incomplete');
     expect(inputState('x <- "a{"', 'r')).toBe('complete');
+  });
+});
+
+describe('nextIndent', () => {
+  it('indents after a line ending in ":", keeps the level, and goes back after return/pass/break/continue/raise', () => {
+    expect(nextIndent(['for i in range(3):'], 'python')).toBe('    ');
+    expect(nextIndent(['def f():', '    if x:  # note'], 'python')).toBe('        ');
+    expect(nextIndent(['def f():', '    y = 1'], 'python')).toBe('    ');
+    expect(nextIndent(['def f():', '    if x:', '        return 1'], 'python')).toBe('    ');
+    expect(nextIndent(['while True:', '    break'], 'python')).toBe('');
+    expect(nextIndent(['f <- function() {'], 'r')).toBe('');
   });
 });

@@ -58,3 +58,23 @@ export function inputState(code: string, language: Language): InputState {
   }
   return R_TRAILING_OPERATOR.test(last) ? 'incomplete' : 'complete';
 }
+
+/** One level of indentation in the repl. */
+export const INDENT = '    ';
+
+/** Statements after which the next line goes back one level. */
+const DEDENT_AFTER = /^\s*(?:return|pass|break|continue|raise)\b/;
+
+/**
+ * The indentation the repl types for the next line of a Python block, after `lines`: one level more after a line
+ * ending in `:`, one less after `return`/`pass`/`break`/`continue`/`raise`, else the last line's. R gets none.
+ */
+export function nextIndent(lines: readonly string[], language: Language): string {
+  if (language !== 'python') return '';
+  const last = lines.at(-1) ?? '';
+  const indent = /^[ \t]*/.exec(last)![0];
+  const code = last.replace(/#.*$/, '').trimEnd();
+  if (code.endsWith(':')) return indent + INDENT;
+  if (DEDENT_AFTER.test(code)) return indent.slice(0, Math.max(0, indent.length - INDENT.length));
+  return indent;
+}

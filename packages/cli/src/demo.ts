@@ -1,4 +1,4 @@
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { ExecuteResult } from '@kernelwarden/core';
@@ -72,7 +72,17 @@ const DEMO_GRACE_MS = 1000;
  * should.
  */
 export async function demoCommand(options: StackOptions, io: CliIo): Promise<number> {
+  // Without --outputs-dir the plots go to a temporary directory of the tour's own, removed when it ends.
+  const temporary = options.outputsDir === undefined;
   const outputsDir = resolve(io.cwd, options.outputsDir ?? mkdtempSync(join(tmpdir(), 'kernelwarden-demo-')));
+  try {
+    return await tour(options, io, outputsDir, temporary);
+  } finally {
+    if (temporary) rmSync(outputsDir, { recursive: true, force: true });
+  }
+}
+
+async function tour(options: StackOptions, io: CliIo, outputsDir: string, temporary: boolean): Promise<number> {
   const stackOptions: StackOptions = {
     ...options,
     gatewayUrl: undefined,
@@ -91,7 +101,7 @@ export async function demoCommand(options: StackOptions, io: CliIo): Promise<num
 
   out(`kernelwarden demo — ${STEPS.length} cells on the embedded Jupyter gateway`);
   out(
-    `cell timeout ${formatDuration(stackOptions.timeoutMs!)}, interrupt grace ${formatDuration(stackOptions.interruptGraceMs!)}, kill grace ${formatDuration(stackOptions.killGraceMs!)}; files go to ${outputsDir}\n`,
+    `cell timeout ${formatDuration(stackOptions.timeoutMs!)}, interrupt grace ${formatDuration(stackOptions.interruptGraceMs!)}, kill grace ${formatDuration(stackOptions.killGraceMs!)}; ${temporary ? `plots go to ${outputsDir}, removed at the end (--outputs-dir DIR keeps them)` : `plots go to ${outputsDir}`}\n`,
   );
   let stack: Stack;
   try {
@@ -185,7 +195,7 @@ export async function demoCommand(options: StackOptions, io: CliIo): Promise<num
   for (const entry of timeline) out(`  ${(entry.at / 1000).toFixed(2).padStart(7)} s  ${entry.text}`);
   out(
     failures === 0
-      ? `\nAll ${STEPS.length} steps behaved as expected. Plots: ${outputsDir}`
+      ? `\nAll ${STEPS.length} steps behaved as expected.${temporary ? '' : ` Plots: ${outputsDir}`}`
       : `\n${failures} step${failures === 1 ? '' : 's'} did not behave as expected; 'kernelwarden doctor' may say why.`,
   );
   return failures === 0 ? ExitCode.ok : ExitCode.cellError;

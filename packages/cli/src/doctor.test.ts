@@ -1,6 +1,7 @@
 import type { LimitSupport } from '@kernelwarden/isolation';
 import { describe, expect, it } from 'vitest';
 import { type DoctorProbe, doctorCommand, formatDoctor, limitChecks, runDoctor } from './doctor.js';
+import { INTERPRETER_PROBE } from './python-interpreter.js';
 
 function fakeMachine(opts: {
   node?: string;
@@ -9,6 +10,8 @@ function fakeMachine(opts: {
   bwrapWorks?: boolean;
   files?: Record<string, string>;
   env?: Record<string, string>;
+  /** What each interpreter answers to the probe: its version and ipykernel's, a line each. */
+  interpreters?: Record<string, string>;
 }): DoctorProbe {
   const commands = opts.commands ?? {};
   return {
@@ -21,6 +24,13 @@ function fakeMachine(opts: {
         const name = String(args[1]).replace('command -v ', '');
         const path = commands[name];
         return { status: path ? 0 : 1, stdout: path ? `${path}\n` : '', stderr: '' };
+      }
+      if (String(args[1]).includes('KernelSpecManager')) return { status: 0, stdout: '/usr/bin/python3\n', stderr: '' };
+      if (args[1] === INTERPRETER_PROBE) {
+        const facts = opts.interpreters?.[cmd] ?? (cmd === '/usr/bin/python3' ? '3.11.2\n6.17.0\n' : undefined);
+        return facts === undefined
+          ? { status: null, stdout: '', stderr: '' }
+          : { status: 0, stdout: facts, stderr: '' };
       }
       if (cmd === '/usr/bin/python3') {
         if (opts.specs === 'broken') return { status: 1, stdout: '', stderr: 'ModuleNotFoundError: jupyter_client' };
@@ -52,11 +62,15 @@ describe('runDoctor', () => {
       ['jupyter-server', true],
       ['kernelspec python3', true],
       ['kernelspec ir', true],
+      ['python kernel', true],
       ['R', true],
       ['bubblewrap', true],
       ['namespaces (bwrap sandbox)', true],
     ]);
     expect(checks.find((c) => c.name === 'jupyter-server')?.detail).toBe('/usr/bin/jupyter-server (1.23.3)');
+    expect(checks.find((c) => c.name === 'python kernel')?.detail).toBe(
+      '/usr/bin/python3 (Python 3.11.2, ipykernel 6.17.0), from the python3 kernelspec',
+    );
     expect(formatDoctor(checks)).toMatch(/Everything kernelwarden needs is here/);
   });
 
@@ -68,6 +82,7 @@ describe('runDoctor', () => {
       'jupyter-server',
       'kernelspec python3',
       'kernelspec ir',
+      'python kernel',
       'R',
       'bubblewrap',
       'namespaces (bwrap sandbox)',
@@ -78,6 +93,25 @@ describe('runDoctor', () => {
     expect(text).toMatch(/FAIL {2}jupyter-server/);
     expect(text).toMatch(/warn {2}R: /);
     expect(text).toMatch(/fix: sudo apt-get install -y jupyter-server/);
+  });
+
+  it('names the interpreter of VIRTUAL_ENV, and the command that installs ipykernel where it is missing', () => {
+    const machine = (ipykernel: string) =>
+      fakeMachine({
+        commands: { 'jupyter-server': '/usr/bin/jupyter-server' },
+        env: { VIRTUAL_ENV: '/home/u/proj/.venv' },
+        interpreters: { '/home/u/proj/.venv/bin/python': `3.12.1\n${ipykernel}\n` },
+      });
+    expect(runDoctor(machine('7.4.0')).find((c) => c.name === 'python kernel')).toMatchObject({
+      ok: true,
+      detail: '/home/u/proj/.venv/bin/python (Python 3.12.1, ipykernel 7.4.0), from VIRTUAL_ENV',
+    });
+    expect(runDoctor(machine('')).find((c) => c.name === 'python kernel')).toMatchObject({
+      ok: false,
+      required: true,
+      detail: '/home/u/proj/.venv/bin/python (Python 3.12.1, no ipykernel), from VIRTUAL_ENV',
+      fix: '/home/u/proj/.venv/bin/python -m pip install ipykernel',
+    });
   });
 
   it('names the namespace switch that blocks bubblewrap', () => {

@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import { detectLimits, type LimitMechanism, type LimitName, type LimitSupport } from '@kernelwarden/isolation';
 import { ExitCode } from './exit-code.js';
 import { LIMIT_FLAG_NAMES } from './limit-flags.js';
+import { choosePython, INTERPRETER_PROBE, parseProbe } from './python-interpreter.js';
 
 /** One line of `kernelwarden doctor`: what was checked, what was found, and how to fix it when missing. */
 export interface DoctorCheck {
@@ -32,6 +33,8 @@ export interface DoctorProbe {
   nodeVersion: string;
   /** The environment (`KERNELWARDEN_JUPYTER_SERVER` chooses the jupyter-server). @defaultValue none set */
   env?: Readonly<Record<string, string | undefined>>;
+  /** Where a `.venv` is looked for (this directory and those above). @defaultValue no `.venv` is looked for */
+  cwd?: string;
 }
 
 /** The real machine. */
@@ -50,6 +53,9 @@ export const systemProbe: DoctorProbe = {
   nodeVersion: process.versions.node,
   get env() {
     return process.env;
+  },
+  get cwd() {
+    return process.cwd();
   },
 };
 
@@ -74,6 +80,56 @@ function serverPython(probe: DoctorProbe, serverPath: string): string | undefine
     return words[0]?.endsWith('/env') ? words[1] : words[0];
   }
   return undefined;
+}
+
+/**
+ * Which interpreter Python kernels run, and its ipykernel: `VIRTUAL_ENV`'s or the nearest `.venv`'s (as `run` would
+ * choose it here), else the python3 kernelspec's own.
+ */
+function checkPythonKernel(probe: DoctorProbe, serverPath: string | undefined): DoctorCheck {
+  const name = 'python kernel';
+  const choice = choosePython({ flag: undefined, env: probe.env ?? {}, cwd: probe.cwd ?? '/' });
+  let interpreter = choice?.path;
+  const from = choice ? (choice.source === '.venv' ? 'the nearest .venv' : 'VIRTUAL_ENV') : 'the python3 kernelspec';
+  if (!interpreter) {
+    const python = serverPath ? serverPython(probe, serverPath) : undefined;
+    const r = python
+      ? probe.run(python, [
+          '-c',
+          'from jupyter_client.kernelspec import KernelSpecManager; print(KernelSpecManager().get_kernel_spec("python3").argv[0])',
+        ])
+      : undefined;
+    interpreter = r?.status === 0 ? r.stdout.trim() || undefined : undefined;
+    if (interpreter && !interpreter.includes('/')) interpreter = which(probe, interpreter) ?? interpreter;
+  }
+  if (!interpreter) {
+    return {
+      name,
+      ok: false,
+      detail: 'cannot tell which interpreter the python3 kernelspec runs',
+      fix: 'see the jupyter-server and kernelspec python3 lines',
+      required: false,
+    };
+  }
+  const ran = probe.run(interpreter, ['-c', INTERPRETER_PROBE]);
+  const facts = ran.status === 0 ? parseProbe(interpreter, ran.stdout) : undefined;
+  if (!facts) {
+    return {
+      name,
+      ok: false,
+      detail: `${interpreter} (from ${from}) does not run`,
+      fix: choice ? 'fix or remove that environment, or pass --python PATH' : 'reinstall the python3 kernelspec',
+      required: true,
+    };
+  }
+  const ok = facts.ipykernel !== undefined;
+  return {
+    name,
+    ok,
+    detail: `${interpreter} (Python ${facts.version}${ok ? `, ipykernel ${facts.ipykernel}` : ', no ipykernel'}), from ${from}`,
+    ...(ok ? {} : { fix: `${interpreter} -m pip install ipykernel` }),
+    required: true,
+  };
 }
 
 function checkNode(probe: DoctorProbe): DoctorCheck {
@@ -212,6 +268,7 @@ export function runDoctor(probe: DoctorProbe = systemProbe): DoctorCheck[] {
     required: true,
   });
   checks.push(...checkKernelSpecs(probe, server));
+  checks.push(checkPythonKernel(probe, server));
   const r = which(probe, 'R');
   const rVersion = r ? (probe.run(r, ['--version']).stdout.split('\n', 1)[0] ?? '') : '';
   checks.push({

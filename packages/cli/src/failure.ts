@@ -69,7 +69,8 @@ function classify(error: unknown): Failure {
     UsageError.isInstance(error) ||
     InvalidSourceError.isInstance(error) ||
     InvalidOptionsError.isInstance(error) ||
-    code === 'ISOLATION_POLICY'
+    code === 'ISOLATION_POLICY' ||
+    code === 'PYTHON_INTERPRETER'
   ) {
     return { exitCode: ExitCode.usage, code, message };
   }

@@ -16,26 +16,34 @@ Exit codes: 0 ok, 1 the cell raised, 2 usage, 3 gateway unavailable, 4 isolation
 
 Run 'kernelwarden help run' for the options.`;
 
-const STACK = `Kernel options:
-  -l, --lang python|r        language (default python; r for a .R file)
-  -t, --timeout DURATION     cell timeout, e.g. 30s, 500ms, 2m; 0 turns it off
-                             (default: KERNELWARDEN_CELL_TIMEOUT seconds, else 900s)
-      --interrupt-grace DUR  wait after the timeout's interrupt before killing (default 10s;
-                             env KERNELWARDEN_INTERRUPT_GRACE)
-      --kill-grace DUR       wait after the kill before restarting (default 10s; env KERNELWARDEN_KILL_GRACE)
-      --cwd DIR              the kernel's working directory (default: the current one)
-  -e, --env KEY=VALUE        set an environment variable in the kernel (repeatable)
-      --gateway URL          use a running Jupyter Server / Kernel Gateway instead of the embedded one
-      --token-env VAR        environment variable holding that gateway's token
-                             (default KERNELWARDEN_GATEWAY_TOKEN); the token is never printed
-      --hide DIR             the kernel cannot read DIR (bubblewrap; repeatable; embedded gateway only)
-      --allow DIR            ...except this directory inside a hidden one (repeatable)
-  -o, --outputs-dir DIR      save image outputs (PNG, JPEG, SVG) there and print where
-      --json                 print one JSON result on stdout instead of streaming
-      --max-source-size SIZE largest source to run, e.g. 512k, 16M (default 4M;
-                             env KERNELWARDEN_MAX_SOURCE_SIZE); sources must be UTF-8 without NUL bytes
+/** One option's help lines, by flag name; `lang` differs by command. */
+const OPTION_HELP: Record<string, string> = {
+  lang: `  -l, --lang python|r        language (default python; r for a .R file)`,
+  timeout: `  -t, --timeout DURATION     cell timeout, e.g. 30s, 500ms, 2m; 0 turns it off
+                             (default: KERNELWARDEN_CELL_TIMEOUT seconds, else 900s)`,
+  'interrupt-grace': `      --interrupt-grace DUR  wait after the timeout's interrupt before killing (default 10s;
+                             env KERNELWARDEN_INTERRUPT_GRACE)`,
+  'kill-grace': `      --kill-grace DUR       wait after the kill before restarting (default 10s; env KERNELWARDEN_KILL_GRACE)`,
+  cwd: `      --cwd DIR              the kernel's working directory (default: the current one)`,
+  env: `  -e, --env KEY=VALUE        set an environment variable in the kernel (repeatable)`,
+  gateway: `      --gateway URL          use a running Jupyter Server / Kernel Gateway instead of the embedded one`,
+  'token-env': `      --token-env VAR        environment variable holding that gateway's token
+                             (default KERNELWARDEN_GATEWAY_TOKEN); the token is never printed`,
+  hide: `      --hide DIR             the kernel cannot read DIR (bubblewrap; repeatable; embedded gateway only)`,
+  allow: `      --allow DIR            ...except this directory inside a hidden one (repeatable)`,
+  python: `      --python PATH          the kernels' Python interpreter (default: VIRTUAL_ENV's, else the nearest
+                             .venv in the working directory or above, else the python3 kernelspec's);
+                             it needs ipykernel; embedded gateway only`,
+  'outputs-dir': `  -o, --outputs-dir DIR      save image outputs (PNG, JPEG, GIF, SVG) there and print where`,
+  'max-images': `      --max-images N         most images one cell saves there (default 100); the rest are counted, not saved`,
+  'max-images-size': `      --max-images-size SIZE most bytes of images one cell saves there, all together (default 64M)`,
+  json: `      --json                 print one JSON result on stdout instead of streaming; it carries at most
+                             64 MiB of output data, outputs past that are listed without their data`,
+  'max-source-size': `      --max-source-size SIZE largest source to run, e.g. 512k, 16M (default 4M;
+                             env KERNELWARDEN_MAX_SOURCE_SIZE); sources must be UTF-8 without NUL bytes`,
+};
 
-Limits (every kernel: Python, R, background, restarted; alone or with --hide; embedded gateway only):
+const LIMITS = `Limits (every kernel: Python, R, background, restarted; alone or with --hide; embedded gateway only):
       --memory SIZE          memory of each kernel and all it starts, e.g. 512M, 2G (at least 256M);
                              one allocation past it fails in the cell (MemoryError); env KERNELWARDEN_MEMORY
       --max-processes N      processes and threads of each kernel at once (at least 16); a fork past it
@@ -46,13 +54,75 @@ Limits (every kernel: Python, R, background, restarted; alone or with --hide; em
                              A limit nothing here can enforce exits 4 before any kernel starts
                              ('kernelwarden doctor' shows what enforces each one)`;
 
+/** The options each command takes, in the order its help lists them (the limits follow, for all four). */
+export const COMMAND_OPTIONS: Record<'run' | 'repl' | 'demo' | 'mcp', readonly string[]> = {
+  run: [
+    'lang',
+    'timeout',
+    'interrupt-grace',
+    'kill-grace',
+    'cwd',
+    'env',
+    'gateway',
+    'token-env',
+    'hide',
+    'allow',
+    'python',
+    'outputs-dir',
+    'max-images',
+    'max-images-size',
+    'json',
+    'max-source-size',
+  ],
+  repl: [
+    'lang',
+    'timeout',
+    'interrupt-grace',
+    'kill-grace',
+    'cwd',
+    'env',
+    'gateway',
+    'token-env',
+    'hide',
+    'allow',
+    'python',
+    'outputs-dir',
+    'max-images',
+    'max-images-size',
+    'max-source-size',
+  ],
+  demo: ['timeout', 'interrupt-grace', 'kill-grace', 'cwd', 'env', 'hide', 'allow', 'outputs-dir'],
+  mcp: [
+    'timeout',
+    'interrupt-grace',
+    'kill-grace',
+    'cwd',
+    'env',
+    'gateway',
+    'token-env',
+    'hide',
+    'allow',
+    'python',
+    'max-source-size',
+  ],
+};
+
+function options(command: keyof typeof COMMAND_OPTIONS): string {
+  const lines = COMMAND_OPTIONS[command].map((flag) =>
+    flag === 'lang' && command === 'repl'
+      ? '  -l, --lang python|r        language of the first cell (default python; :r and :py switch)'
+      : OPTION_HELP[flag]!,
+  );
+  return `Options:\n${lines.join('\n')}\n\n${LIMITS}`;
+}
+
 const TOPICS: Record<string, string> = {
   run: `kernelwarden run [FILE | - | -c CODE] [options]
 
 Runs FILE (or standard input for -, or CODE) as one cell, streams its stdout to stdout and its stderr and
 traceback to stderr, then shuts the kernel down.
 
-${STACK}
+${options('run')}
 
 Examples:
   kernelwarden run -c 'print(1+1)'
@@ -67,16 +137,21 @@ runs the block.
   :r / :py      switch to R / Python (each keeps its own kernel)
   :help         this list
   :quit         leave (as Ctrl-D does)
-  Ctrl-C        interrupt the running cell; press it again within 2 s to kill and restart the kernel
+  Ctrl-C        interrupt the running cell; press it again within 2 s to kill the kernel at once and
+                restart it
+In Python a line after one ending in ':' starts indented; an empty line in a nested block goes back a
+level, at the first level it runs the block.
   Ctrl-D        exit
 
-${STACK}`,
+${options('repl')}`,
   demo: `kernelwarden demo [options]
 
 A scripted tour on the embedded gateway: a Python cell, an R cell, a plot saved to a file, an interrupted
 cell, and a cell that ignores SIGINT which the watchdog recovers — with a timeline at the end.
-Plots go to --outputs-dir (default: a fresh temporary directory). The kernel options of 'run' apply too
-(--memory and the other limits included), except --gateway: the tour always runs on the embedded gateway.`,
+Plots go to --outputs-dir (default: a temporary directory, removed when the tour ends). It always runs on the
+embedded gateway; --memory and the other limits apply to its kernels.
+
+${options('demo')}`,
   mcp: `kernelwarden mcp [options]
 
 Serves the kernels as Model Context Protocol tools over stdin/stdout (run_code, restart_kernel,
@@ -85,9 +160,7 @@ kernel is shut down and it exits 0. Python and R start on first use. Logs go to 
 protocol. --timeout is the default of run_code's timeout_seconds. A cell still running after 45 s (run_code's
 max_wait_seconds) goes on: the answer gives its id, which check_background follows.
 
-${STACK.split('\n')
-  .filter((line) => !/--lang|--outputs-dir|--json|save image outputs/.test(line))
-  .join('\n')}
+${options('mcp')}
 
 Result caps:
       --max-output-chars N   most characters of text in one result, head and tail kept (default 32000)

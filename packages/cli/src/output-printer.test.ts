@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { ExecuteResult } from '@kernelwarden/core';
@@ -97,6 +97,67 @@ describe('OutputPrinter', () => {
     printer.finish(result({ status: 'error', error: { ename: 'E', evalue: 'v', traceback: ['t'] } }));
     expect([out.text, err.text]).toEqual(['', '']);
     expect(printer.saved).toHaveLength(1);
+  });
+
+  it('saves at most --max-images images and --max-images-size bytes per cell, and says what it left out', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'kw-printer-'));
+    dirs.push(dir);
+    const err = sink();
+    const printer = new OutputPrinter({
+      stdout: sink(),
+      stderr: err,
+      outputsDir: dir,
+      filePrefix: 'c',
+      maxImages: 3,
+      maxImageBytes: 2 * PNG.length,
+    });
+    for (let i = 0; i < 5; i++) {
+      printer.onOutput({ type: 'display_data', data: { 'image/png': PNG.toString('base64') }, metadata: {} });
+    }
+    printer.finish(result());
+    expect(printer.saved).toHaveLength(2);
+    expect(readdirSync(dir).sort()).toEqual(['c-1.png', 'c-2.png']);
+    expect(printer.unsaved).toEqual({ noOutputsDir: 0, overCount: 0, overSize: 3, bytes: 3 * PNG.length });
+    expect(err.text).toContain(
+      'kernelwarden: 3 image outputs not saved: past --max-images-size 32 bytes of images for the cell (pass --max-images-size SIZE to keep more)\n',
+    );
+
+    const counted = new OutputPrinter({
+      stdout: sink(),
+      stderr: sink(),
+      outputsDir: dir,
+      filePrefix: 'n',
+      maxImages: 1,
+    });
+    counted.onOutput({ type: 'display_data', data: { 'image/png': PNG.toString('base64') }, metadata: {} });
+    counted.onOutput({ type: 'display_data', data: { 'image/svg+xml': '<svg/>' }, metadata: {} });
+    expect(counted.saved).toHaveLength(1);
+    expect(counted.notes()).toEqual([
+      '1 image output not saved: past --max-images 1 (pass --max-images N to keep more)',
+    ]);
+  });
+
+  it('saves 100 images and 64 MiB per cell by default', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'kw-printer-'));
+    dirs.push(dir);
+    const printer = new OutputPrinter({
+      stdout: sink(),
+      stderr: sink(),
+      outputsDir: dir,
+      quiet: true,
+      filePrefix: 'd',
+    });
+    for (let i = 0; i < 101; i++) {
+      printer.onOutput({ type: 'display_data', data: { 'image/png': PNG.toString('base64') }, metadata: {} });
+    }
+    expect(printer.saved).toHaveLength(100);
+    expect(printer.unsaved.overCount).toBe(1);
+    const big = Buffer.alloc(40 * 1024 * 1024).toString('base64');
+    const sized = new OutputPrinter({ stdout: sink(), stderr: sink(), outputsDir: dir, quiet: true, filePrefix: 'e' });
+    sized.onOutput({ type: 'display_data', data: { 'image/png': big }, metadata: {} });
+    sized.onOutput({ type: 'display_data', data: { 'image/png': big }, metadata: {} });
+    expect(sized.saved.map((f) => f.bytes)).toEqual([40 * 1024 * 1024]);
+    expect(sized.unsaved).toMatchObject({ overSize: 1, bytes: 40 * 1024 * 1024 });
   });
 
   it("shows a kernel's title, clipboard, screen-clear and DCS sequences escaped on a terminal, keeping colours", () => {

@@ -1,7 +1,13 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import type { ExecuteResult, Output } from '@kernelwarden/core';
+import { formatSize } from './size.js';
 import { TerminalTextFilter, terminalSafe } from './terminal-text.js';
+
+/** The most images one cell saves to `--outputs-dir` unless `--max-images` says otherwise. */
+export const DEFAULT_MAX_IMAGES = 100;
+/** The most bytes one cell's images take in `--outputs-dir`, all together, unless `--max-images-size` says otherwise. */
+export const DEFAULT_MAX_IMAGES_BYTES = 64 * 1024 * 1024;
 
 /** A place text goes: `process.stdout`, `process.stderr`, or a test's collector. */
 export interface TextSink {
@@ -26,14 +32,29 @@ const IMAGE_TYPES: Record<string, { ext: string; binary: boolean }> = {
   'image/svg+xml': { ext: 'svg', binary: false },
 };
 
+/** Images a cell produced that the printer did not save, and why. */
+export interface UnsavedImages {
+  /** Images dropped for lack of `--outputs-dir`. */
+  noOutputsDir: number;
+  /** Images past `--max-images`. */
+  overCount: number;
+  /** Images that would have taken the cell's images past `--max-images-size`. */
+  overSize: number;
+  /** The bytes of the images not saved (decoded size). */
+  bytes: number;
+}
+
 /**
  * Turns a cell's outputs into terminal output as they arrive: stdout stream text to stdout; stderr text and
  * tracebacks to stderr; `text/plain` results to stdout; images saved to `outputsDir` with a line saying where.
  * Everything the kernel sent passes the terminal filter (`terminal-text.ts`): on a terminal only text and colours
  * reach it, other control sequences are shown escaped; a pipe gets the same without colours.
  *
+ * Saving is bounded per cell: at most `maxImages` images and `maxImageBytes` bytes of them all together; an image
+ * past either is not written, and `finish()` says how many were left out and which flag raises the bound.
+ *
  * Create one per cell; pass `printer.onOutput` as the cell's `onOutput`, then call `finish(result)`. With
- * `quiet` it prints nothing and only saves files (the `--json` mode).
+ * `quiet` it prints nothing and only saves files (the `--json` mode; `unsaved` and `notes()` say what was left out).
  */
 export class OutputPrinter {
   readonly #stdout: TextSink;
@@ -44,9 +65,13 @@ export class OutputPrinter {
   readonly #outFilter: TerminalTextFilter;
   readonly #errFilter: TerminalTextFilter;
   readonly #prefix: string;
+  readonly #isExit: (error: { ename: string; evalue: string }) => boolean;
   readonly #saved: SavedFile[] = [];
+  readonly #maxImages: number;
+  readonly #maxImageBytes: number;
+  #savedBytes = 0;
   #errorShown = false;
-  #imagesSkipped = 0;
+  readonly #unsaved: UnsavedImages = { noOutputsDir: 0, overCount: 0, overSize: 0, bytes: 0 };
   #stdoutEndsWithNewline = true;
 
   constructor(opts: {
@@ -56,6 +81,12 @@ export class OutputPrinter {
     quiet?: boolean;
     color?: boolean;
     filePrefix: string;
+    /** Most images saved. @defaultValue `DEFAULT_MAX_IMAGES` (100) */
+    maxImages?: number | undefined;
+    /** Most bytes saved, all images together. @defaultValue `DEFAULT_MAX_IMAGES_BYTES` (64 MiB) */
+    maxImageBytes?: number | undefined;
+    /** Errors that are not shown: a script's own exit (`sys.exit(3)`), which the interpreter does not report. */
+    isExit?: ((error: { ename: string; evalue: string }) => boolean) | undefined;
   }) {
     this.#stdout = opts.stdout;
     this.#stderr = opts.stderr;
@@ -65,6 +96,38 @@ export class OutputPrinter {
     this.#outFilter = new TerminalTextFilter({ colors: opts.color ?? opts.stdout.isTTY === true });
     this.#errFilter = new TerminalTextFilter({ colors: this.#stderrColor });
     this.#prefix = opts.filePrefix;
+    this.#isExit = opts.isExit ?? (() => false);
+    this.#maxImages = opts.maxImages ?? DEFAULT_MAX_IMAGES;
+    this.#maxImageBytes = opts.maxImageBytes ?? DEFAULT_MAX_IMAGES_BYTES;
+  }
+
+  /** Images not saved so far, and why. */
+  get unsaved(): Readonly<UnsavedImages> {
+    return this.#unsaved;
+  }
+
+  /** One sentence per reason images were not saved (empty when every image was saved). */
+  notes(): string[] {
+    const u = this.#unsaved;
+    const images = (n: number) => `${n} image output${n === 1 ? '' : 's'}`;
+    const notes: string[] = [];
+    if (u.noOutputsDir > 0) {
+      notes.push(
+        `${images(u.noOutputsDir)} not saved; pass --outputs-dir DIR to keep ${u.noOutputsDir === 1 ? 'it' : 'them'}`,
+      );
+    }
+    if (u.overCount > 0) {
+      notes.push(
+        `${images(u.overCount)} not saved: past --max-images ${this.#maxImages} (pass --max-images N to keep more)`,
+      );
+    }
+    if (u.overSize > 0) {
+      notes.push(
+        `${images(u.overSize)} not saved: past --max-images-size ${formatSize(this.#maxImageBytes)} of images ` +
+          'for the cell (pass --max-images-size SIZE to keep more)',
+      );
+    }
+    return notes;
   }
 
   /** Files saved so far. */
@@ -81,6 +144,7 @@ export class OutputPrinter {
         return;
       case 'error':
         this.#errorShown = true;
+        if (this.#isExit(output)) return;
         this.#writeError(output.traceback, output.ename, output.evalue);
         return;
       default:
@@ -95,18 +159,14 @@ export class OutputPrinter {
   finish(result: ExecuteResult): void {
     this.#writeStdout(this.#outFilter.flush(), true);
     this.#writeStderr(this.#errFilter.flush(), true);
-    if (result.error && !this.#errorShown) {
+    if (result.error && !this.#errorShown && !this.#isExit(result.error)) {
       this.#writeError(result.error.traceback, result.error.ename, result.error.evalue);
     }
     if (!this.#stdoutEndsWithNewline && this.#stdout.isTTY && !this.#quiet) {
       this.#stdout.write('\n');
       this.#stdoutEndsWithNewline = true;
     }
-    if (this.#imagesSkipped > 0 && !this.#quiet) {
-      this.#stderr.write(
-        `kernelwarden: ${this.#imagesSkipped} image output${this.#imagesSkipped === 1 ? '' : 's'} not saved; pass --outputs-dir DIR to keep ${this.#imagesSkipped === 1 ? 'it' : 'them'}\n`,
-      );
-    }
+    if (!this.#quiet) for (const note of this.notes()) this.#stderr.write(`kernelwarden: ${note}\n`);
     if (result.outputDropped && !this.#quiet) {
       this.#stderr.write('kernelwarden: the gateway dropped some output (its iopub rate limit)\n');
     }
@@ -140,13 +200,24 @@ export class OutputPrinter {
     for (const [mime, kind] of Object.entries(IMAGE_TYPES)) {
       const payload = data[mime];
       if (typeof payload !== 'string') continue;
+      const bytes = kind.binary ? base64Bytes(payload) : Buffer.byteLength(payload, 'utf8');
+      savedAny = true;
       if (this.#outputsDir === undefined) {
-        this.#imagesSkipped++;
-        savedAny = true;
+        this.#unsaved.noOutputsDir++;
+        this.#unsaved.bytes += bytes;
         break;
       }
+      if (this.#saved.length >= this.#maxImages) {
+        this.#unsaved.overCount++;
+        this.#unsaved.bytes += bytes;
+        continue;
+      }
+      if (this.#savedBytes + bytes > this.#maxImageBytes) {
+        this.#unsaved.overSize++;
+        this.#unsaved.bytes += bytes;
+        continue;
+      }
       this.#save(mime, kind, payload);
-      savedAny = true;
     }
     const text = data['text/plain'];
     if (!savedAny && typeof text === 'string') this.#writeStdout(text.endsWith('\n') ? text : `${text}\n`);
@@ -159,9 +230,17 @@ export class OutputPrinter {
     const bytes = kind.binary ? Buffer.from(payload, 'base64') : Buffer.from(payload, 'utf8');
     writeFileSync(path, bytes);
     this.#saved.push({ mime, path, bytes: bytes.length });
+    this.#savedBytes += bytes.length;
     if (!this.#quiet) {
       const shown = relative(process.cwd(), path);
       this.#stderr.write(`kernelwarden: saved ${mime} to ${shown.startsWith('..') ? path : shown}\n`);
     }
   }
+}
+
+/** The decoded size of base64 text, without decoding it. */
+function base64Bytes(text: string): number {
+  let length = text.length;
+  while (length > 0 && /[=\s]/.test(text[length - 1]!)) length--;
+  return Math.floor((length * 3) / 4);
 }

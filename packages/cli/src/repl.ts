@@ -1,10 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import { resolve } from 'node:path';
 import { createInterface } from 'node:readline';
+import type { InputRequest } from '@kernelwarden/core';
 import type { Language, StackOptions } from './args.js';
 import type { CliIo } from './cli-io.js';
 import { createStack, type Stack } from './compose.js';
-import { inputState } from './continuation.js';
+import { INDENT, inputState, nextIndent } from './continuation.js';
 import { ExitCode } from './exit-code.js';
 import { describeFailure } from './failure.js';
 import { OutputPrinter } from './output-printer.js';
@@ -16,6 +17,7 @@ import {
   markInvalidUtf8,
 } from './source-input.js';
 import { Spinner } from './spinner.js';
+import { endOfInput, PROMPT_SETTLE_MS } from './stdin-input.js';
 import { terminalSafe } from './terminal-text.js';
 
 /** A second Ctrl-C within this long of the first one kills and restarts the kernel. */
@@ -53,12 +55,16 @@ export async function replCommand(options: StackOptions, io: CliIo): Promise<num
     say(`kernelwarden repl: ${failure.message}`);
     return failure.exitCode;
   }
+  // The kill is said as it happens; the restart after the cell's own outcome, in the order things happened.
+  let restartedDuringCell = false;
   const stopWatching = stack.watchdog.on('*', (event) => {
     if (event.type === 'kill') say('kernelwarden: the cell did not stop; killing the kernel…');
-    if (event.type === 'restart') say('kernelwarden: the kernel was restarted; earlier variables are gone');
+    if (event.type === 'restart' && event.acted) restartedDuringCell = true;
   });
 
   let language: Language = options.language;
+  /** The indentation of the next block line after an empty line went back a level. */
+  let dedentTo: string | undefined;
   let buffer: string[] = [];
   let running: AbortController | undefined;
   let lastInterruptAt = Number.NEGATIVE_INFINITY;
@@ -74,16 +80,64 @@ export async function replCommand(options: StackOptions, io: CliIo): Promise<num
     prompt: PROMPT[language],
     historySize: 1000,
   });
+  // A cell's input() / getpass() / readline(): the next line typed (or piped, or already typed ahead), a password
+  // without echo; end of input is EOFError in Python and an empty line in R.
+  let pendingInput: { answer: (line: string | undefined) => void } | undefined;
+  let muted = false;
+  const output = rl as unknown as { _writeToOutput?: (text: string) => void };
+  const writeToOutput = output._writeToOutput?.bind(rl);
+  if (terminal && writeToOutput) {
+    output._writeToOutput = (text: string) => {
+      if (!muted) writeToOutput(text);
+    };
+  }
+  const answerInput = (line: string | undefined): boolean => {
+    const pending = pendingInput;
+    if (!pending) return false;
+    pendingInput = undefined;
+    if (muted) {
+      muted = false;
+      io.stdout.write('\n');
+    }
+    pending.answer(line);
+    return true;
+  };
+  const onInput = (cellLanguage: Language) => async (request: InputRequest) => {
+    await new Promise((resolveSettle) => setTimeout(resolveSettle, PROMPT_SETTLE_MS));
+    const text = terminalSafe(request.prompt, { colors: terminal });
+    // Piped input: the prompt is printed as python prints it, then the next line answers.
+    if (!terminal && text !== '') io.stdout.write(text);
+    const typedAhead = queue.shift();
+    if (typedAhead !== undefined) return typedAhead;
+    if (closed) return endOfInput(cellLanguage);
+    return new Promise<string>((resolveInput) => {
+      pendingInput = { answer: (line) => resolveInput(line ?? endOfInput(cellLanguage)) };
+      if (terminal) {
+        rl.setPrompt(text);
+        rl.prompt();
+        muted = request.password;
+      }
+    });
+  };
+
   const prompt = () => {
     // Piped input gets no prompts, like python's own REPL: only the cells' output.
     if (!terminal) return;
     rl.setPrompt(buffer.length > 0 ? CONTINUATION : PROMPT[language]);
     rl.prompt();
+    // Inside a Python block the next line starts indented, as typed by hand (it can be erased).
+    if (buffer.length > 0) rl.write(dedentTo ?? nextIndent(buffer, language));
+    dedentTo = undefined;
   };
+
+  /** The kill of the running cell's kernel a second Ctrl-C started, if any. */
+  let killing: Promise<boolean> | undefined;
 
   const runCell = async (code: string) => {
     const controller = new AbortController();
     running = controller;
+    restartedDuringCell = false;
+    killing = undefined;
     const cellId = `kw-${randomUUID().slice(0, 8)}`;
     const printer = new OutputPrinter({
       stdout: io.stdout,
@@ -91,24 +145,41 @@ export async function replCommand(options: StackOptions, io: CliIo): Promise<num
       outputsDir: options.outputsDir === undefined ? undefined : resolve(io.cwd, options.outputsDir),
       filePrefix: cellId,
       color: terminal,
+      maxImages: options.maxImages,
+      maxImageBytes: options.maxImagesBytes,
     });
     try {
       const result = await stack.execute(code, {
         language,
         cellId,
         onOutput: printer.onOutput,
+        onInput: onInput(language),
         signal: controller.signal,
       });
       printer.finish(result);
-      if (result.timedOut)
+      if (killing) say('kernelwarden: the cell was stopped');
+      else if (result.timedOut)
         say('kernelwarden: the cell ran past --timeout and was interrupted (the kernel kept its state)');
       else if (result.cancelled) say('kernelwarden: the cell was stopped');
     } catch (error) {
       spinner.stop();
-      if (controller.signal.aborted) say('kernelwarden: the cell was stopped and its kernel restarted');
+      if (killing || controller.signal.aborted) say('kernelwarden: the cell was stopped');
       else say(`kernelwarden: ${describeFailure(error).message}`);
     } finally {
       running = undefined;
+      // An input the cell no longer waits for (it was interrupted): the next line is a cell again.
+      answerInput('');
+    }
+    if (killing) {
+      const restarted = await killing;
+      killing = undefined;
+      say(
+        restarted
+          ? 'kernelwarden: the kernel was restarted; earlier variables are gone'
+          : 'kernelwarden: the kernel could not be killed; it starts afresh with the next cell if it is gone',
+      );
+    } else if (restartedDuringCell) {
+      say('kernelwarden: the kernel was restarted; earlier variables are gone');
     }
   };
 
@@ -144,6 +215,15 @@ export async function replCommand(options: StackOptions, io: CliIo): Promise<num
   const handleLine = async (line: string) => {
     if (buffer.length === 0 && meta(line)) return;
     if (buffer.length === 0 && line.trim() === '') return;
+    // On a terminal, an empty line inside a nested Python block goes back one level; at the first level it runs the
+    // block.
+    if (terminal && language === 'python' && buffer.length > 0 && line.trim() === '') {
+      const width = line.replaceAll('\t', INDENT).length;
+      if (width > INDENT.length) {
+        dedentTo = ' '.repeat(width - INDENT.length);
+        return;
+      }
+    }
     const state =
       buffer.length > 0 && line.trim() === '' ? 'complete' : inputState([...buffer, line].join('\n'), language);
     buffer.push(line);
@@ -188,8 +268,10 @@ export async function replCommand(options: StackOptions, io: CliIo): Promise<num
     }
     const now = performance.now();
     if (now - lastInterruptAt <= DOUBLE_INTERRUPT_MS) {
-      say('\nkernelwarden: stopping the cell; the watchdog will kill and restart its kernel');
-      controller.abort(new Error('stopped by a second Ctrl-C'));
+      if (!killing) {
+        say('\nkernelwarden: killing the kernel…');
+        killing = stack.kill(language);
+      }
     } else {
       say('\nkernelwarden: interrupting (Ctrl-C again within 2 s to kill and restart the kernel)');
       void stack.interrupt(language);
@@ -201,10 +283,12 @@ export async function replCommand(options: StackOptions, io: CliIo): Promise<num
   const done = new Promise<void>((resolveDone) => {
     rl.on('close', () => {
       closed = true;
+      answerInput(undefined);
       resolveDone();
     });
   });
   rl.on('line', (line) => {
+    if (answerInput(line)) return;
     queue.push(line);
     void drain();
   });

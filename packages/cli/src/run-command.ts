@@ -2,12 +2,15 @@ import { randomUUID } from 'node:crypto';
 import { statSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type { ExecuteResult } from '@kernelwarden/core';
+import { stripAnsi } from '@kernelwarden/core';
 import type { RunSource, StackOptions } from './args.js';
 import type { CliIo } from './cli-io.js';
 import { createStack, type Stack } from './compose.js';
 import { ExitCode } from './exit-code.js';
 import { describeFailure, type Failure, resultExitCode } from './failure.js';
-import { OutputPrinter, type SavedFile } from './output-printer.js';
+import { OutputPrinter } from './output-printer.js';
+import { formatRunReport, type RunReport } from './run-report.js';
+import { scriptBootstrap } from './script-bootstrap.js';
 import {
   checkSourceText,
   DEFAULT_MAX_SOURCE_BYTES,
@@ -16,30 +19,8 @@ import {
   readSourceStream,
 } from './source-input.js';
 import { Spinner } from './spinner.js';
-import { terminalSafeJson } from './terminal-text.js';
+import { StdinInput } from './stdin-input.js';
 import { UsageError } from './usage-error.js';
-
-/** The document `kernelwarden run --json` prints: the cell's result plus what the CLI did with it. */
-export interface RunReport {
-  exitCode: number;
-  /** The kernel's verdict, or `'failed'` when the cell never ran, or `'timeout'` when the kernel was reset. */
-  status: ExecuteResult['status'] | 'failed' | 'timeout';
-  language: string;
-  cellId: string;
-  executionCount?: number;
-  stdout: string;
-  stderr: string;
-  error?: { ename: string; evalue: string; traceback: string[] } | { code: string | undefined; message: string };
-  outputs: ExecuteResult['outputs'];
-  files: SavedFile[];
-  timedOut: boolean;
-  cancelled: boolean;
-  /** True when the watchdog killed and restarted the kernel. */
-  kernelReset: boolean;
-  truncated: boolean;
-  outputDropped: boolean;
-  durationMs: number;
-}
 
 /** Reads the cell's code with the source checks (UTF-8, no NUL, at most `maxBytes`): see `source-input.ts`. */
 async function readSource(source: RunSource, io: CliIo, maxBytes: number): Promise<string> {
@@ -87,12 +68,17 @@ export async function runCommand(source: RunSource, options: StackOptions, io: C
   };
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
+  let input: StdinInput | undefined;
+  let isExit: (error: { ename: string; evalue: string }) => boolean = () => false;
   const printer = new OutputPrinter({
     stdout: io.stdout,
     stderr: io.stderr,
     outputsDir: options.outputsDir === undefined ? undefined : resolve(io.cwd, options.outputsDir),
     quiet: options.json,
     filePrefix: cellId,
+    isExit: (error) => isExit(error),
+    maxImages: options.maxImages,
+    maxImageBytes: options.maxImagesBytes,
   });
   const report = (fields: Partial<RunReport> & Pick<RunReport, 'exitCode' | 'status'>): number => {
     if (options.json) {
@@ -103,15 +89,18 @@ export async function runCommand(source: RunSource, options: StackOptions, io: C
         stderr: '',
         outputs: [],
         files: [...printer.saved],
+        imagesNotSaved: printer.unsaved.noOutputsDir + printer.unsaved.overCount + printer.unsaved.overSize,
         timedOut: false,
         cancelled: false,
         kernelReset: false,
         truncated: false,
         outputDropped: false,
+        elided: false,
+        notes: printer.notes(),
         durationMs: Math.round(performance.now() - started),
         ...fields,
       };
-      io.stdout.write(`${terminalSafeJson(doc)}\n`);
+      io.stdout.write(`${formatRunReport(doc)}\n`);
     }
     return fields.exitCode;
   };
@@ -128,6 +117,21 @@ export async function runCommand(source: RunSource, options: StackOptions, io: C
 
   try {
     const code = await readSource(source, io, options.maxSourceBytes ?? DEFAULT_MAX_SOURCE_BYTES);
+    const script = scriptBootstrap(
+      options.language,
+      source.kind === 'file' ? { kind: 'file', path: resolve(io.cwd, source.path) } : { kind: source.kind },
+      code,
+    );
+    isExit = script.isExit;
+    input = new StdinInput({
+      stdin: io.stdin,
+      // The --json document owns stdout: prompts go to stderr there.
+      stdout: options.json ? io.stderr : io.stdout,
+      stderr: io.stderr,
+      onInterrupt: onSignal,
+      consumed: source.kind === 'stdin',
+    });
+    const stdinInput = input;
     checkDirectory('--cwd', options.cwd);
     spinner.start(
       options.gatewayUrl ? `connecting to ${options.gatewayUrl}…` : 'connecting to the embedded Jupyter gateway…',
@@ -135,6 +139,7 @@ export async function runCommand(source: RunSource, options: StackOptions, io: C
     stack = await createStack(options, {
       env: io.env,
       signal: cell.signal,
+      bootstrap: { [options.language]: script.code },
       onKernelStarting: (language) => spinner.start(`starting the ${language === 'r' ? 'R' : 'Python'} kernel…`),
       onKernelStarted: () => spinner.stop(),
     });
@@ -145,6 +150,7 @@ export async function runCommand(source: RunSource, options: StackOptions, io: C
         language: options.language,
         cellId,
         onOutput: printer.onOutput,
+        onInput: (request) => stdinInput.answer(request, options.language),
         signal: cell.signal,
       });
     } catch (error) {
@@ -154,7 +160,7 @@ export async function runCommand(source: RunSource, options: StackOptions, io: C
       return fail(failure, failure.exitCode === ExitCode.timedOut ? 'timeout' : 'failed');
     }
     printer.finish(result);
-    const exitCode = resultExitCode(result, cell.signal.aborted);
+    const exitCode = script.exitStatus(result) ?? resultExitCode(result, cell.signal.aborted);
     if (exitCode === ExitCode.timedOut && !options.json) {
       io.stderr.write(
         'kernelwarden: the cell ran past --timeout and was interrupted; the kernel kept its state (it was not reset)\n',
@@ -167,8 +173,9 @@ export async function runCommand(source: RunSource, options: StackOptions, io: C
       ...(result.executionCount === undefined ? {} : { executionCount: result.executionCount }),
       stdout: result.stdout,
       stderr: result.stderr,
-      ...(result.error ? { error: result.error } : {}),
-      outputs: result.outputs,
+      ...(result.error ? { error: { ...result.error, traceback: result.error.traceback.map(stripAnsi) } } : {}),
+      // The traceback is in `error`, once, as plain text: its `error` output would repeat it with colours.
+      outputs: result.error ? result.outputs.filter((output) => output.type !== 'error') : result.outputs,
       timedOut: result.timedOut,
       cancelled: result.cancelled,
       truncated: result.truncated,
@@ -180,6 +187,7 @@ export async function runCommand(source: RunSource, options: StackOptions, io: C
     return fail(describeFailure(error));
   } finally {
     spinner.stop();
+    input?.close();
     await stack?.close();
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);

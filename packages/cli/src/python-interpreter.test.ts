@@ -1,0 +1,85 @@
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { checkInterpreter, choosePython, interpreterSpecName, PythonInterpreterError } from './python-interpreter.js';
+
+const dirs: string[] = [];
+afterEach(() => {
+  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
+});
+
+function project(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'kw-python-'));
+  dirs.push(dir);
+  mkdirSync(join(dir, '.venv', 'bin'), { recursive: true });
+  writeFileSync(join(dir, '.venv', 'bin', 'python'), '');
+  mkdirSync(join(dir, 'src', 'deep'), { recursive: true });
+  return dir;
+}
+
+describe('choosePython', () => {
+  it('takes --python, then VIRTUAL_ENV, then the nearest .venv, else none', () => {
+    const dir = project();
+    const deep = join(dir, 'src', 'deep');
+    expect(choosePython({ flag: 'py', env: { VIRTUAL_ENV: '/v' }, cwd: deep })).toEqual({
+      path: join(deep, 'py'),
+      source: '--python',
+    });
+    expect(choosePython({ flag: undefined, env: { VIRTUAL_ENV: '/v' }, cwd: deep })).toEqual({
+      path: '/v/bin/python',
+      source: 'VIRTUAL_ENV',
+    });
+    expect(choosePython({ flag: undefined, env: {}, cwd: deep })).toEqual({
+      path: join(dir, '.venv', 'bin', 'python'),
+      source: '.venv',
+    });
+    expect(choosePython({ flag: undefined, env: {}, cwd: '/' })).toBeUndefined();
+  });
+});
+
+describe('checkInterpreter', () => {
+  it('refuses an interpreter without ipykernel with the command that installs it', () => {
+    const dir = project();
+    const path = join(dir, '.venv', 'bin', 'python');
+    let error: unknown;
+    try {
+      checkInterpreter({ path, source: '.venv' }, { probe: () => ({ path, version: '3.12.1', ipykernel: undefined }) });
+    } catch (e) {
+      error = e;
+    }
+    expect(PythonInterpreterError.isInstance(error)).toBe(true);
+    expect((error as PythonInterpreterError).code).toBe('PYTHON_INTERPRETER');
+    expect((error as Error).message).toBe(
+      `the kernel's Python interpreter ${path} (the nearest .venv, in ${dir}) has no ipykernel, which runs the kernel: ` +
+        `install it with\n  ${path} -m pip install ipykernel`,
+    );
+    expect(
+      checkInterpreter({ path, source: '.venv' }, { probe: () => ({ path, version: '3.12.1', ipykernel: '7.4.0' }) })
+        .ipykernel,
+    ).toBe('7.4.0');
+  });
+
+  it('never runs the interpreter for sandboxed kernels: a virtual environment is judged by its files', () => {
+    const dir = project();
+    const path = join(dir, '.venv', 'bin', 'python');
+    writeFileSync(join(dir, '.venv', 'pyvenv.cfg'), 'include-system-site-packages = false\n');
+    mkdirSync(join(dir, '.venv', 'lib', 'python3.12', 'site-packages'), { recursive: true });
+    expect(() => checkInterpreter({ path, source: '.venv' }, { run: false })).toThrow(/has no ipykernel/);
+    mkdirSync(join(dir, '.venv', 'lib', 'python3.12', 'site-packages', 'ipykernel'));
+    writeFileSync(join(dir, '.venv', 'lib', 'python3.12', 'site-packages', 'ipykernel', '__init__.py'), '');
+    expect(checkInterpreter({ path, source: '.venv' }, { run: false })).toEqual({
+      path,
+      version: '',
+      ipykernel: undefined,
+    });
+    writeFileSync(join(dir, '.venv', 'pyvenv.cfg'), 'include-system-site-packages = true\n');
+    rmSync(join(dir, '.venv', 'lib'), { recursive: true });
+    expect(checkInterpreter({ path, source: '.venv' }, { run: false }).path).toBe(path);
+  });
+
+  it('names one spec per interpreter', () => {
+    expect(interpreterSpecName('/a/bin/python')).toMatch(/^kw-py-[0-9a-f]{16}$/);
+    expect(interpreterSpecName('/a/bin/python')).not.toBe(interpreterSpecName('/b/bin/python'));
+  });
+});

@@ -1,0 +1,208 @@
+import { spawnSync } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { KernelwardenError } from '@kernelwarden/core';
+
+/** Where the Python interpreter of the kernels comes from. */
+export type PythonSource = '--python' | 'VIRTUAL_ENV' | '.venv';
+
+/** The interpreter the user means, and why. */
+export interface PythonChoice {
+  /** The interpreter's path, absolute, as given (a virtual environment's `bin/python` is not resolved). */
+  path: string;
+  source: PythonSource;
+}
+
+/** What an interpreter said about itself. */
+export interface InterpreterFacts {
+  path: string;
+  /** `3.11.2`; empty when the interpreter was not run (sandboxed kernels: see `checkInterpreter`). */
+  version: string;
+  /** `6.17.0`; undefined when ipykernel cannot be imported, or the interpreter was not run. */
+  ipykernel: string | undefined;
+}
+
+/**
+ * The interpreter cannot run a kernel: it does not exist, does not run, or has no ipykernel. The message gives the
+ * exact command that installs ipykernel. The CLI exits 2.
+ */
+export class PythonInterpreterError extends KernelwardenError {
+  static override readonly brand: string = 'PythonInterpreterError';
+  readonly interpreter: string;
+
+  constructor(message: string, interpreter: string) {
+    super(message, { code: 'PYTHON_INTERPRETER' });
+    this.interpreter = interpreter;
+  }
+}
+
+/** The interpreter of a virtual environment directory. */
+function venvPython(dir: string): string {
+  return join(dir, 'bin', 'python');
+}
+
+/**
+ * The interpreter the kernels should run, in this order: `--python PATH`; the active virtual environment
+ * (`VIRTUAL_ENV`); a `.venv` directory in `cwd` or the nearest directory above it that has one. Undefined: the
+ * gateway's own `python3` kernelspec.
+ */
+export function choosePython(opts: {
+  flag: string | undefined;
+  env: Record<string, string | undefined>;
+  cwd: string;
+}): PythonChoice | undefined {
+  if (opts.flag !== undefined) return { path: resolve(opts.cwd, opts.flag), source: '--python' };
+  const active = opts.env.VIRTUAL_ENV;
+  if (active) return { path: venvPython(resolve(opts.cwd, active)), source: 'VIRTUAL_ENV' };
+  let dir = resolve(opts.cwd);
+  for (;;) {
+    const candidate = venvPython(join(dir, '.venv'));
+    if (existsSync(candidate)) return { path: candidate, source: '.venv' };
+    const parent = dirname(dir);
+    if (parent === dir) return undefined;
+    dir = parent;
+  }
+}
+
+/** How `choice` is named in messages: `--python /x/bin/python`, `/p/.venv/bin/python (the nearest .venv, in /p)`. */
+export function describeChoice(choice: PythonChoice): string {
+  if (choice.source === '--python') return `--python ${choice.path}`;
+  if (choice.source === 'VIRTUAL_ENV') return `${choice.path} (the active virtual environment, VIRTUAL_ENV)`;
+  return `${choice.path} (the nearest .venv, in ${dirname(dirname(dirname(choice.path)))})`;
+}
+
+/** Asks an interpreter its version and ipykernel's, without importing ipykernel (slow): its metadata says. */
+export const INTERPRETER_PROBE = [
+  'import sys, importlib.util',
+  'print(sys.version.split()[0])',
+  'version = ""',
+  'if importlib.util.find_spec("ipykernel") is not None:',
+  '    try:',
+  '        import importlib.metadata as m',
+  '        version = m.version("ipykernel")',
+  '    except Exception:',
+  '        version = "unknown version"',
+  'print(version)',
+].join('\n');
+
+/** Runs `path` once to learn its version and ipykernel's; undefined when it does not run. */
+export function probeInterpreter(path: string, timeoutMs = 20_000): InterpreterFacts | undefined {
+  const ran = spawnSync(path, ['-c', INTERPRETER_PROBE], { encoding: 'utf8', timeout: timeoutMs });
+  if (ran.status !== 0 || typeof ran.stdout !== 'string') return undefined;
+  return parseProbe(path, ran.stdout);
+}
+
+/** The facts in `INTERPRETER_PROBE`'s output. */
+export function parseProbe(path: string, stdout: string): InterpreterFacts {
+  const [version = '', ipykernel = ''] = stdout.split('\n');
+  return { path, version: version.trim(), ipykernel: ipykernel.trim() || undefined };
+}
+
+/**
+ * Whether the virtual environment `interpreter` belongs to has ipykernel, told from its files without running it:
+ * true or false for a virtual environment that sees only its own packages, undefined when the files cannot tell
+ * (not a virtual environment, or one that also sees the system's packages).
+ */
+export function venvHasIpykernel(interpreter: string): boolean | undefined {
+  const prefix = dirname(dirname(interpreter));
+  let config: string;
+  try {
+    config = readFileSync(join(prefix, 'pyvenv.cfg'), 'utf8');
+  } catch {
+    return undefined;
+  }
+  if (/^\s*include-system-site-packages\s*=\s*true\s*$/im.test(config)) return undefined;
+  try {
+    for (const lib of ['lib', 'lib64']) {
+      const dir = join(prefix, lib);
+      if (!existsSync(dir)) continue;
+      for (const version of readdirSync(dir)) {
+        if (existsSync(join(dir, version, 'site-packages', 'ipykernel', '__init__.py'))) return true;
+      }
+    }
+  } catch {
+    return undefined;
+  }
+  return false;
+}
+
+/**
+ * Checks that `choice` can run a kernel, at once, before any gateway or kernel starts; throws
+ * `PythonInterpreterError` with the command that fixes it.
+ *
+ * By default (the kernels run unsandboxed, as this process does) the interpreter is run once to ask it (`probe`).
+ * With `run: false` (`--hide` or a limit: the kernels run in a sandbox) it is never run outside the sandbox — a `.venv` in an
+ * untrusted checkout may hold any program — and only its virtual environment's files are looked at.
+ */
+export function checkInterpreter(
+  choice: PythonChoice,
+  opts: { run?: boolean; probe?: (path: string) => InterpreterFacts | undefined } = {},
+): InterpreterFacts {
+  const probe = opts.probe ?? probeInterpreter;
+  if (!existsSync(choice.path)) {
+    throw new PythonInterpreterError(
+      `the kernel's Python interpreter ${describeChoice(choice)} does not exist` +
+        (choice.source === '--python' ? '' : ': create the environment, or pass --python PATH'),
+      choice.path,
+    );
+  }
+  if (opts.run === false) {
+    if (venvHasIpykernel(choice.path) === false) throw noIpykernel(choice);
+    return { path: choice.path, version: '', ipykernel: undefined };
+  }
+  const facts = probe(choice.path);
+  if (!facts) {
+    throw new PythonInterpreterError(
+      `the kernel's Python interpreter ${describeChoice(choice)} does not run`,
+      choice.path,
+    );
+  }
+  if (!facts.ipykernel) throw noIpykernel(choice);
+  return facts;
+}
+
+function noIpykernel(choice: PythonChoice): PythonInterpreterError {
+  return new PythonInterpreterError(
+    `the kernel's Python interpreter ${describeChoice(choice)} has no ipykernel, which runs the kernel: ` +
+      `install it with\n  ${shellQuote(choice.path)} -m pip install ipykernel`,
+    choice.path,
+  );
+}
+
+function shellQuote(text: string): string {
+  return /^[\w@%+=:,./-]+$/.test(text) ? text : `'${text.replaceAll("'", "'\\''")}'`;
+}
+
+/** The name of the kernelspec that runs `interpreter`: `kw-py-` and 16 hex digits of its path. */
+export function interpreterSpecName(interpreter: string): string {
+  return `kw-py-${createHash('sha256').update(interpreter).digest('hex').slice(0, 16)}`;
+}
+
+/** The kernelspec of `interpreter` (ipykernel's own launch line). */
+export function interpreterSpec(interpreter: string): {
+  argv: string[];
+  display_name: string;
+  language: string;
+} {
+  return {
+    argv: [interpreter, '-m', 'ipykernel_launcher', '-f', '{connection_file}'],
+    display_name: `Python (${interpreter})`,
+    language: 'python',
+  };
+}
+
+/**
+ * Writes the kernelspec of `interpreter` into `kernelSpecDir` (the embedded gateway's), where the server finds it;
+ * the same interpreter always gets the same spec. Returns its name.
+ */
+export function installInterpreterSpec(kernelSpecDir: string, interpreter: string): string {
+  const name = interpreterSpecName(interpreter);
+  const dir = join(kernelSpecDir, name);
+  mkdirSync(dir, { recursive: true });
+  // Written whole, then renamed: a server listing kernelspecs meanwhile never reads half a file.
+  const temp = join(dir, `.kernel.json.${process.pid}.${randomBytes(4).toString('hex')}`);
+  writeFileSync(temp, `${JSON.stringify(interpreterSpec(interpreter), null, 2)}\n`);
+  renameSync(temp, join(dir, 'kernel.json'));
+  return name;
+}

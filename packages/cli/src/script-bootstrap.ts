@@ -1,0 +1,151 @@
+import { createHash, randomBytes } from 'node:crypto';
+import type { ExecuteResult } from '@kernelwarden/core';
+import type { Language } from './args.js';
+
+/**
+ * What makes a kernel of `kernelwarden run` behave like the interpreter it stands in for: code run silently on each
+ * new kernel of the command (its first, and any the watchdog restarts), before the script's cell.
+ *
+ * Python (IPython 8 and 9, ipykernel 6 and 7):
+ * - the cell whose text is the script's (matched by its SHA-256) is compiled under the script's name — its absolute
+ *   path, `<string>` for `-c`, `<stdin>` for `-` — instead of `Cell In[1]`: IPython's compiler is asked for the cell's
+ *   name, and answers with that one without recording it as a cell. The text is put in `linecache` under that name,
+ *   so source lines show even where the kernel cannot read the file (and for `-c`, as Python 3.13 shows them).
+ * - a traceback is Python's own (`Traceback (most recent call last):`, `File "job.py", line 5, in <module>`), from
+ *   the script's first frame (IPython's frames left out); a syntax error is Python's too.
+ * - `SystemExit` — `sys.exit(n)`, `raise SystemExit(n)`, and `exit()`/`quit()`, which raise it as in `python` (not
+ *   IPython's `ask_exit`) — ends the cell without a traceback or IPython's "To exit: use 'exit'…" warning; a
+ *   non-integer code is printed to stderr and becomes 1, as in `python`; the reply carries the status as its
+ *   `evalue` (`SystemExit`, `"3"`).
+ * - what the code sees does not change otherwise: the same namespace, `__name__ == '__main__'`, IPython's magics and
+ *   display of the last expression.
+ *
+ * R (IRkernel): `quit()`/`q()` stop the cell with an error the CLI recognises by a random marker and the status
+ * (`quit(status = 3)`), instead of IRkernel's `ask_exit`, which runs on; they are found before base's on the search
+ * path (an environment attached as `kernelwarden:run`), and run `.Last()` as base's do.
+ */
+export interface ScriptBootstrap {
+  /** Code for each new kernel of the script's language. */
+  readonly code: string;
+  /** The exit status the script asked for (`sys.exit(3)`, `quit(status = 3)`), or undefined when it did not. */
+  exitStatus(result: ExecuteResult): number | undefined;
+  /** True for the error output of such an exit (not shown: the interpreter shows none). */
+  isExit(error: { ename: string; evalue: string }): boolean;
+}
+
+/** The name a script's tracebacks give it: `python`'s (`<string>` for `-c`, `<stdin>` for `-`). */
+export type ScriptName = { kind: 'file'; path: string } | { kind: 'code' } | { kind: 'stdin' };
+
+function pythonLiteral(text: string): string {
+  // A JSON string is a Python string literal (the same escapes); U+2028/9 are fine in Python source.
+  return JSON.stringify(text);
+}
+
+function pythonBootstrap(name: ScriptName, code: string): string {
+  const filename = name.kind === 'file' ? name.path : name.kind === 'code' ? '<string>' : '<stdin>';
+  const digest = createHash('sha256').update(code, 'utf8').digest('hex');
+  return `def __kernelwarden_run_setup(filename, digest, register):
+    import hashlib, linecache, sys, traceback, warnings
+    ip = get_ipython()
+    warnings.filterwarnings('ignore', message="To exit: use 'exit', 'quit', or Ctrl-D.")
+    compiler = ip.compile
+    cache = compiler.cache
+    def named_cache(transformed_code, number=0, raw_code=None):
+        raw = transformed_code if raw_code is None else raw_code
+        if hashlib.sha256(raw.encode('utf-8', 'surrogatepass')).hexdigest() != digest:
+            return cache(transformed_code, number, raw_code)
+        if register:
+            linecache.cache[filename] = (len(raw), None, [line + '\\n' for line in raw.splitlines()], filename)
+        return filename
+    compiler.cache = named_cache
+    def exit_status(value):
+        code = value.code
+        if code is None:
+            return 0
+        if isinstance(code, int):
+            return int(code)
+        print(code, file=sys.stderr)
+        return 1
+    def script_frames(tb):
+        first = tb
+        while first is not None and first.tb_frame.f_code.co_filename != filename:
+            first = first.tb_next
+        return first or tb
+    show = ip.showtraceback
+    def showtraceback(exc_tuple=None, *args, **kwargs):
+        try:
+            etype, value, tb = exc_tuple if exc_tuple is not None else sys.exc_info()
+            if etype is None:
+                return show(exc_tuple, *args, **kwargs)
+            if issubclass(etype, SystemExit):
+                value.args = (exit_status(value),)
+                return None
+            lines = traceback.format_exception(etype, value, script_frames(tb))
+            ip._showtraceback(etype, value, [''.join(lines).rstrip('\\n')])
+        except Exception:
+            return show(exc_tuple, *args, **kwargs)
+    def showsyntaxerror(*args, **kwargs):
+        etype, value, tb = sys.exc_info()
+        try:
+            ip._showtraceback(etype, value, [''.join(traceback.format_exception_only(etype, value)).rstrip('\\n')])
+        except Exception:
+            return show()
+    ip.showtraceback = showtraceback
+    ip.showsyntaxerror = showsyntaxerror
+    class Quitter:
+        def __init__(self, name):
+            self.name = name
+        def __repr__(self):
+            return 'Use %s() or Ctrl-D (i.e. EOF) to exit' % self.name
+        def __call__(self, code=None):
+            raise SystemExit(code)
+    ip.user_ns['exit'] = Quitter('exit')
+    ip.user_ns['quit'] = Quitter('quit')
+__kernelwarden_run_setup(${pythonLiteral(filename)}, ${pythonLiteral(digest)}, True)
+del __kernelwarden_run_setup
+`;
+}
+
+function rBootstrap(marker: string): string {
+  return `local({
+  quitter <- function(save = "default", status = 0, runLast = TRUE) {
+    if (isTRUE(runLast) && exists(".Last", envir = .GlobalEnv, inherits = FALSE)) get(".Last", envir = .GlobalEnv)()
+    status <- suppressWarnings(as.integer(status))
+    if (length(status) != 1L || is.na(status)) status <- 0L
+    stop(structure(class = c("kernelwarden_exit", "error", "condition"),
+      list(message = paste("${marker}", status), call = NULL)))
+  }
+  env <- new.env()
+  assign("quit", quitter, envir = env)
+  assign("q", quitter, envir = env)
+  if ("kernelwarden:run" %in% search()) detach("kernelwarden:run", character.only = TRUE)
+  attach(env, name = "kernelwarden:run", warn.conflicts = FALSE)
+})
+`;
+}
+
+/** The bootstrap of `kernelwarden run` for a script in `language`, named `name`, whose text is `code`. */
+export function scriptBootstrap(language: Language, name: ScriptName, code: string): ScriptBootstrap {
+  if (language === 'python') {
+    return {
+      code: pythonBootstrap(name, code),
+      exitStatus: (result) => {
+        if (result.error?.ename !== 'SystemExit') return undefined;
+        const status = Number.parseInt(result.error.evalue, 10);
+        // As the operating system does with python's status: the low 8 bits (sys.exit(256) exits 0, -1 is 255).
+        return Number.isInteger(status) ? status & 0xff : 1;
+      },
+      isExit: (error) => error.ename === 'SystemExit',
+    };
+  }
+  const marker = `kernelwarden-exit-${randomBytes(8).toString('hex')}`;
+  const pattern = new RegExp(`${marker} (-?\\d+)`);
+  return {
+    code: rBootstrap(marker),
+    exitStatus: (result) => {
+      const match = result.error ? pattern.exec(result.error.evalue) : null;
+      return match ? Number(match[1]) & 0xff : undefined;
+    },
+    isExit: (error) => pattern.test(error.evalue),
+  };
+}

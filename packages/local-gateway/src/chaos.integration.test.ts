@@ -115,8 +115,12 @@ function allowed(cell: PlannedCell, session: number, index: number, outcome: Out
       // The interpreter died under the cell.
       return died;
     case 'interrupt':
+      // KeyboardInterrupt; or, when SIGINT lands in ipykernel's own handling of the request (seen on ipykernel 7),
+      // the kernel goes idle without a reply and the cell ends as a missing reply.
       return (
-        'result' in outcome && outcome.result.status === 'error' && outcome.result.error?.ename === 'KeyboardInterrupt'
+        'result' in outcome &&
+        outcome.result.status === 'error' &&
+        (outcome.result.error?.ename === 'KeyboardInterrupt' || outcome.result.error?.ename === MISSING_REPLY_ENAME)
       );
     case 'timeout':
       return 'result' in outcome && outcome.result.timedOut && outcome.result.cancelled;

@@ -21,6 +21,8 @@ function ratio(v) {
 }
 
 function tableOf(section) {
+  // A section with columns of its own (the load section) brings its table.
+  if (section.table) return section.table;
   const ratios = section.ratioColumns ?? [];
   const extras = section.extraColumns ?? [];
   const head = [

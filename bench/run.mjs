@@ -8,7 +8,7 @@
 // Not a test: no asserts, but it exits non-zero when a client crashes.
 //
 // Options: --rounds N (300), --only a,b (sections: import, roundtrip, coldstart, interrupt, output [= output-20mb,
-//          output-lines], packages),
+//          output-lines], packages, load), --load-sizes 8,32,64 (sessions at once in the load section),
 //          --imports N (15: fresh processes per package in the import section), --cli-runs N (10: warm CLI runs),
 //          --cold N (10), --interrupts N (5), --output-reps N (3), --output-timeout SECONDS (per scenario: 120 / 180),
 //          --update-readme, --keep (keep the temp dir).
@@ -22,6 +22,7 @@ import { CLIENTS, ZMQ_FLOOR_LABEL } from './clients/catalog.mjs';
 import { JupyterLabClient } from './clients/jupyterlab.mjs';
 import { loadGatewayKernel, loadLocalGatewayServerConfig } from './clients/kernelwarden.mjs';
 import { listKernels, NODELAY_CONFIG, processesMentioning, startServer } from './jupyter-servers.mjs';
+import { loadSection } from './load.mjs';
 import { describeMachine, machineLine } from './machine.mjs';
 import { OUTPUT_SCENARIOS } from './output-scenarios.mjs';
 import { renderMarkdown, renderText, updateReadme } from './report.mjs';
@@ -38,6 +39,7 @@ const { values: args } = parseArgs({
     'cli-runs': { type: 'string', default: '10' },
     'output-reps': { type: 'string', default: '3' },
     'output-timeout': { type: 'string' },
+    'load-sizes': { type: 'string', default: '8,32,64' },
     'update-readme': { type: 'boolean', default: false },
     keep: { type: 'boolean', default: false },
   },
@@ -52,7 +54,7 @@ const WARMUP = 20;
 const BLOCK = 10;
 const PACKAGE_BENCH_TIMEOUT_MS = 180_000;
 const sections = new Set(
-  (args.only ?? 'import,cli,roundtrip,coldstart,interrupt,output,packages').split(',').map((s) => s.trim()),
+  (args.only ?? 'import,cli,roundtrip,coldstart,interrupt,output,packages,load').split(',').map((s) => s.trim()),
 );
 
 const REPO = new URL('..', import.meta.url).pathname;
@@ -775,6 +777,10 @@ try {
   if (sections.has('interrupt')) await interruptLatency(stock, nodelay);
   if ([...sections].some((s) => s.startsWith('output'))) await outputCells(raised);
   if (sections.has('packages')) await packageBenches(stock);
+  if (sections.has('load')) {
+    const sizes = args['load-sizes'].split(',').map((n) => Number(n.trim()));
+    results.sections.push(await loadSection({ root, stock, sizes, log, crashed }));
+  }
   for (const server of servers) {
     const left = await listKernels(server).catch(() => []);
     if (left.length) log(`note: ${left.length} kernel(s) still listed by ${server.name}; deleting them`);

@@ -13,6 +13,13 @@ export interface KernelOwnership {
   created(id: string): void;
   /** Called after each confirmed delete (2xx, 404 or 410). */
   deleted(id: string): void;
+  /**
+   * Called before a create that asks for kernel id `id` is sent: from then on a kernel may exist under it, even if
+   * this process dies before the answer. `created` (the server honoured the id) or `notCreated` follows.
+   */
+  creating?(id: string): void;
+  /** The create that asked for `id` made no kernel under it: refused, or the server named its kernel otherwise. */
+  notCreated?(id: string): void;
 }
 
 /**

@@ -192,8 +192,9 @@ export class GatewayClient {
    * is honoured by Kernel Gateway (`KERNEL_*` variables), not by jupyter-server.
    *
    * `kernelId` asks for that id (a UUID): jupyter-server 2.x and the embedded gateway honour it, 1.x ignores it (the
-   * answer's `id` says which). With `ownership`, the id is recorded before the request is sent, so that a process
-   * that dies while its create is in flight leaves the kernel to the gateway's orphan sweep. `waitMs` is how long the
+   * answer's `id` says which). `ownership.creating(kernelId)` is told before the request is sent (a lease records the
+   * id as this process's, so that a process that dies while its create is in flight leaves the kernel to the
+   * gateway's orphan sweep), and `ownership.notCreated(kernelId)` when no kernel got that id. `waitMs` is how long the
    * embedded gateway's start queue may hold this create before answering 503 (other servers ignore it).
    */
   async createKernel(
@@ -205,18 +206,18 @@ export class GatewayClient {
     if (spec.env !== undefined) body.env = spec.env;
     if (spec.kernelId !== undefined) {
       body.kernel_id = spec.kernelId;
-      this.ownership?.created(spec.kernelId);
+      this.ownership?.creating?.(spec.kernelId);
     }
     if (spec.waitMs !== undefined) body.kernelwarden_wait_ms = Math.max(0, Math.floor(spec.waitMs));
     // Unanswered (a deadline, an abort, a lost connection): the chosen id's record stays, since the kernel may exist;
     // whoever gave up deletes it by that id.
     const res = await this.#request('POST', '/api/kernels', { ...opts, body }, 'any');
     if (!res.ok) {
-      if (spec.kernelId !== undefined) this.ownership?.deleted(spec.kernelId);
+      if (spec.kernelId !== undefined) this.ownership?.notCreated?.(spec.kernelId);
       throw this.#createRefused(res, spec.name);
     }
     const model = this.#parse(schemas().kernelModel, this.#json(res, 'POST /api/kernels'), 'POST /api/kernels');
-    if (spec.kernelId !== undefined && model.id !== spec.kernelId) this.ownership?.deleted(spec.kernelId);
+    if (spec.kernelId !== undefined && model.id !== spec.kernelId) this.ownership?.notCreated?.(spec.kernelId);
     this.ownership?.created(model.id);
     return model;
   }

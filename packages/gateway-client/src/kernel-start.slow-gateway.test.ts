@@ -151,6 +151,35 @@ describe('createKernel on a gateway slower than the REST deadline', () => {
     expect(gateway.requests.filter((r) => r.method === 'DELETE').map((r) => r.url)).toContain(`/api/kernels/${chosen}`);
   });
 
+  it('tells ownership of the chosen id before the create is sent, and which id the kernel got', async () => {
+    for (const honourId of [true, false]) {
+      const gateway = await slowGateway({ createDelayMs: 50, honourId });
+      const calls: string[] = [];
+      let postsWhenCreating = -1;
+      const client = new GatewayClient({
+        baseUrl: gateway.baseUrl,
+        ownership: {
+          creating: (id) => {
+            postsWhenCreating = gateway.requests.filter((r) => r.method === 'POST').length;
+            calls.push(`creating ${id}`);
+          },
+          notCreated: (id) => calls.push(`notCreated ${id}`),
+          created: (id) => calls.push(`created ${id}`),
+          deleted: (id) => calls.push(`deleted ${id}`),
+        },
+      });
+      using scope = abortScope({ timeoutMs: 10_000 });
+      const model = await createKernel(client, startOpts(10_000), scope);
+      const chosen = gateway.requests.find((r) => r.method === 'POST')?.body?.kernel_id as string;
+      expect(postsWhenCreating).toBe(0);
+      expect(calls).toEqual(
+        honourId
+          ? [`creating ${chosen}`, `created ${chosen}`]
+          : [`creating ${chosen}`, `notCreated ${chosen}`, `created ${model.id}`],
+      );
+    }
+  });
+
   it('a gateway at capacity fails the create with GatewayCapacityError at once, not retried', async () => {
     const gateway = await slowGateway({
       createDelayMs: 0,

@@ -47,8 +47,9 @@ const CLAIM_ATTEMPTS = 3;
  * handshake while `watchKernelStart` looks for a death, then the environment step (`cwd`, `env`) and the prelude —
  * all under one deadline (`startupTimeoutMs`) and the caller's signal. On a gateway with a start queue
  * (`client.startQueue`, the embedded gateway), the time the create waited for its turn (`kernelwarden_queued_ms` in
- * its answer) is not part of that deadline: it is bounded by the queue's own timeout. Any failure after the kernel exists shuts it
- * down (socket closed, pending settled, DELETE sent); a start that failed on its own waits for that first DELETE, an
+ * its answer) is not part of that deadline: it is bounded by the queue's own timeout. A deadline that runs out before
+ * a kernel was created or answered rejects with `GatewayBusyError`. Any failure after the kernel exists shuts it down
+ * (socket closed, pending settled, DELETE sent); a start that failed on its own waits for that first DELETE, an
  * aborted one rejects at once with the signal's reason, and an unconfirmed DELETE is retried in the background.
  */
 export async function startKernel<K>(

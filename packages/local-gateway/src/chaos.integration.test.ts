@@ -115,8 +115,12 @@ function allowed(cell: PlannedCell, session: number, index: number, outcome: Out
       // The interpreter died under the cell.
       return died;
     case 'interrupt':
+      // KeyboardInterrupt; or, when SIGINT lands in ipykernel's own handling of the request (seen on ipykernel 7),
+      // the kernel goes idle without a reply and the cell ends as a missing reply.
       return (
-        'result' in outcome && outcome.result.status === 'error' && outcome.result.error?.ename === 'KeyboardInterrupt'
+        'result' in outcome &&
+        outcome.result.status === 'error' &&
+        (outcome.result.error?.ename === 'KeyboardInterrupt' || outcome.result.error?.ename === MISSING_REPLY_ENAME)
       );
     case 'timeout':
       return 'result' in outcome && outcome.result.timedOut && outcome.result.cancelled;
@@ -203,8 +207,10 @@ describe(`chaos on the real stack (seed ${SEED}; replay with KERNELWARDEN_CHAOS_
                   `seed ${SEED} session ${session} cell ${index} (${cell.kind}, fault ${cell.fault} at ${cell.delayMs} ms): ${describeOutcome(outcome)}${'hung' in outcome ? `\n    ${trail.slice(-25).join('\n    ')}` : ''}`,
                 );
               }
-              // A kill may land as the cell ends: the next cell can still meet the restart.
-              afterKill = died || cell.fault === 'kill';
+              // A kill may land as the cell ends: later cells can still meet the restart, until one is answered by the
+              // new interpreter (a cell cut by its deadline proves nothing).
+              const answered = 'result' in outcome && !outcome.result.cancelled;
+              afterKill = died || cell.fault === 'kill' || (afterKill && !answered);
               if ('hung' in outcome) break;
               // A cell after a kill runs on the restarted interpreter; one after a timeout waits for the interrupt.
               if (!kernel.isAlive()) break;

@@ -148,6 +148,12 @@ export function makeLease(
       recordOwner(layout.owners, id);
     },
     deleted: (id) => forgetOwner(layout.owners, id),
+    // A create's own id, recorded before the request leaves: a process that dies mid-create leaves its kernel to the
+    // orphan sweep.
+    creating: (id) => {
+      recordOwner(layout.owners, id);
+    },
+    notCreated: (id) => forgetOwner(layout.owners, id),
   };
   const lease: LocalGatewayLease = {
     baseUrl: info.baseUrl,

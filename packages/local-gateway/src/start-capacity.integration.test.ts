@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { mkdirSync, readdirSync } from 'node:fs';
+import { mkdirSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import {
   GatewayBusyError,
@@ -164,19 +164,29 @@ describe('LocalGateway start capacity', () => {
 
   it("a start's wait for its turn in the queue does not count toward its startupTimeoutMs", async () => {
     const { lease, client } = await acquire('turns', { maxConcurrentStarts: 1 });
-    const began = performance.now();
-    const kernels = await Promise.all(
-      Array.from({ length: 6 }, () => GatewayKernel.start({ gateway: lease, startupTimeoutMs: 2_500 })),
+    // A kernelspec whose interpreter starts 8 s late holds the one start slot that long.
+    const python = (await client.kernelSpecs()).kernelspecs.python3?.spec;
+    expect(python).toBeDefined();
+    mkdirSync(join(lease.kernelSpecDir, 'slow-python'), { recursive: true });
+    writeFileSync(
+      join(lease.kernelSpecDir, 'slow-python', 'kernel.json'),
+      JSON.stringify({
+        argv: ['sh', '-c', 'sleep 8; exec "$0" "$@"', ...(python?.argv ?? [])],
+        display_name: 'slow python',
+        language: 'python',
+      }),
     );
-    const tookMs = performance.now() - began;
+    const slow = client.createKernel({ name: 'slow-python' });
+    await settle(300);
+    const began = performance.now();
+    const kernel = await GatewayKernel.start({ gateway: lease, startupTimeoutMs: 6_000 });
     try {
-      // One at a time: the last one waited for five others, longer than its own deadline.
-      expect(tookMs).toBeGreaterThan(2_500);
-      expect(new Set(kernels.map((k) => k.id)).size).toBe(6);
-      const answers = await Promise.all(kernels.map((k) => k.execute('1 + 1')));
-      expect(answers.every((r) => r.status === 'ok')).toBe(true);
+      // It waited for the slow kernel's turn (longer than its own deadline), then started within it.
+      expect(performance.now() - began).toBeGreaterThan(6_000);
+      expect((await kernel.execute('1 + 1')).status).toBe('ok');
     } finally {
-      await Promise.all(kernels.map((k) => k.shutdown()));
+      await kernel.shutdown();
+      await client.deleteKernel((await slow).id);
     }
     expect(await kernelIds(client)).toEqual([]);
   });

@@ -261,7 +261,6 @@ const ESCAPES: Record<string, string> = {
 
 /** A string as `json.dumps(..., ensure_ascii=False)` writes it. */
 export function pyJsonString(s: string): string {
-  // biome-ignore lint/suspicious/noControlCharactersInRegex: the control characters JSON must escape
   return `"${s.replace(/["\\\u0000-\u001f]/g, (c) => ESCAPES[c] ?? `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`)}"`;
 }
 

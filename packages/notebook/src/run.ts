@@ -3,6 +3,7 @@ import {
   abortScope,
   type Clock,
   type ExecuteResult,
+  effectiveTimeout,
   InvalidOptionsError,
   isClock,
   isTimeoutError,
@@ -10,6 +11,7 @@ import {
   type Output,
   parseOptions,
   systemClock,
+  type Timer,
 } from '@kernelwarden/core';
 import { KernelSupervisor, KernelUnavailableError } from '@kernelwarden/supervisor';
 import { createWatchdog, type Watchdog } from '@kernelwarden/watchdog';
@@ -34,10 +36,10 @@ export const SKIP_EXECUTION_TAG = 'skip-execution';
 export const RAISES_EXCEPTION_TAG = 'raises-exception';
 
 /** What a run needs of a `KernelSession` (`@kernelwarden/supervisor`): `execute`, and its supervisor for `language_info`. */
-export interface NotebookSession {
+export interface NotebookSession<L extends string = string> {
   execute(
     code: string,
-    opts: { language?: string; cellId?: string; origin?: string; onOutput?: (o: Output) => void; signal?: AbortSignal },
+    opts: { language?: L; cellId?: string; origin?: string; onOutput?: (o: Output) => void; signal?: AbortSignal },
   ): Promise<ExecuteResult>;
   readonly supervisor?: { lease(slot: string): { kernel: unknown } | undefined };
 }
@@ -57,7 +59,7 @@ export interface RunNotebookOptions {
    * The session to run the cells in (the CLI's and MCP server's: its executor — the watchdog — bounds each cell).
    * Exactly one of `session` and `kernel` is required.
    */
-  session?: NotebookSession;
+  session?: NotebookSession<any>;
   /**
    * A kernel to run the cells on, under a watchdog made for the run (`cellTimeoutMs`, `interruptGraceMs`,
    * `killGraceMs`): a cell that overruns is interrupted, then the kernel killed and restarted. The kernel stays the
@@ -276,6 +278,7 @@ export async function runNotebook(notebook: unknown, options: RunNotebookOptions
       cell,
     });
 
+  let startBudget: (() => void) | undefined;
   const execute = async (cell: CodeCell, cellId: string, onOutput: (o: Output) => void): Promise<Outcome> => {
     if (watchdog && supervisor) {
       try {
@@ -302,18 +305,37 @@ export async function runNotebook(notebook: unknown, options: RunNotebookOptions
       }
     }
     const session = opts.session!;
-    const scope = abortScope({ signal: opts.signal, timeoutMs: opts.cellTimeoutMs, clock });
+    // The budget starts when the cell is sent (the tap sees it go), so that starting the kernel or waiting for the
+    // session's turn is not counted; without a tap it starts with the call.
+    const budget = new AbortController();
+    let timedOut = false;
+    let timer: Timer | undefined;
+    const begin = () => {
+      if (timer || budget.signal.aborted) return;
+      const ms = effectiveTimeout(opts.cellTimeoutMs);
+      if (ms === undefined) return;
+      timer = clock.setTimer(() => {
+        timedOut = true;
+        budget.abort(new DOMException(`cell exceeded ${ms} ms`, 'TimeoutError'));
+      }, ms);
+    };
+    startBudget = begin;
+    if (!opts.tap) begin();
+    const scope = abortScope({ signal: opts.signal, clock });
+    const onAbort = () => budget.abort(scope.signal.reason);
+    scope.signal.addEventListener('abort', onAbort, { once: true });
+    if (scope.signal.aborted) onAbort();
     try {
       const result = await session.execute(cell.source, {
         language,
         cellId,
         origin: opts.origin ?? 'notebook',
         onOutput,
-        signal: scope.signal,
+        signal: budget.signal,
       });
       const unavailable = KernelUnavailableError.fromResult(result);
       if (unavailable) return { kind: 'kernel', message: unavailable.message, cause: unavailable, result };
-      if (scope.timedOut) return { kind: 'timeout', result, kernelReset: result.error === undefined };
+      if (timedOut) return { kind: 'timeout', result, kernelReset: result.error === undefined };
       if (result.timedOut) return { kind: 'timeout', result, kernelReset: false };
       if (result.cancelled) {
         if (opts.signal?.aborted) return { kind: 'aborted', reason: opts.signal.reason, result };
@@ -326,7 +348,7 @@ export async function runNotebook(notebook: unknown, options: RunNotebookOptions
       }
       return { kind: 'result', result };
     } catch (error) {
-      if (scope.timedOut) return { kind: 'timeout', kernelReset: true, cause: error };
+      if (timedOut) return { kind: 'timeout', kernelReset: true, cause: error };
       if (opts.signal?.aborted) return { kind: 'aborted', reason: opts.signal.reason };
       if (isTimeoutError(error)) return { kind: 'timeout', kernelReset: true, cause: error };
       return {
@@ -335,6 +357,9 @@ export async function runNotebook(notebook: unknown, options: RunNotebookOptions
         cause: error,
       };
     } finally {
+      timer?.cancel();
+      startBudget = undefined;
+      scope.signal.removeEventListener('abort', onAbort);
       scope.dispose();
     }
   };
@@ -376,7 +401,11 @@ export async function runNotebook(notebook: unknown, options: RunNotebookOptions
         // ignored, as for onCell
       }
     };
-    const unwatch = opts.tap?.watch(cellId, (msg) => sink.message(msg));
+    const unwatch = opts.tap?.watch(
+      cellId,
+      (msg) => sink.message(msg),
+      () => startBudget?.(),
+    );
     const started = clock.now();
     const startedAt = new Date();
     let outcome: Outcome;

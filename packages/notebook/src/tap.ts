@@ -28,9 +28,10 @@ export interface MessageTap {
   wrap(Base?: WebSocketClass): WebSocketClass;
   /**
    * Reports the messages of the cell sent with `ExecuteOptions.cellId === cellId` (its `execute_request` metadata)
-   * to `listener` until the returned function is called. Watch before the cell is sent.
+   * to `listener` until the returned function is called, and calls `onSent` when its `execute_request` goes out on
+   * a socket. Watch before the cell is sent.
    */
-  watch(cellId: string, listener: TapListener): () => void;
+  watch(cellId: string, listener: TapListener, onSent?: () => void): () => void;
   /** How many cells are watched now. */
   readonly watching: number;
 }
@@ -71,6 +72,8 @@ const OUTPUT_TYPES = new Set(['execute_result', 'display_data', 'update_display_
 export function createMessageTap(): MessageTap {
   /** cell id → listener */
   const byCell = new Map<string, TapListener>();
+  /** cell id → called when its request is sent */
+  const sent = new Map<string, () => void>();
   /** execute_request msg_id → cell id */
   const byMsg = new Map<string, string>();
 
@@ -88,7 +91,14 @@ export function createMessageTap(): MessageTap {
     }
     if (msg.header.msg_type !== 'execute_request') return;
     const cellId = msg.metadata.cellId;
-    if (typeof cellId === 'string' && byCell.has(cellId)) byMsg.set(msg.header.msg_id, cellId);
+    if (typeof cellId === 'string' && byCell.has(cellId)) {
+      byMsg.set(msg.header.msg_id, cellId);
+      try {
+        sent.get(cellId)?.();
+      } catch {
+        // as for listeners
+      }
+    }
   };
 
   const incoming = (socket: Socket, data: unknown) => {
@@ -119,11 +129,13 @@ export function createMessageTap(): MessageTap {
     get watching() {
       return byCell.size;
     },
-    watch(cellId, listener) {
+    watch(cellId, listener, onSent) {
       byCell.set(cellId, listener);
+      if (onSent) sent.set(cellId, onSent);
       return () => {
         if (byCell.get(cellId) !== listener) return;
         byCell.delete(cellId);
+        sent.delete(cellId);
         for (const [msgId, id] of byMsg) if (id === cellId) byMsg.delete(msgId);
       };
     },

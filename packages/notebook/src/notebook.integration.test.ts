@@ -245,6 +245,35 @@ for job in json.load(sys.stdin):
     });
   }
 
+  it('the corpus exercises what it names: updated displays, cleared outputs, skipped cells, injected parameters', () => {
+    type Out = { output_type: string; text?: string[]; data?: Record<string, string[] | string> };
+    type Nb = { nbformat_minor: number; cells: { id?: string; execution_count: number | null; outputs?: Out[]; metadata: { tags?: string[] } }[] };
+    const get = (name: string) => JSON.parse(ours.get(name)!) as Nb;
+    const md = (o: Out | undefined) => [o?.data?.['text/markdown']].flat().join('');
+    const display = get(names[1]!);
+    expect(display.cells[0]!.outputs![0]!.data!['text/html']).toEqual(['<i>updated</i>']);
+    expect(md(display.cells[1]!.outputs![0])).toBe('final shared');
+    expect(md(display.cells[2]!.outputs![0])).toBe('final shared');
+    expect(display.cells[3]!.outputs!.map((o) => o.output_type)).toEqual(['stream']);
+    expect(display.cells[5]!.outputs!.map((o) => o.output_type)).toEqual(['display_data', 'execute_result']);
+    const cleared = get(names[2]!);
+    expect(cleared.cells[0]!.outputs!.map((o) => o.text?.join(''))).toEqual(['kept\n']);
+    expect(cleared.cells[1]!.outputs!.map((o) => o.text?.join(''))).toEqual(['new\n']);
+    expect(cleared.cells[2]!.outputs!.map((o) => o.data?.['text/plain'])).toEqual([["'b'"]]);
+    const basics = get(names[0]!);
+    expect(basics.cells.map((c) => c.execution_count)).toEqual([undefined, 1, 2, 7, 9, 3, 4, 5, 6]);
+    expect(basics.cells[2]!.outputs!.map((o) => o.output_type)).toEqual(['stream', 'stream', 'stream', 'execute_result']);
+    expect(basics.cells[4]!.outputs![0]!.text).toEqual(['kept\n']);
+    const v44 = get(names[3]!);
+    expect(v44.nbformat_minor).toBe(4);
+    expect(v44.cells.every((c) => c.id === undefined)).toBe(true);
+    const params = get(names[4]!);
+    expect(params.cells[2]!.metadata.tags).toEqual(['injected-parameters']);
+    expect(params.cells[3]!.outputs![0]!.text!.join('')).toBe(
+      "0.6 'wörld \"quoted\" \\\\ back\\n😀' True [1, 2.5, None] {'k': 'v', 'n': [False]} 12345678901234567890 3\n",
+    );
+  });
+
   it('records nbclient timing keys from the kernel messages, and language_info from the kernel', () => {
     const nb = JSON.parse(ours.get(names[0]!)!) as {
       metadata: { language_info: { name: string } };

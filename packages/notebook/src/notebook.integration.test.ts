@@ -247,7 +247,10 @@ for job in json.load(sys.stdin):
 
   it('the corpus exercises what it names: updated displays, cleared outputs, skipped cells, injected parameters', () => {
     type Out = { output_type: string; text?: string[]; data?: Record<string, string[] | string> };
-    type Nb = { nbformat_minor: number; cells: { id?: string; execution_count: number | null; outputs?: Out[]; metadata: { tags?: string[] } }[] };
+    type Nb = {
+      nbformat_minor: number;
+      cells: { id?: string; execution_count: number | null; outputs?: Out[]; metadata: { tags?: string[] } }[];
+    };
     const get = (name: string) => JSON.parse(ours.get(name)!) as Nb;
     const md = (o: Out | undefined) => [o?.data?.['text/markdown']].flat().join('');
     const display = get(names[1]!);
@@ -262,7 +265,12 @@ for job in json.load(sys.stdin):
     expect(cleared.cells[2]!.outputs!.map((o) => o.data?.['text/plain'])).toEqual([["'b'"]]);
     const basics = get(names[0]!);
     expect(basics.cells.map((c) => c.execution_count)).toEqual([undefined, 1, 2, 7, 9, 3, 4, 5, 6]);
-    expect(basics.cells[2]!.outputs!.map((o) => o.output_type)).toEqual(['stream', 'stream', 'stream', 'execute_result']);
+    expect(basics.cells[2]!.outputs!.map((o) => o.output_type)).toEqual([
+      'stream',
+      'stream',
+      'stream',
+      'execute_result',
+    ]);
     expect(basics.cells[4]!.outputs![0]!.text).toEqual(['kept\n']);
     const v44 = get(names[3]!);
     expect(v44.nbformat_minor).toBe(4);

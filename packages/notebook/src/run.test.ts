@@ -1,0 +1,159 @@
+import { type ExecuteResult, emptyResult, InvalidOptionsError } from '@kernelwarden/core';
+import { RecordingKernel } from '@kernelwarden/testkit';
+import { describe, expect, it } from 'vitest';
+import {
+  type CellReport,
+  loadNotebook,
+  type Notebook,
+  NotebookCellError,
+  NotebookOutputs,
+  runNotebook,
+} from './index.js';
+
+const code = (id: string, source: string, extra: Record<string, unknown> = {}) => ({
+  cell_type: 'code',
+  id,
+  metadata: {},
+  source,
+  execution_count: null,
+  outputs: [],
+  ...extra,
+});
+
+/** A kernel that prints its code's `print:` text, raises on `raise:`, and counts executions as a kernel does. */
+function scriptedKernel(): RecordingKernel {
+  let count = 0;
+  return new RecordingKernel('nb', {
+    execute: (source, opts) => {
+      count++;
+      const result: ExecuteResult = { ...emptyResult(opts.cellId), status: 'ok', executionCount: count };
+      if (source.startsWith('print:')) {
+        const output = { type: 'stream' as const, name: 'stdout' as const, text: `${source.slice(6)}\n` };
+        opts.onOutput?.(output);
+        return { ...result, stdout: output.text, outputs: [output] };
+      }
+      if (source.startsWith('raise:')) {
+        const error = { ename: 'ValueError', evalue: source.slice(6), traceback: ['tb'] };
+        opts.onOutput?.({ type: 'error', ...error });
+        return { ...result, status: 'error', error, outputs: [{ type: 'error', ...error }] };
+      }
+      return result;
+    },
+  });
+}
+
+describe('runNotebook on a kernel handle', () => {
+  it('runs code cells in order, numbers them 1..N, keeps skipped cells as they are, and reports each cell', async () => {
+    const kernel = scriptedKernel();
+    const reports: CellReport[] = [];
+    const stale = [{ output_type: 'stream', name: 'stdout', text: 'stale\n' }];
+    const run = await runNotebook(
+      {
+        nbformat: 4,
+        nbformat_minor: 5,
+        metadata: {},
+        cells: [
+          code('a', 'print:one'),
+          { cell_type: 'markdown', id: 'm', metadata: {}, source: 'text' },
+          code('b', '  \n', { execution_count: 4, outputs: stale }),
+          code('c', 'print:skipped', { metadata: { tags: ['skip-execution'] }, execution_count: 5, outputs: stale }),
+          code('d', 'raise:allowed', { metadata: { tags: ['raises-exception'] } }),
+          code('e', 'print:two'),
+        ],
+      },
+      { kernel, cellTimeoutMs: 0, onCell: (r) => reports.push(r) },
+    );
+    expect(reports.map((r) => [r.status, r.skipReason ?? null, r.executionCount])).toEqual([
+      ['ok', null, 1],
+      ['skipped', 'not-code', null],
+      ['skipped', 'blank', 4],
+      ['skipped', 'skip-execution', 5],
+      ['error', null, 2],
+      ['ok', null, 3],
+    ]);
+    const cells = run.notebook.cells as unknown as { outputs?: unknown[] }[];
+    expect(cells[0]!.outputs).toEqual([{ output_type: 'stream', name: 'stdout', text: 'one\n' }]);
+    expect(cells[2]!.outputs).toEqual(stale);
+    expect(cells[3]!.outputs).toEqual(stale);
+    expect(cells[4]!.outputs).toEqual([
+      { output_type: 'error', ename: 'ValueError', evalue: 'allowed', traceback: ['tb'] },
+    ]);
+    expect(kernel.isAlive()).toBe(true);
+  });
+
+  it('stops at the first error not allowed, naming the cell; allowErrorNames lets a named error through', async () => {
+    const nb = {
+      nbformat: 4,
+      nbformat_minor: 5,
+      metadata: {},
+      cells: [code('a', 'print:one'), code('b', 'raise:boom'), code('c', 'print:never')],
+    };
+    const error = await runNotebook(nb, { kernel: scriptedKernel(), cellTimeoutMs: 0 }).catch((e: unknown) => e);
+    expect(NotebookCellError.isInstance(error)).toBe(true);
+    const e = error as NotebookCellError;
+    expect([e.cellIndex, e.cellId, e.ename, e.evalue]).toEqual([1, 'b', 'ValueError', 'boom']);
+    expect(e.result?.cells.map((c) => c.status)).toEqual(['ok', 'error', 'skipped']);
+    const run = await runNotebook(nb, { kernel: scriptedKernel(), cellTimeoutMs: 0, allowErrorNames: ['ValueError'] });
+    expect(run.cells.map((c) => c.status)).toEqual(['ok', 'error', 'ok']);
+  });
+
+  it('refuses bad options with InvalidOptionsError naming the field, before anything runs', async () => {
+    const kernel = scriptedKernel();
+    const nb = { nbformat: 4, nbformat_minor: 5, metadata: {}, cells: [code('a', 'print:x')] };
+    const cases: [object, string][] = [
+      [{ kernel, cellTimeoutMs: -1 }, 'options.cellTimeoutMs'],
+      [{ kernel, allowErrors: 'yes' }, 'options.allowErrors'],
+      [{ kernel, parameters: 5 }, 'options.parameters'],
+      [{ kernel, onCell: 1 }, 'options.onCell'],
+      [{ kernel, colour: 'red' }, 'options.colour'],
+      [{}, 'options.session'],
+      [{ kernel, session: { execute: async () => emptyResult('x') } }, 'options.session'],
+    ];
+    for (const [options, path] of cases) {
+      const error = await runNotebook(nb, options as never).catch((e: unknown) => e);
+      expect(InvalidOptionsError.isInstance(error), path).toBe(true);
+      expect((error as InvalidOptionsError).path).toBe(path);
+    }
+    expect(kernel.executeCalls).toBe(0);
+  });
+});
+
+describe('NotebookOutputs builds outputs from messages as nbclient does', () => {
+  const msg = (msg_type: string, content: Record<string, unknown>, msg_id = `${msg_type}-${Math.random()}`) => ({
+    header: { msg_type, msg_id, date: '2026-01-02T03:04:05.123456Z' },
+    content,
+  });
+  const display = (text: string, id?: string, type = 'display_data') =>
+    msg(type, { data: { 'text/plain': text }, metadata: {}, ...(id ? { transient: { display_id: id } } : {}) });
+
+  it('updates every earlier output with a display id, in any cell; clear_output forgets the cleared ones', () => {
+    const nb: Notebook = loadNotebook({
+      nbformat: 4,
+      nbformat_minor: 5,
+      metadata: {},
+      cells: [code('a', 'x'), code('b', 'y'), code('c', 'z')],
+    });
+    const outputs = new NotebookOutputs(nb.cells);
+    const a = outputs.begin(0);
+    a.message(display('first', 'd1'));
+    a.message(display('other', 'd2'));
+    const b = outputs.begin(1);
+    b.message(display('second', 'd1'));
+    b.message(display('gone', 'd2'));
+    b.message(msg('clear_output', { wait: true }));
+    b.message(msg('stream', { name: 'stdout', text: 'after clear\n' }));
+    const c = outputs.begin(2);
+    c.message(display('updated', 'd1', 'update_display_data'));
+    c.message(display('updated d2', 'd2', 'update_display_data'));
+    c.message(msg('execute_input', { code: 'z', execution_count: 7 }));
+    const text = (i: number) =>
+      (nb.cells[i] as { outputs: { data?: { 'text/plain': string }; text?: string }[] }).outputs.map(
+        (o) => o.data?.['text/plain'] ?? o.text,
+      );
+    expect(text(0)).toEqual(['updated', 'updated d2']);
+    expect(text(1)).toEqual(['after clear\n']);
+    expect(text(2)).toEqual([]);
+    expect(nb.cells[2]!.execution_count).toBe(7);
+    expect(nb.cells[2]!.metadata.execution).toEqual({ 'iopub.execute_input': '2026-01-02T03:04:05.123456Z' });
+  });
+});

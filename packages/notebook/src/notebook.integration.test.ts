@@ -282,6 +282,37 @@ for job in json.load(sys.stdin):
     );
   });
 
+  it("mergeStreams merges as nbclient's coalesce_streams (compared with nbclient where it has it)", async () => {
+    const nb = notebook(PY, [
+      code(
+        `${FLUSH}print('a'); flush()\nprint('err1', file=sys.stderr); flush()\nprint('b'); flush()\nfrom IPython.display import display\ndisplay('x')\nprint('c'); flush()\nprint('50%\\r100%'); _ = flush()`,
+      ),
+    ]);
+    const session = newSession();
+    const run = await runNotebook(nb, { session, tap, mergeStreams: true });
+    await session.close();
+    const outputs = (run.notebook.cells[0] as { outputs: unknown[] }).outputs;
+    expect(outputs).toEqual([
+      { output_type: 'stream', name: 'stdout', text: 'a\nb\nc\n100%\n' },
+      { output_type: 'stream', name: 'stderr', text: 'err1\n' },
+      { output_type: 'display_data', data: { 'text/plain': "'x'" }, metadata: {} },
+    ]);
+    const hasCoalesce = runPython(
+      python,
+      'from nbclient import NotebookClient\nprint(hasattr(NotebookClient, "coalesce_streams"))',
+    ).trim();
+    if (hasCoalesce === 'True') {
+      const input = join(dir, 'merge-in.ipynb');
+      const output = join(dir, 'merge-nbclient.ipynb');
+      writeFileSync(input, serializeNotebook(loadNotebook(nb)));
+      runPython(
+        python,
+        `import nbformat\nfrom nbclient import NotebookClient\nnb = nbformat.read(${JSON.stringify(input)}, as_version=4)\nNotebookClient(nb, timeout=120, coalesce_streams=True).execute()\nnbformat.write(nb, ${JSON.stringify(output)})`,
+      );
+      expect(masked(serializeNotebook(run.notebook))).toBe(masked(readFileSync(output, 'utf8')));
+    }
+  });
+
   it('records nbclient timing keys from the kernel messages, and language_info from the kernel', () => {
     const nb = JSON.parse(ours.get(names[0]!)!) as {
       metadata: { language_info: { name: string } };

@@ -1,13 +1,19 @@
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { type ExecuteResult, emptyResult, InvalidOptionsError } from '@kernelwarden/core';
 import { RecordingKernel } from '@kernelwarden/testkit';
 import { describe, expect, it } from 'vitest';
 import {
   type CellReport,
+  coalesceStreams,
   loadNotebook,
   type Notebook,
   NotebookCellError,
+  NotebookIOError,
   NotebookOutputs,
   runNotebook,
+  serializeNotebook,
 } from './index.js';
 
 const code = (id: string, source: string, extra: Record<string, unknown> = {}) => ({
@@ -155,5 +161,68 @@ describe('NotebookOutputs builds outputs from messages as nbclient does', () => 
     expect(text(2)).toEqual([]);
     expect(nb.cells[2]!.execution_count).toBe(7);
     expect(nb.cells[2]!.metadata.execution).toEqual({ 'iopub.execute_input': '2026-01-02T03:04:05.123456Z' });
+  });
+});
+
+describe('coalesceStreams is nbclient coalesce_streams', () => {
+  it('merges each stream into its first output, applies carriage returns, and swaps a stderr output directly followed by stdout', () => {
+    const s = (name: string, text: string) => ({ output_type: 'stream' as const, name, text });
+    const d = { output_type: 'display_data' as const, data: { 'text/plain': 'x' }, metadata: {} };
+    expect(
+      coalesceStreams([
+        s('stderr', 'e1\n'),
+        s('stdout', 'o1\n'),
+        d,
+        s('stderr', 'e2\n'),
+        s('stdout', '5%\r10%\rdone\n'),
+      ]),
+    ).toEqual([s('stdout', 'o1\ndone\n'), s('stderr', 'e1\ne2\n'), d]);
+    expect(coalesceStreams([s('stdout', 'a\r\nb\r')])).toEqual([s('stdout', 'a\r\nb\r')]);
+  });
+});
+
+describe('files', () => {
+  it('writes the notebook in place (outputPath = the input) through a renamed temporary file', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'kw-nb-unit-'));
+    try {
+      const path = join(dir, 'in.ipynb');
+      writeFileSync(
+        path,
+        JSON.stringify({ nbformat: 4, nbformat_minor: 5, metadata: {}, cells: [code('a', 'print:hello')] }),
+      );
+      const run = await runNotebook(path, { kernel: scriptedKernel(), cellTimeoutMs: 0, outputPath: path });
+      expect(readFileSync(path, 'utf8')).toBe(serializeNotebook(run.notebook));
+      expect(readdirSync(dir)).toEqual(['in.ipynb']);
+      const missing = await runNotebook(join(dir, 'nope.ipynb'), { kernel: scriptedKernel() }).catch((e: unknown) => e);
+      expect(NotebookIOError.isInstance(missing)).toBe(true);
+      expect((missing as NotebookIOError).code).toBe('NOTEBOOK_IO');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("an abort stops the run with the signal's reason, after writing the notebook so far", async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'kw-nb-unit-'));
+    try {
+      const controller = new AbortController();
+      const reason = new Error('stop now');
+      const kernel = new RecordingKernel('held', { hold: true, releaseOnInterrupt: true });
+      const output = join(dir, 'out.ipynb');
+      const running = runNotebook(
+        { nbformat: 4, nbformat_minor: 5, metadata: {}, cells: [code('a', 'x'), code('b', 'y')] },
+        {
+          kernel,
+          cellTimeoutMs: 0,
+          signal: controller.signal,
+          outputPath: output,
+          onCellStart: () => queueMicrotask(() => controller.abort(reason)),
+        },
+      );
+      await expect(running).rejects.toBe(reason);
+      const written = JSON.parse(readFileSync(output, 'utf8')) as { cells: { execution_count: number | null }[] };
+      expect(written.cells.map((c) => c.execution_count)).toEqual([null, null]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

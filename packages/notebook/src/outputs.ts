@@ -129,18 +129,21 @@ export class NotebookOutputs {
   readonly #displays = new Map<string, Map<number, number[]>>();
   readonly #cells: readonly NotebookCell[];
   readonly #now: () => Date;
+  readonly #recordTiming: boolean;
 
-  constructor(cells: readonly NotebookCell[], now: () => Date = () => new Date()) {
+  /** `recordTiming: false` leaves each cell's `metadata.execution` as it was, as nbclient's `record_timing` does. */
+  constructor(cells: readonly NotebookCell[], options: { now?: () => Date; recordTiming?: boolean } = {}) {
     this.#cells = cells;
-    this.#now = now;
+    this.#now = options.now ?? (() => new Date());
+    this.#recordTiming = options.recordTiming ?? true;
   }
 
-  /** Starts cell `index`: its outputs emptied and its `metadata.execution` reset, as nbclient does. */
+  /** Starts cell `index`: its outputs emptied and (when timing is recorded) its `metadata.execution` reset, as nbclient does. */
   begin(index: number): CellOutputs {
     const cell = this.#cells[index] as CodeCell;
-    cell.metadata.execution = {};
+    if (this.#recordTiming) cell.metadata.execution = {};
     cell.outputs = [];
-    return new CellOutputs(this, cell, index, this.#now);
+    return new CellOutputs(this, cell, index, this.#now, this.#recordTiming);
   }
 
   /** Rewrites every output shown under `displayId` with the data and metadata of `content`. */
@@ -186,17 +189,19 @@ export class CellOutputs {
   readonly #cell: CodeCell;
   readonly #index: number;
   readonly #now: () => Date;
+  readonly #recordTiming: boolean;
   #clearBeforeNext = false;
   /** Message ids already handled (a socket reconnect may replay some). */
   readonly #seen = new Set<string>();
   /** True once a message of the kernel arrived (the outputs then come from messages, not from `Output`s). */
   fromMessages = false;
 
-  constructor(run: NotebookOutputs, cell: CodeCell, index: number, now: () => Date) {
+  constructor(run: NotebookOutputs, cell: CodeCell, index: number, now: () => Date, recordTiming = true) {
     this.#run = run;
     this.#cell = cell;
     this.#index = index;
     this.#now = now;
+    this.#recordTiming = recordTiming;
   }
 
   get cell(): CodeCell {
@@ -204,6 +209,7 @@ export class CellOutputs {
   }
 
   #timing(key: string, date: unknown): void {
+    if (!this.#recordTiming) return;
     const execution = asObject(this.#cell.metadata.execution);
     execution[key] = nbclientTimestamp(date, this.#now);
     this.#cell.metadata.execution = execution;

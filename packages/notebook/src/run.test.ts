@@ -226,3 +226,25 @@ describe('files', () => {
     }
   });
 });
+
+describe('timing', () => {
+  it("records nbclient's four keys by default, and leaves metadata.execution alone with recordTiming: false", async () => {
+    const nb = {
+      nbformat: 4,
+      nbformat_minor: 5,
+      metadata: {},
+      cells: [code('a', 'print:x', { metadata: { execution: { 'iopub.status.busy': 'earlier' } } })],
+    };
+    const timed = await runNotebook(nb, { kernel: scriptedKernel(), cellTimeoutMs: 0 });
+    const execution = timed.notebook.cells[0]!.metadata.execution as Record<string, string>;
+    expect(Object.keys(execution).sort()).toEqual([
+      'iopub.execute_input',
+      'iopub.status.busy',
+      'iopub.status.idle',
+      'shell.execute_reply',
+    ]);
+    for (const t of Object.values(execution)) expect(t).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/);
+    const untimed = await runNotebook(nb, { kernel: scriptedKernel(), cellTimeoutMs: 0, recordTiming: false });
+    expect(untimed.notebook.cells[0]!.metadata.execution).toEqual({ 'iopub.status.busy': 'earlier' });
+  });
+});

@@ -251,10 +251,10 @@ export async function runNotebook(notebook: unknown, options: RunNotebookOptions
   };
   setLanguageInfo();
 
-  const outputs = new NotebookOutputs(nb.cells);
+  const recordTiming = opts.recordTiming ?? true;
+  const outputs = new NotebookOutputs(nb.cells, { recordTiming });
   const reports: CellReport[] = [];
   const run: NotebookRun = { notebook: nb, cells: reports };
-  const recordTiming = opts.recordTiming ?? true;
   let executed = 0;
   let failure: NotebookError | undefined;
   let abortReason: { reason: unknown } | undefined;
@@ -385,7 +385,6 @@ export async function runNotebook(notebook: unknown, options: RunNotebookOptions
     }
     const executionCount = executed + 1;
     const sink = outputs.begin(index);
-    if (!recordTiming) delete cell.metadata.execution;
     try {
       opts.onCellStart?.({ index, id: cell.id, cell, executionCount });
     } catch {
@@ -434,7 +433,6 @@ export async function runNotebook(notebook: unknown, options: RunNotebookOptions
       const count = outcome.kind === 'result' ? outcome.result.executionCount : undefined;
       if (count !== undefined) cell.execution_count = count;
     }
-    if (!recordTiming) delete cell.metadata.execution;
     if (outcome.kind === 'result') cell.execution_count = executionCount;
     if (opts.mergeStreams) cell.outputs = coalesceStreams(cell.outputs);
     setLanguageInfo();

@@ -37,6 +37,7 @@ export {
   PARAMETERS_TAG,
   parameterLanguage,
   parameterSource,
+  parseParameterValue,
   translateValue,
 } from './parameters.js';
 export { compareCodePoints, PyFloat, parsePyJson, pyFloatRepr, splitLinesKeepEnds, stringifyPyJson } from './pyjson.js';

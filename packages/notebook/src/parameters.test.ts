@@ -3,9 +3,12 @@ import {
   injectParameters,
   loadNotebook,
   NotebookParameterError,
+  type ParameterValue,
   PyFloat,
   parameterLanguage,
   parameterSource,
+  parseParameterValue,
+  pyFloatRepr,
   translateValue,
 } from './index.js';
 import { pythonWith, runPython } from './python.test-fixture.js';
@@ -114,5 +117,70 @@ print(json.dumps({
     const plain = loadNotebook({ nbformat: 4, nbformat_minor: 5, metadata: {}, cells: [{ ...cell('x'), id: 'x' }] });
     expect(injectParameters(plain, [['q', 'v']], 'R')).toBe(0);
     expect(plain.cells[0]!.source).toBe('# Parameters\nq = "v"\n');
+  });
+});
+
+describe('parseParameterValue reads -p values as papermill does', () => {
+  it('True/False/None, integers, floats (1.0 stays a float), else text — as Python resolves them', () => {
+    const inputs = [
+      'True',
+      'False',
+      'None',
+      'true',
+      '42',
+      '-7',
+      ' 12 ',
+      '1_000',
+      '123456789012345678901234',
+      '1.0',
+      '0.5',
+      '1e3',
+      '-0.0',
+      '.5',
+      '5.',
+      'inf',
+      '-Infinity',
+      'nan',
+      'abc',
+      '1.2.3',
+      '',
+      '0x10',
+    ];
+    const resolved = JSON.parse(
+      runPython(
+        python,
+        `
+import json, math, sys
+def resolve(value):
+    if value == "True": return True
+    if value == "False": return False
+    if value == "None": return None
+    try:
+        return int(value)
+    except ValueError:
+        pass
+    try:
+        return float(value)
+    except ValueError:
+        return value
+def show(v):
+    if isinstance(v, bool) or v is None or isinstance(v, str): return v
+    if isinstance(v, int): return {"int": str(v)}
+    return {"float": repr(v)}
+print(json.dumps([show(resolve(v)) for v in json.load(sys.stdin)]))
+`,
+        JSON.stringify(inputs),
+      ),
+    );
+    const show = (v: ParameterValue) => {
+      if (typeof v === 'bigint') return { int: v.toString() };
+      if (typeof v === 'number' && Number.isInteger(v)) return { int: String(v) };
+      if (typeof v === 'number' || v instanceof PyFloat) {
+        const n = typeof v === 'number' ? v : v.value;
+        return { float: Number.isNaN(n) ? 'nan' : n === Infinity ? 'inf' : n === -Infinity ? '-inf' : pyFloatRepr(n) };
+      }
+      return v;
+    };
+    expect(inputs.map((i) => show(parseParameterValue(i)))).toEqual(resolved);
   });
 });

@@ -154,3 +154,32 @@ export function injectParameters(nb: Notebook, parameters: Parameters, language:
   nb.cells.splice(defaults + 1, 0, cell);
   return defaults + 1;
 }
+
+const PY_INT = /^[+-]?\d+(?:_\d+)*$/;
+const PY_FLOAT =
+  /^[+-]?(?:(?:\d+(?:_\d+)*)?\.\d+(?:_\d+)*|\d+(?:_\d+)*\.?)(?:[eE][+-]?\d+(?:_\d+)*)?$|^[+-]?(?:inf|infinity|nan)$/i;
+
+/**
+ * A `-p NAME VALUE` value as papermill's command line reads it: `True`, `False`, `None`, then an integer, then a
+ * float (`1.0` stays a float: a `PyFloat`), else the text itself. Surrounding whitespace is ignored for numbers, as
+ * Python's `int()` and `float()` ignore it; only ASCII digits are read as numbers.
+ */
+export function parseParameterValue(text: string): ParameterValue {
+  if (text === 'True') return true;
+  if (text === 'False') return false;
+  if (text === 'None') return null;
+  const t = text.trim();
+  if (PY_INT.test(t)) {
+    const digits = t.replaceAll('_', '');
+    const n = Number(digits);
+    return Number.isSafeInteger(n) ? n : BigInt(digits);
+  }
+  if (PY_FLOAT.test(t)) {
+    const lower = t.toLowerCase().replaceAll('_', '');
+    const sign = lower.startsWith('-') ? -1 : 1;
+    const bare = lower.replace(/^[+-]/, '');
+    const n = bare === 'nan' ? Number.NaN : bare.startsWith('inf') ? sign * Number.POSITIVE_INFINITY : Number(lower);
+    return Number.isInteger(n) || Object.is(n, -0) ? new PyFloat(n) : n;
+  }
+  return text;
+}

@@ -29,27 +29,18 @@ function imports(python: string, modules: string[]): boolean {
 
 /**
  * The Python of the stack under test (the one `KERNELWARDEN_JUPYTER_SERVER` names, else `jupyter-server` on PATH)
- * when it imports `modules`; otherwise the first of the checkout's venv and the main checkout's venv that does.
+ * when it imports `modules`; otherwise the checkout's venv (`node scripts/setup-jupyter.mjs --venv`) when it does.
  * Throws when none does: a missing nbformat is a failure, not a skip.
  */
 export function pythonWith(modules: string[]): string {
   const server = process.env.KERNELWARDEN_JUPYTER_SERVER || 'jupyter-server';
-  const candidates = [
-    shebangPython(server),
-    join(CHECKOUT, '.cache/jupyter-venv/bin/python'),
-    '/work/main/.cache/jupyter-venv/bin/python',
-  ].filter((p): p is string => p !== undefined && (!p.includes('/') || existsSync(p)));
+  const candidates = [shebangPython(server), join(CHECKOUT, '.cache/jupyter-venv/bin/python')].filter(
+    (p): p is string => p !== undefined && (!p.includes('/') || existsSync(p)),
+  );
   for (const python of candidates) if (imports(python, modules)) return python;
   throw new Error(
     `no Python with ${modules.join(', ')} (tried ${candidates.join(', ')}): run node scripts/setup-jupyter.mjs --venv`,
   );
-}
-
-/** The Python of the stack under test itself (its jupyter-server's interpreter). */
-export function stackPython(): string {
-  const python = shebangPython(process.env.KERNELWARDEN_JUPYTER_SERVER || 'jupyter-server');
-  if (!python) throw new Error('cannot tell which Python runs the jupyter-server under test');
-  return python;
 }
 
 /** Runs `script` with `python`, `input` on its stdin, and returns its stdout (throws with its stderr on failure). */

@@ -44,7 +44,8 @@ const notebook = (metadata: object, cells: object[], minor = 5) => ({
   cells,
 });
 
-const FLUSH = 'import sys\nflush = lambda: (sys.stdout.flush(), sys.stderr.flush())\n';
+// One write per stream message: ipykernel may send the writes of one print() (its text, then its end) apart.
+const FLUSH = 'import sys\ndef w(text, stream=sys.stdout):\n    stream.write(text)\n    stream.flush()\n';
 const PNG = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==';
 
 /** The notebooks run by nbclient and by kernelwarden, each exercising a rule of how nbclient builds outputs. */
@@ -53,9 +54,7 @@ const CORPUS: Record<string, { nb: object; parameters?: Parameters }> = {
     nb: notebook(PY, [
       md('# Streams ✓'),
       code('x = 1\nx + 1'),
-      code(
-        `${FLUSH}print('héllo 中文 😀'); flush()\nprint('to stderr', file=sys.stderr); flush()\nprint('again'); flush()`,
-      ),
+      code(`${FLUSH}w('héllo 中文 😀\\n')\nw('to stderr\\n', sys.stderr)\nw('again\\n')`),
       code('   \n', { execution_count: 7, outputs: [{ output_type: 'stream', name: 'stdout', text: 'stale\n' }] }),
       code("raise Exception('never run')", {
         metadata: { tags: ['skip-execution'] },
@@ -63,7 +62,7 @@ const CORPUS: Record<string, { nb: object; parameters?: Parameters }> = {
         outputs: [{ output_type: 'stream', name: 'stdout', text: 'kept\n' }],
       }),
       code("{'a': 1.0, 'b': [1, 2.5], 'c': 'ü'}"),
-      code("for i in range(3):\n    print(f'step {i}', end='\\r', flush=True)\nprint('done')"),
+      code(`${FLUSH}for i in range(3):\n    w(f'step {i}\\r')\nw('done\\n')`),
       code('1/0', { metadata: { tags: ['raises-exception'] } }),
       code('y = x * 2\ny'),
     ]),
@@ -75,7 +74,7 @@ const CORPUS: Record<string, { nb: object; parameters?: Parameters }> = {
       ),
       code("h.update(HTML('<i>updated</i>'))\ndisplay(Markdown('**md** é'), display_id='shared')"),
       code("display(Markdown('second *shared*'), display_id='shared')"),
-      code("update_display(Markdown('final shared'), display_id='shared')\nprint('after update')"),
+      code(`${FLUSH}update_display(Markdown('final shared'), display_id='shared')\nw('after update\\n')`),
       code(
         'display(JSON({\'k\': [1, 2.0, None]}))\ndisplay(SVG(\'<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"><rect width="10" height="10"/></svg>\'))\ndisplay(Latex(\'$x^2$\'))',
       ),
@@ -85,18 +84,24 @@ const CORPUS: Record<string, { nb: object; parameters?: Parameters }> = {
   'python: clear_output, with and without wait, and display ids it forgets': {
     nb: notebook(PY, [
       code(
-        `${FLUSH}from IPython.display import clear_output, display, update_display\nprint('gone'); flush()\nclear_output()\nprint('kept')`,
+        `${FLUSH}from IPython.display import clear_output, display, update_display\nw('gone\\n')\nclear_output()\nw('kept\\n')`,
       ),
-      code("print('old'); flush()\nclear_output(wait=True)\nprint('new'); flush()\nclear_output(wait=True)"),
+      code("w('old\\n')\nclear_output(wait=True)\nw('new\\n')\nclear_output(wait=True)"),
       code("display('a', display_id='d2')\nclear_output()\ndisplay('b')"),
-      code("update_display('updated', display_id='d2')\nprint('nothing to update')"),
+      code("update_display('updated', display_id='d2')\nw('nothing to update\\n')"),
     ]),
   },
   'python: an nbformat 4.4 notebook (no cell ids) stays 4.4': {
     nb: notebook(
       PY,
       [
-        { cell_type: 'code', metadata: {}, source: "print('v4.4')", execution_count: null, outputs: [] },
+        {
+          cell_type: 'code',
+          metadata: {},
+          source: "import sys\n_ = sys.stdout.write('v4.4\\n')",
+          execution_count: null,
+          outputs: [],
+        },
         { cell_type: 'markdown', metadata: {}, source: 'text' },
       ],
       4,
@@ -106,7 +111,9 @@ const CORPUS: Record<string, { nb: object; parameters?: Parameters }> = {
     nb: notebook(PY, [
       md('parameters below'),
       code("alpha = 0.1\nname = 'default'\nflag = False", { metadata: { tags: ['parameters'] } }),
-      code('print(alpha, repr(name), flag, items, conf, big, whole)'),
+      code(
+        "import sys\n_ = sys.stdout.write(' '.join(map(str, [alpha, repr(name), flag, items, conf, big, whole])) + '\\n')",
+      ),
     ]),
     parameters: {
       alpha: 0.6,
@@ -265,12 +272,7 @@ for job in json.load(sys.stdin):
     expect(cleared.cells[2]!.outputs!.map((o) => o.data?.['text/plain'])).toEqual([["'b'"]]);
     const basics = get(names[0]!);
     expect(basics.cells.map((c) => c.execution_count)).toEqual([undefined, 1, 2, 7, 9, 3, 4, 5, 6]);
-    expect(basics.cells[2]!.outputs!.map((o) => o.output_type)).toEqual([
-      'stream',
-      'stream',
-      'stream',
-      'execute_result',
-    ]);
+    expect(basics.cells[2]!.outputs!.map((o) => o.output_type)).toEqual(['stream', 'stream', 'stream']);
     expect(basics.cells[4]!.outputs![0]!.text).toEqual(['kept\n']);
     const v44 = get(names[3]!);
     expect(v44.nbformat_minor).toBe(4);
@@ -285,7 +287,7 @@ for job in json.load(sys.stdin):
   it("mergeStreams merges as nbclient's coalesce_streams (compared with nbclient where it has it)", async () => {
     const nb = notebook(PY, [
       code(
-        `${FLUSH}print('a'); flush()\nprint('err1', file=sys.stderr); flush()\nprint('b'); flush()\nfrom IPython.display import display\ndisplay('x')\nprint('c'); flush()\nprint('50%\\r100%'); _ = flush()`,
+        `${FLUSH}w('a\\n')\nw('err1\\n', sys.stderr)\nw('b\\n')\nfrom IPython.display import display\ndisplay('x')\nw('c\\n')\nw('50%\\r100%\\n')`,
       ),
     ]);
     const session = newSession();
@@ -415,7 +417,7 @@ for job in json.load(sys.stdin):
     kernels.push(kernel);
     const started: number[] = [];
     const outputs: string[] = [];
-    const run = await runNotebook(notebook(PY, [code("print('a')"), code('2 + 3')]), {
+    const run = await runNotebook(notebook(PY, [code("import sys\n_ = sys.stdout.write('a\\n')"), code('2 + 3')]), {
       kernel,
       tap,
       cellTimeoutMs: 30_000,

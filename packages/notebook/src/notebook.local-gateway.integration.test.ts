@@ -55,7 +55,9 @@ describe("runNotebook on the embedded gateway, the tap wrapping the lease's guar
         metadata: { kernelspec: { name: 'python3', display_name: 'Python 3', language: 'python' } },
         cells: [
           cell("from IPython.display import display, clear_output\nh = display('first', display_id=True)"),
-          cell("h.update('second')\nprint('x')\nclear_output(wait=True)\nprint('y')"),
+          cell(
+            "import sys\nh.update('second')\n_ = sys.stdout.write('x\\n')\nclear_output(wait=True)\n_ = sys.stdout.write('y\\n')",
+          ),
         ],
       },
       { session, tap },

@@ -42,7 +42,7 @@ export {
 } from './parameters.js';
 export { compareCodePoints, PyFloat, parsePyJson, pyFloatRepr, splitLinesKeepEnds, stringifyPyJson } from './pyjson.js';
 export type { CellStartEvent, NotebookSession, RunNotebookOptions } from './run.js';
-export { notebookLanguage, RAISES_EXCEPTION_TAG, runNotebook, SKIP_EXECUTION_TAG } from './run.js';
+export { notebookLanguage, RAISES_EXCEPTION_TAG, runNotebook, SKIP_EXECUTION_TAG, START_ALLOWANCE_MS } from './run.js';
 export type { MessageTap, TapListener, TappedMessage } from './tap.js';
 export { createMessageTap } from './tap.js';
 export type {

@@ -2,17 +2,20 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'n
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type ExecuteResult, emptyResult, InvalidOptionsError } from '@kernelwarden/core';
-import { RecordingKernel } from '@kernelwarden/testkit';
+import { ManualClock, RecordingKernel } from '@kernelwarden/testkit';
 import { describe, expect, it } from 'vitest';
 import {
   type CellReport,
   coalesceStreams,
+  createMessageTap,
   loadNotebook,
   type Notebook,
   NotebookCellError,
+  NotebookCellTimeoutError,
   NotebookIOError,
   NotebookOutputs,
   runNotebook,
+  START_ALLOWANCE_MS,
   serializeNotebook,
 } from './index.js';
 
@@ -246,5 +249,44 @@ describe('timing', () => {
     for (const t of Object.values(execution)) expect(t).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/);
     const untimed = await runNotebook(nb, { kernel: scriptedKernel(), cellTimeoutMs: 0, recordTiming: false });
     expect(untimed.notebook.cells[0]!.metadata.execution).toEqual({ 'iopub.status.busy': 'earlier' });
+  });
+});
+
+describe('the budget of a session cell', () => {
+  /** A session whose cells run until their signal aborts, then answer cancelled (as KernelSession does). */
+  const hangingSession = () => ({
+    execute: (_code: string, opts: { cellId?: string; signal?: AbortSignal }) =>
+      new Promise<ExecuteResult>((resolve) => {
+        opts.signal?.addEventListener('abort', () => resolve({ ...emptyResult(opts.cellId ?? 'x'), cancelled: true }), {
+          once: true,
+        });
+      }),
+  });
+  const nb = { nbformat: 4, nbformat_minor: 5, metadata: {}, cells: [code('a', 'while True: pass')] };
+
+  it('runs out after cellTimeoutMs without a tap', async () => {
+    const clock = new ManualClock();
+    const running = runNotebook(nb, { session: hangingSession(), cellTimeoutMs: 1_000, clock }).catch(
+      (e: unknown) => e,
+    );
+    await clock.advance(999);
+    expect(clock.pendingTimers()).toBe(1);
+    await clock.advance(1);
+    const error = await running;
+    expect(NotebookCellTimeoutError.isInstance(error)).toBe(true);
+    expect((error as NotebookCellTimeoutError).cellIndex).toBe(0);
+  });
+
+  it('with a tap that never sees the cell sent, still runs out after cellTimeoutMs + START_ALLOWANCE_MS', async () => {
+    const clock = new ManualClock();
+    const tap = createMessageTap();
+    const running = runNotebook(nb, { session: hangingSession(), tap, cellTimeoutMs: 1_000, clock }).catch(
+      (e: unknown) => e,
+    );
+    await clock.advance(1_000 + START_ALLOWANCE_MS - 1);
+    expect(clock.pendingTimers()).toBe(1);
+    await clock.advance(1);
+    expect(NotebookCellTimeoutError.isInstance(await running)).toBe(true);
+    expect(tap.watching).toBe(0);
   });
 });

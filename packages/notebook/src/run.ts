@@ -34,6 +34,11 @@ import type { CellReport, CodeCell, JsonObject, Notebook, NotebookCell, Notebook
 export const SKIP_EXECUTION_TAG = 'skip-execution';
 /** The tag of cells whose error does not stop the run. */
 export const RAISES_EXCEPTION_TAG = 'raises-exception';
+/**
+ * With a session and a tap, a cell's budget starts when its request is sent; if the tap never sees it sent, the budget
+ * still runs out this long after the call (time for the kernel to start): 120 s.
+ */
+export const START_ALLOWANCE_MS = 120_000;
 
 /** What a run needs of a `KernelSession` (`@kernelwarden/supervisor`): `execute`, and its supervisor for `language_info`. */
 export interface NotebookSession<L extends string = string> {
@@ -310,17 +315,21 @@ export async function runNotebook(notebook: unknown, options: RunNotebookOptions
     const budget = new AbortController();
     let timedOut = false;
     let timer: Timer | undefined;
+    let guard: Timer | undefined;
+    const ms = effectiveTimeout(opts.cellTimeoutMs);
+    const expire = () => {
+      timedOut = true;
+      budget.abort(new DOMException(`cell exceeded ${ms} ms`, 'TimeoutError'));
+    };
     const begin = () => {
-      if (timer || budget.signal.aborted) return;
-      const ms = effectiveTimeout(opts.cellTimeoutMs);
-      if (ms === undefined) return;
-      timer = clock.setTimer(() => {
-        timedOut = true;
-        budget.abort(new DOMException(`cell exceeded ${ms} ms`, 'TimeoutError'));
-      }, ms);
+      if (timer || budget.signal.aborted || ms === undefined) return;
+      guard?.cancel();
+      timer = clock.setTimer(expire, ms);
     };
     startBudget = begin;
     if (!opts.tap) begin();
+    // A tap that never sees the cell go out (the kernel's socket is not one of its own) must not lift the budget.
+    else if (ms !== undefined) guard = clock.setTimer(expire, ms + START_ALLOWANCE_MS);
     const scope = abortScope({ signal: opts.signal, clock });
     const onAbort = () => budget.abort(scope.signal.reason);
     scope.signal.addEventListener('abort', onAbort, { once: true });
@@ -358,6 +367,7 @@ export async function runNotebook(notebook: unknown, options: RunNotebookOptions
       };
     } finally {
       timer?.cancel();
+      guard?.cancel();
       startBudget = undefined;
       scope.signal.removeEventListener('abort', onAbort);
       scope.dispose();

@@ -21,8 +21,14 @@ import { dirname, isAbsolute, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const APT_PACKAGES = ['jupyter-server', 'python3-ipykernel', 'r-base-core', 'r-cran-irkernel', 'bubblewrap', 'tmux'];
-/** The modern stack: what pip or conda users run today. */
-const VENV_PACKAGES = ['jupyter_server>=2,<3', 'ipykernel>=7,<8'];
+/**
+ * The modern stack: what pip or conda users run today, with nbclient and nbformat (the notebook tests compare
+ * @kernelwarden/notebook's output with theirs; jupyter_server pulls them in through nbconvert, named here so that
+ * they stay whatever its requirements do).
+ */
+const VENV_PACKAGES = ['jupyter_server>=2,<3', 'ipykernel>=7,<8', 'nbclient>=0.10,<1', 'nbformat>=5.9,<6'];
+/** What the notebook tests import from the venv. */
+const NOTEBOOK_MODULES = ['nbclient', 'nbformat'];
 /**
  * Where PyPI is unreachable (a local index only) pip would otherwise retry each index for minutes; where it answers,
  * these change nothing.
@@ -205,11 +211,18 @@ async function ensureStack() {
 // Run by the venv's own interpreter: the stack's versions, and where the python3 kernelspec its jupyter-server offers
 // comes from (a python3 kernelspec in a user or system directory would take the place of the venv's own).
 const VENV_PROBE = `
-import json, os, sys
+import importlib, json, os, sys
 import ipykernel, jupyter_client, jupyter_server
 from jupyter_client.kernelspec import KernelSpecManager
 spec = KernelSpecManager().get_kernel_spec("python3")
+def version(name):
+    try:
+        return importlib.import_module(name).__version__
+    except Exception:
+        return None
 print(json.dumps({
+    "nbclient": version("nbclient"),
+    "nbformat": version("nbformat"),
     "jupyterServer": jupyter_server.__version__,
     "ipykernel": ipykernel.__version__,
     "jupyterClient": jupyter_client.__version__,
@@ -237,13 +250,19 @@ function venvProblem(dir) {
   if (!inside(found.specDir) || !ownPython) {
     return `its jupyter-server would launch the python3 kernelspec at ${found.specDir} (${found.specPython}), not the venv's own`;
   }
+  const lacking = NOTEBOOK_MODULES.filter((name) => !found[name]);
+  if (lacking.length > 0) return { lacking: `${lacking.join(' and ')} cannot be imported` };
   return undefined;
 }
+
+/** A problem's text: a venv that only lacks the notebook modules is completed in place, not rebuilt. */
+const problemText = (problem) => (typeof problem === 'object' ? problem.lacking : problem);
 
 function describeVenv(dir) {
   const found = pythonJson(join(dir, 'bin', 'python'), VENV_PROBE);
   return found
-    ? `jupyter_server ${found.jupyterServer}, ipykernel ${found.ipykernel}, jupyter_client ${found.jupyterClient}, Python ${found.python}`
+    ? `jupyter_server ${found.jupyterServer}, ipykernel ${found.ipykernel}, jupyter_client ${found.jupyterClient}, ` +
+        `nbclient ${found.nbclient}, nbformat ${found.nbformat}, Python ${found.python}`
     : 'unknown versions';
 }
 
@@ -254,12 +273,18 @@ function buildVenv(dirArg) {
   }
   const server = join(dir, 'bin', 'jupyter-server');
   let problem = venvProblem(dir);
+  if (problem && typeof problem === 'object' && !checkOnly) {
+    // The server and kernel are there; only what the notebook tests import is missing: add it.
+    console.error(`setup-jupyter: completing the venv in ${dir} (${problem.lacking})`);
+    run(join(dir, 'bin', 'python'), ['-m', 'pip', 'install', '--quiet', '--quiet', ...PIP_FLAGS, ...VENV_PACKAGES]);
+    problem = venvProblem(dir);
+  }
   if (problem && !checkOnly) {
     if (existsSync(dir) && readdirSync(dir).length > 0 && !existsSync(join(dir, 'pyvenv.cfg'))) {
       fail(`${dir} exists and is not a virtual environment; remove it or choose another directory`);
     }
     if (!has('python3')) fail('python3 is not on PATH; install Python 3 (with its venv module) first');
-    console.error(`setup-jupyter: building jupyter_server 2 + ipykernel 7 in ${dir} (${problem})`);
+    console.error(`setup-jupyter: building jupyter_server 2 + ipykernel 7 in ${dir} (${problemText(problem)})`);
     const built =
       run('python3', ['-m', 'venv', '--clear', dir]) &&
       run(join(dir, 'bin', 'python'), ['-m', 'pip', 'install', '--quiet', '--quiet', ...PIP_FLAGS, ...VENV_PACKAGES]);
@@ -270,7 +295,7 @@ function buildVenv(dirArg) {
   }
   if (problem) {
     fail(
-      `the venv at ${dir} is not usable: ${problem}.\n` +
+      `the venv at ${dir} is not usable: ${problemText(problem)}.\n` +
         `Run: python3 -m venv --clear ${dir} && ${dir}/bin/pip install ${PIP_FLAGS.join(' ')} ${VENV_PACKAGES.map((p) => `'${p}'`).join(' ')}`,
     );
   }

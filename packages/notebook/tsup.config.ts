@@ -1,0 +1,3 @@
+import { packageConfig } from '../../tsup.base';
+
+export default packageConfig({ entry: ['src/index.ts'] });

@@ -111,6 +111,24 @@ export class GatewayBusyError extends DeadlineExceededError {
   }
 }
 
+/**
+ * A variable of a create's `env` (the environment sent with `POST /api/kernels`, `launchEnv` of a start) that
+ * Enterprise Gateway would refuse: a value longer than 4,096 characters or one holding `$`, a backtick, CR, LF or
+ * NUL, a name that is empty or holds `=` or NUL, or a `KERNEL_ID` that is not the create's own id. Nothing was sent.
+ *
+ * `variable` names it; the value is never shown (it may be a secret). Not retryable.
+ */
+export class KernelEnvError extends KernelwardenError {
+  static override readonly brand: string = 'KernelEnvError';
+  /** The name of the refused variable (clipped to 80 characters). */
+  readonly variable: string;
+
+  constructor(message: string, options: { variable: string }) {
+    super(message, { code: 'KERNEL_ENV' });
+    this.variable = options.variable;
+  }
+}
+
 /** Why a `KernelDiedError` was raised. */
 /**
  * `'oom'`: killed for using more than its memory limit (the server restarted it; its variables are gone).

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { type AbortScope, abortScope, effectiveTimeout, isTimeoutError, lazy } from '@kernelwarden/core';
 import type { z } from 'zod/v3';
 import { isWsClass } from './default-websocket.js';
@@ -8,12 +9,14 @@ import {
   GatewayRequestError,
   GatewayResponseTooLargeError,
   GatewayUnavailableError,
+  InvalidKernelIdError,
   KernelStartError,
   ProtocolError,
 } from './errors.js';
 import {
   type GatewayAnswer,
   type GatewayClientOptions,
+  type GatewayFlavor,
   type GatewayRequest,
   type KernelDiagnostics,
   type KernelOwnership,
@@ -24,11 +27,13 @@ import {
   type WebSocketClass,
 } from './gateway-client-options.js';
 import { checkedKernelId, KERNEL_ID_PATTERN } from './kernel-id.js';
+import { createEnv, defaultKernelUsername, isUuidV4 } from './launch-env.js';
 import { zod } from './zod.js';
 
 export type {
   GatewayAnswer,
   GatewayClientOptions,
+  GatewayFlavor,
   GatewayRequest,
   KernelDiagnostics,
   KernelOwnership,
@@ -125,6 +130,9 @@ export class GatewayClient {
   readonly processes: KernelProcesses | undefined;
   /** The gateway's start queue, when it has one (the embedded gateway). */
   readonly startQueue: StartQueue | undefined;
+  /** What kind of server the gateway is (`'jupyter'` or `'enterprise-gateway'`). */
+  readonly flavor: GatewayFlavor;
+  readonly #kernelUsername: string | undefined;
   readonly #token: string | undefined;
   readonly #fetch: typeof fetch | undefined;
   readonly #transport: GatewayRequest | undefined;
@@ -145,6 +153,13 @@ export class GatewayClient {
     this.pool = opts.pool;
     this.processes = opts.processes;
     this.startQueue = opts.startQueue;
+    this.flavor = opts.flavor;
+    this.#kernelUsername = opts.kernelUsername;
+  }
+
+  /** Sent as `KERNEL_USERNAME` with every create that names none: the `kernelUsername` option, else the OS user. */
+  get kernelUsername(): string {
+    return this.#kernelUsername ?? defaultKernelUsername();
   }
 
   /** True when a token is configured (the token itself is never exposed by the client's API). */
@@ -187,36 +202,68 @@ export class GatewayClient {
 
   /**
    * Starts a kernel (`POST /api/kernels`). A non-2xx answer throws `KernelStartError` with its `status`
-   * (`GatewayCapacityError` when the gateway answers 503 at capacity, `GatewayBusyError` when its start queue did not
-   * reach this create within `waitMs`); `path` is the kernel's working directory relative to the server's root; `env`
-   * is honoured by Kernel Gateway (`KERNEL_*` variables), not by jupyter-server.
+   * (`GatewayCapacityError` when the gateway is at its kernel limit: the embedded gateway's 503 `at-capacity`,
+   * Enterprise Gateway's 403 "Resource Limit" or max-kernels (per user) answer; `GatewayBusyError` when the embedded
+   * gateway's start queue did not reach this create within `waitMs`, or Enterprise Gateway's launch outlived
+   * `KERNEL_LAUNCH_TIMEOUT` (its HTTP 500 launch timeout)); `path` is the kernel's working directory relative to the
+   * server's root.
    *
-   * `kernelId` asks for that id (a UUID): jupyter-server 2.x and the embedded gateway honour it, 1.x ignores it (the
-   * answer's `id` says which). With `ownership`, the id is recorded before the request is sent, so that a process
-   * that dies while its create is in flight leaves the kernel to the gateway's orphan sweep. `waitMs` is how long the
-   * embedded gateway's start queue may hold this create before answering 503 (other servers ignore it).
+   * Every create has one id, a UUID v4: `kernelId` when given (it must be one), else a fresh one. It is sent as
+   * `kernel_id` (honoured by jupyter-server 2.x and the embedded gateway; 1.x ignores it) and as `env.KERNEL_ID`
+   * (honoured by Enterprise Gateway; the others ignore it), so the answer's `id` is that id wherever a server honours
+   * either, and a create given up on can be deleted by it. `env` is sent with `KERNEL_ID`, `KERNEL_USERNAME` (the
+   * client's `kernelUsername` unless `env` names one) and, with `launchTimeoutMs`, `KERNEL_LAUNCH_TIMEOUT` in whole
+   * seconds; Kernel Gateway and Enterprise Gateway pass `KERNEL_*` variables (and those they allow) to the kernel's
+   * launch, jupyter-server ignores them. Every variable is checked first against Enterprise Gateway's rules, whatever
+   * the gateway: a value over 4,096 characters or holding `$`, a backtick, CR, LF or NUL, a bad name, or a
+   * `KERNEL_ID` other than the create's id throws `KernelEnvError` naming the variable, and nothing is sent.
+   *
+   * With `ownership`, the id is recorded before the request is sent, so that a process that dies while its create is
+   * in flight leaves the kernel to the gateway's orphan sweep. `waitMs` is how long the embedded gateway's start
+   * queue may hold this create before answering 503 (other servers ignore it).
    */
   async createKernel(
-    spec: { name: string; env?: Record<string, string>; path?: string; kernelId?: string; waitMs?: number },
+    spec: {
+      name: string;
+      env?: Record<string, string>;
+      path?: string;
+      kernelId?: string;
+      waitMs?: number;
+      launchTimeoutMs?: number;
+    },
     opts: RequestOptions = {},
   ): Promise<KernelModel> {
+    const subject = `Kernel create on gateway ${this.baseUrl}`;
+    const chosen = spec.kernelId ?? spec.env?.KERNEL_ID ?? randomUUID();
+    if (!isUuidV4(chosen)) {
+      checkedKernelId(chosen, 'GatewayClient.createKernel');
+      throw new InvalidKernelIdError(
+        `GatewayClient.createKernel refused kernel id ${JSON.stringify(chosen).slice(0, 80)}: a create's id is a UUID v4 in lowercase (it is sent as kernel_id and KERNEL_ID)`,
+        { kernelId: JSON.stringify(chosen).slice(0, 80) },
+      );
+    }
+    const env = createEnv({
+      env: spec.env,
+      kernelId: chosen,
+      username: spec.env?.KERNEL_USERNAME ?? this.kernelUsername,
+      launchTimeoutMs: spec.launchTimeoutMs,
+      subject,
+    });
     const body: Record<string, unknown> = { name: spec.name };
     if (spec.path !== undefined) body.path = spec.path;
-    if (spec.env !== undefined) body.env = spec.env;
-    if (spec.kernelId !== undefined) {
-      body.kernel_id = spec.kernelId;
-      this.ownership?.created(spec.kernelId);
-    }
+    body.env = env;
+    body.kernel_id = chosen;
+    this.ownership?.created(chosen);
     if (spec.waitMs !== undefined) body.kernelwarden_wait_ms = Math.max(0, Math.floor(spec.waitMs));
     // Unanswered (a deadline, an abort, a lost connection): the chosen id's record stays, since the kernel may exist;
     // whoever gave up deletes it by that id.
-    const res = await this.#request('POST', '/api/kernels', { ...opts, body }, 'any');
+    const res = await this.#request('POST', '/api/kernels', { ...opts, body, capacity403: true }, 'any');
     if (!res.ok) {
-      if (spec.kernelId !== undefined) this.ownership?.deleted(spec.kernelId);
+      this.ownership?.deleted(chosen);
       throw this.#createRefused(res, spec.name);
     }
     const model = this.#parse(schemas().kernelModel, this.#json(res, 'POST /api/kernels'), 'POST /api/kernels');
-    if (spec.kernelId !== undefined && model.id !== spec.kernelId) this.ownership?.deleted(spec.kernelId);
+    if (model.id !== chosen) this.ownership?.deleted(chosen);
     this.ownership?.created(model.id);
     return model;
   }
@@ -227,7 +274,14 @@ export class GatewayClient {
     const summary = summarizeErrorBody(text);
     const clipped = summary.length > 300 ? `${summary.slice(0, 300)}…` : summary;
     const detail = clipped ? `: ${this.#redact(clipped)}` : '';
-    const refused = res.status === 503 ? capacityAnswer(text) : undefined;
+    const refused =
+      res.status === 503
+        ? capacityAnswer(text)
+        : res.status === 403
+          ? resourceLimitAnswer(text)
+          : res.status === 500
+            ? launchTimeoutAnswer(text)
+            : undefined;
     const message = `Failed to create kernel "${name}" on gateway ${this.baseUrl}: HTTP ${res.status}${detail}`;
     if (refused?.reason === 'at-capacity') {
       return new GatewayCapacityError(message, {
@@ -276,7 +330,7 @@ export class GatewayClient {
   async #request(
     method: string,
     path: string,
-    opts: RequestOptions & { body?: unknown },
+    opts: RequestOptions & { body?: unknown; capacity403?: boolean },
     accept: number[] | 'any' = [],
   ): Promise<Answer> {
     const label = `${method} ${path}`;
@@ -322,7 +376,8 @@ export class GatewayClient {
           { url: this.baseUrl, cause: error },
         );
       }
-      if (res.status === 401 || res.status === 403) {
+      const capacity = opts.capacity403 === true && res.status === 403 && resourceLimitAnswer(res.body) !== undefined;
+      if ((res.status === 401 || res.status === 403) && !capacity) {
         throw new GatewayAuthError(
           `Gateway at ${this.baseUrl} refused the token (${res.status}) on ${label}: check the token given to GatewayClient`,
           { status: res.status, url: this.baseUrl },
@@ -408,6 +463,42 @@ async function readCapped(
   } catch (error) {
     reader.cancel().catch(() => {});
     throw error;
+  }
+}
+
+/**
+ * Enterprise Gateway's 403 at its kernel limits: `{ reason: 'Forbidden', message: 'Resource Limit' }` (its
+ * `max_kernels` check in the handler), or the kernel manager's "A max kernels limit has been set to N …" / "A max
+ * kernels per user limit has been set to N …".
+ */
+function resourceLimitAnswer(text: string): { reason: 'at-capacity'; maxKernels?: number } | undefined {
+  if (!text.startsWith('{')) return undefined;
+  try {
+    const body = JSON.parse(text) as { message?: unknown; reason?: unknown };
+    const said = [body.message, body.reason].filter((v): v is string => typeof v === 'string').join(' ');
+    if (/\bResource Limit\b/i.test(said)) return { reason: 'at-capacity' };
+    const limit = /max kernels (?:per user )?limit has been set to (\d+)/i.exec(said);
+    if (limit) return { reason: 'at-capacity', maxKernels: Number(limit[1]) };
+    return undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Enterprise Gateway's 500 when a launch outlived its `KERNEL_LAUNCH_TIMEOUT`: a reason like "KernelID: '…' launch
+ * timeout due to: Waited too long (30.0s) to get connection file" (it killed the kernel itself).
+ */
+function launchTimeoutAnswer(text: string): { reason: 'busy'; waitedMs?: number } | undefined {
+  if (!text.startsWith('{')) return undefined;
+  try {
+    const body = JSON.parse(text) as { message?: unknown; reason?: unknown };
+    const said = [body.message, body.reason].filter((v): v is string => typeof v === 'string').join(' ');
+    if (!/launch timeout/i.test(said)) return undefined;
+    const waited = /\((\d+(?:\.\d+)?)s\)/.exec(said);
+    return waited ? { reason: 'busy', waitedMs: Math.round(Number(waited[1]) * 1000) } : { reason: 'busy' };
+  } catch {
+    return undefined;
   }
 }
 

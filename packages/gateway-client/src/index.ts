@@ -14,6 +14,7 @@ export {
   GatewayUnavailableError,
   InvalidKernelIdError,
   KernelDiedError,
+  KernelEnvError,
   KernelStartError,
   ProtocolError,
 } from './errors.js';
@@ -23,6 +24,7 @@ export { GatewayClient } from './gateway-client.js';
 export type {
   GatewayAnswer,
   GatewayClientOptions,
+  GatewayFlavor,
   GatewayRequest,
   KernelDiagnostics,
   KernelOwnership,
@@ -33,6 +35,7 @@ export type {
   WebSocketClass,
 } from './gateway-client-options.js';
 export {
+  DEFAULT_GATEWAY_FLAVOR,
   DEFAULT_MAX_RESPONSE_BYTES,
   DEFAULT_REQUEST_TIMEOUT_MS,
   resolveGatewayClientOptions,
@@ -61,6 +64,7 @@ export {
   DEFAULT_PROTOCOL,
   DEFAULT_RECONNECT,
   DEFAULT_RECOVERY,
+  DEFAULT_REMOTE_STARTUP_TIMEOUT_MS,
   DEFAULT_REPLY_GRACE_MS,
   DEFAULT_RESTART_TIMEOUT_MS,
   DEFAULT_SHUTDOWN_TIMEOUT_MS,
@@ -72,6 +76,7 @@ export {
 export type { KernelInfo } from './handshake.js';
 export type { GatewayKernelEventMap, GatewayKernelListener, KernelStatus } from './kernel-events.js';
 export { isKernelId, KERNEL_ID_PATTERN } from './kernel-id.js';
+export { checkCreateEnv, defaultKernelUsername, isUuidV4, MAX_ENV_VALUE_LENGTH } from './launch-env.js';
 export type { KernelLimitReading } from './limit-deaths.js';
 export type {
   LocalGatewayErrorCode,

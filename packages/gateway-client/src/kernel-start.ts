@@ -207,7 +207,10 @@ function queueWaitMs(remaining: number): number | undefined {
  * (`kernel_id`, honoured by jupyter-server 2.x and the embedded gateway) and tells the embedded gateway's start
  * queue how long it may wait (`kernelwarden_wait_ms`): `queueTimeoutMs` when the client knows the gateway's start queue
  * (`client.startQueue`; the start's deadline then has that much more room for the wait), else what the start's
- * deadline leaves once connecting is provided for.
+ * deadline leaves once connecting is provided for. The same share of the deadline is sent as `KERNEL_LAUNCH_TIMEOUT`
+ * (whole seconds), so that Enterprise Gateway gives up on a launch (HTTP 500, kernel killed, `GatewayBusyError`)
+ * before the start would; `launchEnv` goes with the create as its `env`, with `KERNEL_ID` (the create's id, also sent
+ * as `kernel_id`) and `KERNEL_USERNAME`.
  *
  * A create the start gives up on (its deadline, the caller's abort) leaves nothing behind: `abandonCreate` deletes
  * the kernel by its chosen id at once and, since a server that ignores the id (jupyter-server 1.x) names its kernel
@@ -226,16 +229,23 @@ export async function createKernel(
     | 'cleanupTimeoutMs'
     | 'cleanupRetry'
     | 'startupTimeoutMs'
-  >,
+  > & { launchEnv?: ResolvedGatewayKernelOptions['launchEnv'] },
   scope: AbortScope,
   queueTimeoutMs?: number,
 ): Promise<KernelModel> {
   for (let attempt = 1; ; attempt++) {
     scope.throwIfAborted();
     const kernelId = randomUUID();
-    const waitMs = queueTimeoutMs ?? queueWaitMs(scope.remaining());
+    const launchTimeoutMs = queueWaitMs(scope.remaining());
+    const waitMs = queueTimeoutMs ?? launchTimeoutMs;
     const creating = client.createKernel(
-      { name: opts.kernelName, kernelId, ...(waitMs === undefined ? {} : { waitMs }) },
+      {
+        name: opts.kernelName,
+        kernelId,
+        ...(opts.launchEnv === undefined ? {} : { env: { ...opts.launchEnv } }),
+        ...(waitMs === undefined ? {} : { waitMs }),
+        ...(launchTimeoutMs === undefined ? {} : { launchTimeoutMs }),
+      },
       { timeoutMs: 0 },
     );
     try {

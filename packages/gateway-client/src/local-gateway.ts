@@ -112,7 +112,11 @@ export interface LocalGatewayStopOptions extends LocalGatewayLocation {
  * @deprecated Import `LocalGatewayLease` from `@kernelwarden/local-gateway`.
  */
 export interface LocalGatewayLease
-  extends Readonly<Required<Omit<GatewayClientOptions, 'requestTimeoutMs' | 'maxResponseBytes' | 'pool'>>>,
+  extends Readonly<
+      Required<
+        Omit<GatewayClientOptions, 'requestTimeoutMs' | 'maxResponseBytes' | 'pool' | 'flavor' | 'kernelUsername'>
+      >
+    >,
     AsyncDisposable {
   /** The server's warm pool: claim a ready kernel, a kernelspec's count, pool a kernelspec like another. */
   readonly pool: KernelPool & { size(kernelName: string): number; keep(kernelName: string, like: string): void };

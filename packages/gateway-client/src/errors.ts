@@ -149,14 +149,39 @@ export class KernelDiedError extends KernelwardenError {
   /** The gateway's kernel id. */
   readonly kernelId: string;
 
-  constructor(message: string, options: { reason: KernelDeathReason; kernelId: string; cause?: unknown }) {
+  constructor(
+    message: string,
+    options: { reason: KernelDeathReason; kernelId: string; cause?: unknown; code?: string },
+  ) {
     super(message, {
-      code: 'KERNEL_DIED',
+      code: options.code ?? 'KERNEL_DIED',
       cause: options.cause,
       retryable: options.reason === 'restarted' || options.reason === 'oom',
     });
     this.reason = options.reason;
     this.kernelId = options.kernelId;
+  }
+}
+
+/**
+ * The gateway a kernel ran on stopped answering (a `GatewaySet`'s health check found it down): the kernel's pending
+ * executions reject with it within seconds instead of waiting for sockets that may never close, and the handle is
+ * dead. `url` names the gateway. A `KernelDiedError` (reason `'connection-lost'`, code `GATEWAY_DOWN`), so whoever
+ * replaces dead kernels (a `KernelSupervisor`) replaces this one — on another gateway of the set.
+ */
+export class GatewayDownError extends KernelDiedError {
+  static override readonly brand: string = 'GatewayDownError';
+  /** The base URL of the gateway that went down (never with a token). */
+  readonly url: string;
+
+  constructor(message: string, options: { url: string; kernelId: string; cause?: unknown }) {
+    super(message, {
+      reason: 'connection-lost',
+      kernelId: options.kernelId,
+      cause: options.cause,
+      code: 'GATEWAY_DOWN',
+    });
+    this.url = options.url;
   }
 }
 

@@ -14,6 +14,8 @@ import {
   ProtocolError,
 } from './errors.js';
 import {
+  DEFAULT_MAX_RESPONSE_BYTES,
+  DEFAULT_REQUEST_TIMEOUT_MS,
   type GatewayAnswer,
   type GatewayClientOptions,
   type GatewayFlavor,
@@ -42,6 +44,36 @@ export type {
   StartQueue,
   WebSocketClass,
 };
+
+/** Marks a `GatewaySet` (and anything else that routes kernels over several gateways). @internal */
+export const ROUTER: unique symbol = Symbol.for('kernelwarden.GatewayRouter') as never;
+
+/** What `GatewayClient` needs of a `GatewaySet` it is built on. @internal */
+export interface GatewayRouter {
+  readonly [ROUTER]: true;
+  /** Names every gateway, for messages. */
+  readonly label: string;
+  readonly gateways: readonly GatewayClient[];
+  placeKernel(request: { kernelName: string }, exclude?: ReadonlySet<GatewayClient>): Promise<GatewayClient>;
+  settled(
+    client: GatewayClient,
+    outcome: {
+      kernel?: { readonly id: string; isAlive(): boolean; gatewayDown(cause?: unknown): void };
+      unreachable?: Error;
+    },
+  ): void;
+  clientFor(kernelId: string): GatewayClient | undefined;
+  placed(client: GatewayClient, kernelId: string): void;
+  forget(kernelId: string): void;
+  healthyClients(): GatewayClient[];
+}
+
+function isRouter(value: unknown): value is GatewayRouter {
+  return typeof value === 'object' && value !== null && (value as { [ROUTER]?: unknown })[ROUTER] === true;
+}
+
+/** A `GatewaySet` as `new GatewayClient()` accepts it. */
+export type GatewaySetLike = GatewayRouter;
 
 /** Options every REST call accepts. */
 export interface RequestOptions {
@@ -133,14 +165,40 @@ export class GatewayClient {
   /** What kind of server the gateway is (`'jupyter'` or `'enterprise-gateway'`). */
   readonly flavor: GatewayFlavor;
   readonly #kernelUsername: string | undefined;
+  readonly #router: GatewayRouter | undefined;
   readonly #token: string | undefined;
   readonly #fetch: typeof fetch | undefined;
   readonly #transport: GatewayRequest | undefined;
   readonly #requestTimeoutMs: number;
   readonly #maxResponseBytes: number;
 
-  constructor(options: GatewayClientOptions) {
+  /**
+   * A client of one gateway (`options`), or of a `GatewaySet`: creates then go to the gateway the set places them on,
+   * and each kernel's calls to the gateway that runs it; `listKernels()` lists every healthy gateway's kernels,
+   * `kernelSpecs()` asks the first healthy one.
+   */
+  constructor(options: GatewayClientOptions | GatewaySetLike) {
+    if (isRouter(options)) {
+      const first = options.gateways[0] as GatewayClient;
+      this.#router = options;
+      this.baseUrl = options.label;
+      this.#token = undefined;
+      this.#fetch = undefined;
+      this.#transport = undefined;
+      this.WebSocket = first.WebSocket;
+      this.#requestTimeoutMs = DEFAULT_REQUEST_TIMEOUT_MS;
+      this.#maxResponseBytes = DEFAULT_MAX_RESPONSE_BYTES;
+      this.ownership = undefined;
+      this.diagnostics = undefined;
+      this.pool = undefined;
+      this.processes = undefined;
+      this.startQueue = undefined;
+      this.flavor = options.gateways.some((g) => g.flavor === 'enterprise-gateway') ? 'enterprise-gateway' : 'jupyter';
+      this.#kernelUsername = undefined;
+      return;
+    }
     const opts = resolveGatewayClientOptions(options);
+    this.#router = undefined;
     this.baseUrl = opts.baseUrl;
     this.#token = opts.token;
     this.#fetch = opts.fetch;
@@ -155,6 +213,45 @@ export class GatewayClient {
     this.startQueue = opts.startQueue;
     this.flavor = opts.flavor;
     this.#kernelUsername = opts.kernelUsername;
+  }
+
+  /** The `GatewaySet` this client routes over, when it was built on one. */
+  get router(): GatewayRouter | undefined {
+    return this.#router;
+  }
+
+  /** The client of the gateway running `kernelId` (a set's client asks its gateways when it did not place it). */
+  async #owner(kernelId: string, opts: RequestOptions): Promise<GatewayClient | undefined> {
+    const router = this.#router as GatewayRouter;
+    const known = router.clientFor(kernelId);
+    if (known) return known;
+    for (const client of router.healthyClients()) {
+      try {
+        if (await client.getKernel(kernelId, opts)) {
+          router.placed(client, kernelId);
+          return client;
+        }
+      } catch (error) {
+        if (opts.signal?.aborted) throw error;
+      }
+    }
+    return undefined;
+  }
+
+  async #routed<T>(
+    kernelId: string,
+    opts: RequestOptions,
+    call: (client: GatewayClient) => Promise<T>,
+    label: string,
+  ): Promise<T> {
+    const owner = await this.#owner(checkedKernelId(kernelId, `GatewayClient.${label}`), opts);
+    if (!owner) {
+      throw new GatewayRequestError(`No gateway of the ${this.baseUrl} has kernel ${kernelId}`, {
+        status: 404,
+        request: `${label} ${kernelId}`,
+      });
+    }
+    return call(owner);
   }
 
   /** Sent as `KERNEL_USERNAME` with every create that names none: the `kernelUsername` option, else the OS user. */
@@ -173,6 +270,8 @@ export class GatewayClient {
    * @internal
    */
   channelsTarget(kernelId: string, sessionId: string): { url: string; headers: Record<string, string> } {
+    const owner = this.#router?.clientFor(kernelId);
+    if (owner) return owner.channelsTarget(kernelId, sessionId);
     const ws = this.baseUrl.replace(/^http/, 'ws');
     const base = `${ws}/api/kernels/${checkedKernelId(kernelId, 'The channels socket')}/channels?session_id=${encodeURIComponent(sessionId)}`;
     if (!this.#token) return { url: base, headers: {} };
@@ -182,18 +281,33 @@ export class GatewayClient {
 
   /** Lists the kernelspecs the gateway can launch (`GET /api/kernelspecs`). */
   async kernelSpecs(opts: RequestOptions = {}): Promise<KernelSpecsModel> {
+    if (this.#router) {
+      const [first] = [...this.#router.healthyClients(), ...this.#router.gateways];
+      return (first as GatewayClient).kernelSpecs(opts);
+    }
     const res = await this.#request('GET', '/api/kernelspecs', opts);
     return this.#parse(schemas().kernelSpecsModel, this.#json(res, 'GET /api/kernelspecs'), 'GET /api/kernelspecs');
   }
 
   /** Lists the running kernels (`GET /api/kernels`). */
   async listKernels(opts: RequestOptions = {}): Promise<KernelModel[]> {
+    if (this.#router) {
+      const healthy = this.#router.healthyClients();
+      const lists = await Promise.allSettled(healthy.map((c) => c.listKernels(opts)));
+      const failed = lists.find((l): l is PromiseRejectedResult => l.status === 'rejected');
+      if (failed && lists.every((l) => l.status === 'rejected')) throw failed.reason;
+      return lists.flatMap((l) => (l.status === 'fulfilled' ? l.value : []));
+    }
     const res = await this.#request('GET', '/api/kernels', opts);
     return this.#parse(schemas().kernelModels, this.#json(res, 'GET /api/kernels'), 'GET /api/kernels');
   }
 
   /** One kernel's model (`GET /api/kernels/{id}`), or `undefined` when the gateway does not know it (404). */
   async getKernel(id: string, opts: RequestOptions = {}): Promise<KernelModel | undefined> {
+    if (this.#router) {
+      const owner = await this.#owner(checkedKernelId(id, 'GatewayClient.getKernel'), opts);
+      return owner?.getKernel(id, opts);
+    }
     const path = `/api/kernels/${checkedKernelId(id, 'GatewayClient.getKernel')}`;
     const res = await this.#request('GET', path, opts, [404]);
     if (res.status === 404) return undefined;
@@ -233,6 +347,7 @@ export class GatewayClient {
     },
     opts: RequestOptions = {},
   ): Promise<KernelModel> {
+    if (this.#router) return this.#createPlaced(this.#router, spec, opts);
     const subject = `Kernel create on gateway ${this.baseUrl}`;
     const chosen = spec.kernelId ?? spec.env?.KERNEL_ID ?? randomUUID();
     if (!isUuidV4(chosen)) {
@@ -268,6 +383,36 @@ export class GatewayClient {
     return model;
   }
 
+  /** A set's create: on the gateway its placement chooses, the next one when that one is unreachable or full. */
+  async #createPlaced(
+    router: GatewayRouter,
+    spec: Parameters<GatewayClient['createKernel']>[0],
+    opts: RequestOptions,
+  ): Promise<KernelModel> {
+    const tried = new Set<GatewayClient>();
+    let last: unknown;
+    for (;;) {
+      let client: GatewayClient;
+      try {
+        client = await router.placeKernel({ kernelName: spec.name }, tried);
+      } catch (error) {
+        throw last ?? error;
+      }
+      tried.add(client);
+      try {
+        const model = await client.createKernel(spec, opts);
+        router.settled(client, {});
+        router.placed(client, model.id);
+        return model;
+      } catch (error) {
+        const unreachable = GatewayUnavailableError.isInstance(error) ? error : undefined;
+        router.settled(client, unreachable ? { unreachable } : {});
+        if (opts.signal?.aborted || !(unreachable || GatewayCapacityError.isInstance(error))) throw error;
+        last = error;
+      }
+    }
+  }
+
   /** The error of a refused create: capacity and start-queue answers (HTTP 503 with a reason) typed as such. */
   #createRefused(res: Answer, name: string): KernelStartError | GatewayBusyError {
     const text = res.body.trim();
@@ -299,6 +444,7 @@ export class GatewayClient {
 
   /** Interrupts a kernel (`POST /api/kernels/{id}/interrupt`); throws on any non-2xx answer. */
   async interruptKernel(id: string, opts: RequestOptions = {}): Promise<void> {
+    if (this.#router) return this.#routed(id, opts, (c) => c.interruptKernel(id, opts), 'interruptKernel');
     await this.#request('POST', `/api/kernels/${checkedKernelId(id, 'GatewayClient.interruptKernel')}/interrupt`, opts);
   }
 
@@ -307,6 +453,7 @@ export class GatewayClient {
    * the shutdown request) and starts a fresh one under the same id; resolves once the new one is ready.
    */
   async restartKernel(id: string, opts: RequestOptions = {}): Promise<KernelModel> {
+    if (this.#router) return this.#routed(id, opts, (c) => c.restartKernel(id, opts), 'restartKernel');
     const path = `/api/kernels/${checkedKernelId(id, 'GatewayClient.restartKernel')}/restart`;
     const res = await this.#request('POST', path, opts);
     return this.#parse(schemas().kernelModel, this.#json(res, `POST ${path}`), `POST ${path}`);
@@ -317,6 +464,14 @@ export class GatewayClient {
    * kernel that was already gone; throws otherwise.
    */
   async deleteKernel(id: string, opts: RequestOptions = {}): Promise<{ status: number }> {
+    if (this.#router) {
+      const router = this.#router;
+      const owner = await this.#owner(checkedKernelId(id, 'GatewayClient.deleteKernel'), opts);
+      if (!owner) return { status: 404 };
+      const answer = await owner.deleteKernel(id, opts);
+      router.forget(id);
+      return answer;
+    }
     const path = `/api/kernels/${checkedKernelId(id, 'GatewayClient.deleteKernel')}`;
     const res = await this.#request('DELETE', path, opts, [404, 410]);
     this.ownership?.deleted(id);

@@ -2,7 +2,7 @@ import { type Clock, InvalidOptionsError, isClock, lazy, systemClock } from '@ke
 import type { z } from 'zod/v3';
 import { DEFAULT_OUTPUT_CAPS, type OutputCaps } from './cell-output.js';
 import type { ReconnectPolicy, WireProtocol } from './channel.js';
-import { GatewayClient, type GatewayClientOptions } from './gateway-client.js';
+import { GatewayClient, type GatewayClientOptions, type GatewaySetLike } from './gateway-client.js';
 import { KERNEL_ID_PATTERN } from './kernel-id.js';
 import { checkCreateEnv } from './launch-env.js';
 import type { RecoveryPolicy } from './restart-recovery.js';
@@ -80,8 +80,11 @@ export const DEFAULT_CLEANUP_RETRY: CleanupRetryPolicy = { attempts: 6, initialD
 
 /** Options of `GatewayKernel.start()`. */
 export interface GatewayKernelStartOptions {
-  /** A `GatewayClient`, or the options to build one (`{ baseUrl, token?, ownership?, fetch?, WebSocket? }`). */
-  gateway: GatewayClient | GatewayClientOptions;
+  /**
+   * A `GatewayClient`, the options to build one (`{ baseUrl, token?, ownership?, fetch?, WebSocket? }`), or a
+   * `GatewaySet` (the kernel goes to the gateway its placement chooses).
+   */
+  gateway: GatewayClient | GatewayClientOptions | GatewaySetLike;
   /** The kernelspec to launch. @defaultValue {@link DEFAULT_KERNEL_NAME} */
   kernelName?: string;
   /** Working directory the kernel switches to before the prelude (Python and R kernels). */
@@ -265,7 +268,7 @@ const startSchema = lazy(() => {
   const ms = z.number().finite().min(0);
   const policy = <T extends z.ZodRawShape>(shape: T) => z.object(shape).partial().optional();
   return z.object({
-    gateway: z.custom<GatewayClient | GatewayClientOptions>(
+    gateway: z.custom<GatewayClient | GatewayClientOptions | GatewaySetLike>(
       (v) => typeof v === 'object' && v !== null,
       'must be a GatewayClient or { baseUrl, token? }',
     ),
@@ -367,7 +370,7 @@ export function resolveGatewayKernelOptions(options: GatewayKernelStartOptions):
   });
 }
 
-function gatewayFrom(options: GatewayClientOptions): GatewayClient {
+function gatewayFrom(options: GatewayClientOptions | GatewaySetLike): GatewayClient {
   try {
     return new GatewayClient(options);
   } catch (error) {

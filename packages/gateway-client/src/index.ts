@@ -9,6 +9,7 @@ export {
   GatewayAuthError,
   GatewayBusyError,
   GatewayCapacityError,
+  GatewayDownError,
   GatewayRequestError,
   GatewayResponseTooLargeError,
   GatewayUnavailableError,
@@ -19,7 +20,14 @@ export {
   ProtocolError,
 } from './errors.js';
 export { MISSING_REPLY_ENAME } from './execution.js';
-export type { KernelModel, KernelSpecModel, KernelSpecsModel, RequestOptions } from './gateway-client.js';
+export type {
+  GatewayRouter,
+  GatewaySetLike,
+  KernelModel,
+  KernelSpecModel,
+  KernelSpecsModel,
+  RequestOptions,
+} from './gateway-client.js';
 export { GatewayClient } from './gateway-client.js';
 export type {
   GatewayAnswer,
@@ -73,6 +81,21 @@ export {
   DEFAULT_STOP_ON_ERROR,
   resolveGatewayKernelOptions,
 } from './gateway-kernel-options.js';
+export type {
+  GatewayHealth,
+  GatewaySetEventMap,
+  GatewaySetOptions,
+  PlacedKernel,
+  PlaceKernel,
+  PlacementRequest,
+} from './gateway-set.js';
+export {
+  DEFAULT_FAILURES_BEFORE_DOWN,
+  DEFAULT_HEALTH_INTERVAL_MS,
+  DEFAULT_HEALTH_TIMEOUT_MS,
+  fewestKernels,
+  GatewaySet,
+} from './gateway-set.js';
 export type { KernelInfo } from './handshake.js';
 export type { GatewayKernelEventMap, GatewayKernelListener, KernelStatus } from './kernel-events.js';
 export { isKernelId, KERNEL_ID_PATTERN } from './kernel-id.js';

@@ -7,8 +7,8 @@ import {
   type ExecuteResult,
 } from '@kernelwarden/core';
 import { environmentCode } from './environment-code.js';
-import { GatewayBusyError, GatewayCapacityError, KernelStartError } from './errors.js';
-import type { GatewayClient, KernelModel } from './gateway-client.js';
+import { GatewayBusyError, GatewayCapacityError, GatewayUnavailableError, KernelStartError } from './errors.js';
+import type { GatewayClient, GatewayRouter, KernelModel } from './gateway-client.js';
 import type { ResolvedGatewayKernelOptions } from './gateway-kernel-options.js';
 import type { KernelInfo } from './handshake.js';
 import { type Cleanup, deleteUntilConfirmed } from './start-cleanup.js';
@@ -127,6 +127,54 @@ export async function startKernel<K>(
   } finally {
     scope.dispose();
     outer.dispose();
+  }
+}
+
+/**
+ * A start on a `GatewaySet`: on the gateway its placement chooses; a gateway that cannot be reached (counted against
+ * its health) or is at capacity is left for the next candidate, all under the one `startupTimeoutMs`. When no
+ * candidate is left, the last gateway's error is thrown (`GatewayCapacityError` when every gateway was full). The
+ * kernel that starts is the set's: counted for placement, failed with `GatewayDownError` if its gateway goes down.
+ */
+export async function startPlaced<
+  K extends { readonly id: string; isAlive(): boolean; gatewayDown(cause?: unknown): void },
+>(
+  router: GatewayRouter,
+  opts: ResolvedGatewayKernelOptions,
+  start: (opts: ResolvedGatewayKernelOptions) => Promise<K>,
+): Promise<K> {
+  const { clock, startupTimeoutMs } = opts;
+  const began = clock.now();
+  const tried = new Set<GatewayClient>();
+  let last: unknown;
+  for (;;) {
+    opts.signal?.throwIfAborted();
+    const left = startupTimeoutMs > 0 ? startupTimeoutMs - (clock.now() - began) : 0;
+    if (startupTimeoutMs > 0 && left <= 0) {
+      throw (
+        last ??
+        new GatewayBusyError(`Kernel start on the ${router.label} timed out after ${startupTimeoutMs} ms`, {
+          timeoutMs: startupTimeoutMs,
+        })
+      );
+    }
+    let client: GatewayClient;
+    try {
+      client = await router.placeKernel({ kernelName: opts.kernelName }, tried);
+    } catch (error) {
+      throw last ?? error;
+    }
+    tried.add(client);
+    try {
+      const kernel = await start(Object.freeze({ ...opts, client, startupTimeoutMs: left }));
+      router.settled(client, { kernel });
+      return kernel;
+    } catch (error) {
+      const unreachable = GatewayUnavailableError.isInstance(error) ? error : undefined;
+      router.settled(client, unreachable ? { unreachable } : {});
+      if (opts.signal?.aborted || !(unreachable || GatewayCapacityError.isInstance(error))) throw error;
+      last = error;
+    }
   }
 }
 

@@ -318,7 +318,7 @@ export class GatewaySet implements GatewayRouter, Disposable {
   #arm(): void {
     if (this.#closed && this.#timer === undefined) this.#closed = false;
     for (const m of this.#members) this.#prune(m);
-    const busy = this.#members.some((m) => m.kernels.size > 0 || m.starting > 0 || (!m.healthy && m.lost.size > 0));
+    const busy = this.#members.some((m) => m.kernels.size > 0 || m.starting > 0);
     if (!busy) {
       this.#timer?.cancel();
       this.#timer = undefined;

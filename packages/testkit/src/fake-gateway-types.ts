@@ -58,7 +58,9 @@ export interface FakeGatewayOptions {
   launchTimeoutSeconds?: number;
   /**
    * Enterprise Gateway only: names besides `KERNEL_*` that a create's `env` may pass to the kernel (EG's
-   * `client_envs`, formerly `EG_ENV_PROCESS_WHITELIST`); `['*']` passes every name. @defaultValue []
+   * `client_envs`: env `EG_CLIENT_ENVS`, formerly `EG_ENV_WHITELIST`; not its `inherited_envs`, formerly
+   * `EG_ENV_PROCESS_WHITELIST`, which pass variables of EG's own process). `['*']` passes every name.
+   * @defaultValue []
    */
   clientEnvs?: string[];
 }

@@ -63,7 +63,10 @@ export interface GatewayRouter {
     },
   ): void;
   clientFor(kernelId: string): GatewayClient | undefined;
-  placed(client: GatewayClient, kernelId: string): void;
+  placed(
+    client: GatewayClient,
+    kernel: string | { readonly id: string; isAlive(): boolean; gatewayDown(cause?: unknown): void },
+  ): void;
   forget(kernelId: string): void;
   healthyClients(): GatewayClient[];
 }

@@ -225,12 +225,13 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
     }
     let opts = resolveGatewayKernelOptions(options);
     const router = opts.client.router;
+    let member: GatewayClient | undefined;
     if (router) {
       const owner = await opts.client.getKernel(options.kernelId, opts.signal ? { signal: opts.signal } : {});
-      const client = owner ? router.clientFor(options.kernelId) : undefined;
-      if (client) opts = Object.freeze({ ...opts, client });
+      member = owner ? router.clientFor(options.kernelId) : undefined;
+      if (member) opts = Object.freeze({ ...opts, client: member });
     }
-    return startKernel(
+    const kernel = await startKernel(
       opts,
       (model) => {
         const kernel = new GatewayKernel(model, opts);
@@ -238,6 +239,8 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
       },
       { kind: 'attach', kernelId: options.kernelId },
     );
+    if (router && member) router.placed(member, kernel);
+    return kernel;
   }
 
   /** What the start sequence (`startKernel`) drives. */

@@ -108,6 +108,17 @@ describe('GatewaySet', () => {
     expect(again.client.baseUrl).toBe(a.baseUrl);
   });
 
+  it('attaches to a kernel on whichever gateway of the set runs it, and counts it there', async () => {
+    await using a = await FakeGateway.start();
+    await using b = await FakeGateway.start();
+    using set = new GatewaySet([opts(a), opts(b)], { clock: new ManualClock() });
+    const model = await new GatewayClient(opts(b)).createKernel({ name: 'python3' });
+    await using attached = await GatewayKernel.connect({ gateway: set, kernelId: model.id });
+    expect(attached.client.baseUrl).toBe(b.baseUrl);
+    expect((await attached.execute('print(5)')).stdout).toBe('5\n');
+    expect(set.health().map((h) => h.kernels)).toEqual([0, 1]);
+  });
+
   it('bounds each health check by healthTimeoutMs', async () => {
     await using a = await FakeGateway.start();
     using set = new GatewaySet([opts(a)], { healthTimeoutMs: 100, failuresBeforeDown: 1 });

@@ -267,11 +267,20 @@ export class GatewaySet implements GatewayRouter, Disposable {
     return this.#members.find((m) => m.kernels.has(kernelId))?.client;
   }
 
-  /** Records that `kernelId` runs on `client` (a kernel created through `new GatewayClient(set)`). @internal */
-  placed(client: GatewayClient, kernelId: string): void {
+  /**
+   * Records that a kernel runs on `client`: a kernel handle (one attached with `GatewayKernel.connect`), or the id of
+   * one created through `new GatewayClient(set)` (counted until deleted through that client).
+   * @internal
+   */
+  placed(client: GatewayClient, kernel: string | PlacedKernel): void {
     const member = this.#members.find((m) => m.client === client);
-    if (!member || member.kernels.has(kernelId)) return;
-    member.kernels.set(kernelId, { id: kernelId, isAlive: () => true, gatewayDown: () => {} });
+    if (!member) return;
+    if (typeof kernel === 'string') {
+      if (member.kernels.has(kernel)) return;
+      member.kernels.set(kernel, { id: kernel, isAlive: () => true, gatewayDown: () => {} });
+    } else {
+      member.kernels.set(kernel.id, kernel);
+    }
     this.#arm();
   }
 

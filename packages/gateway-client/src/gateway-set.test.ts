@@ -119,6 +119,20 @@ describe('GatewaySet', () => {
     expect(set.health().map((h) => h.kernels)).toEqual([0, 1]);
   });
 
+  it('keeps an Enterprise Gateway that refuses to list kernels healthy, counting the kernels it placed there', async () => {
+    await using eg = await FakeGateway.start({ flavor: 'enterprise-gateway', listKernels: false });
+    await using b = await FakeGateway.start();
+    await new GatewayClient(opts(b)).createKernel({ name: 'python3' });
+    using set = new GatewaySet([{ ...opts(eg), flavor: 'enterprise-gateway' }, opts(b)], { clock: new ManualClock() });
+    await using first = await GatewayKernel.start({ gateway: set });
+    expect(first.client.baseUrl).toBe(eg.baseUrl);
+    expect(set.health().map((h) => [h.healthy, h.kernels])).toEqual([
+      [true, 1],
+      [true, 1],
+    ]);
+    expect(eg.requests.some((r) => r.route === 'list' && r.answer === 403)).toBe(true);
+  });
+
   it('bounds each health check by healthTimeoutMs', async () => {
     await using a = await FakeGateway.start();
     using set = new GatewaySet([opts(a)], { healthTimeoutMs: 100, failuresBeforeDown: 1 });

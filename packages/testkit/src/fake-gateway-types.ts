@@ -63,6 +63,11 @@ export interface FakeGatewayOptions {
    * @defaultValue []
    */
   clientEnvs?: string[];
+  /**
+   * Enterprise Gateway only: whether `GET /api/kernels` lists the kernels (EG's `list_kernels`, `EG_LIST_KERNELS`);
+   * when false it answers 403 "Forbidden". @defaultValue true
+   */
+  listKernels?: boolean;
 }
 
 /** The REST routes and the channels handshake, as named in faults and records. */

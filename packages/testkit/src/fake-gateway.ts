@@ -201,7 +201,12 @@ export class FakeGateway implements AsyncDisposable {
       this.#json(res, record, 403, { message: 'Forbidden', reason: null });
       return;
     }
-    if (route === 'create' && this.#opts.flavor === 'enterprise-gateway' && !this.#faults.get(route)?.length) {
+    const eg = this.#opts.flavor === 'enterprise-gateway';
+    if (route === 'list' && eg && this.#opts.listKernels === false && !this.#faults.get(route)?.length) {
+      this.#json(res, record, 403, { reason: 'Forbidden', message: 'Forbidden' });
+      return;
+    }
+    if (route === 'create' && eg && !this.#faults.get(route)?.length) {
       await this.#launch(body, res, record);
       return;
     }

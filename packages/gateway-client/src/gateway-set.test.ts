@@ -1,10 +1,18 @@
+import { readFile } from 'node:fs/promises';
 import { InvalidOptionsError } from '@kernelwarden/core';
+import { defaultCell, readmeDefaultsFor } from '@kernelwarden/test-env';
 import { FakeGateway, ManualClock } from '@kernelwarden/testkit';
 import { describe, expect, it } from 'vitest';
 import { GatewayCapacityError, GatewayDownError, GatewayUnavailableError, KernelDiedError } from './errors.js';
 import { GatewayClient } from './gateway-client.js';
 import { GatewayKernel } from './gateway-kernel.js';
-import { GatewaySet, type GatewaySetEventMap } from './gateway-set.js';
+import {
+  DEFAULT_FAILURES_BEFORE_DOWN,
+  DEFAULT_HEALTH_INTERVAL_MS,
+  DEFAULT_HEALTH_TIMEOUT_MS,
+  GatewaySet,
+  type GatewaySetEventMap,
+} from './gateway-set.js';
 
 const opts = (gw: FakeGateway) => ({ baseUrl: gw.baseUrl, token: gw.token });
 
@@ -180,6 +188,16 @@ describe('GatewaySet', () => {
     set.close();
     expect(clock.pendingTimers()).toBe(0);
     expect(k2.isAlive()).toBe(true);
+  });
+
+  it('documents its defaults in the README as the constants say', async () => {
+    const readme = await readFile(new URL('../README.md', import.meta.url), 'utf8');
+    const expected = {
+      healthIntervalMs: defaultCell(DEFAULT_HEALTH_INTERVAL_MS, 'DEFAULT_HEALTH_INTERVAL_MS'),
+      healthTimeoutMs: defaultCell(DEFAULT_HEALTH_TIMEOUT_MS, 'DEFAULT_HEALTH_TIMEOUT_MS'),
+      failuresBeforeDown: defaultCell(DEFAULT_FAILURES_BEFORE_DOWN, 'DEFAULT_FAILURES_BEFORE_DOWN'),
+    };
+    expect(readmeDefaultsFor(readme, '`new GatewaySet(gateways, options?)`', expected)).toEqual(expected);
   });
 
   it('refuses bad options naming the field', () => {

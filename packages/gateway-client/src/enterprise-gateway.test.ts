@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { userInfo } from 'node:os';
 import { InvalidOptionsError } from '@kernelwarden/core';
 import { FakeGateway } from '@kernelwarden/testkit';
@@ -73,6 +74,31 @@ describe('Enterprise Gateway conventions', () => {
     }).catch((e: unknown) => e);
     expect(KernelEnvError.isInstance(started)).toBe(true);
     expect(creates(gw)).toHaveLength(0);
+  });
+
+  it('refuses a caller id that is not a UUID v4, a KERNEL_ID other than the id, and a bad kernelUsername, before sending', async () => {
+    await using gw = await FakeGateway.start({ flavor: 'enterprise-gateway' });
+    const client = new GatewayClient({ baseUrl: gw.baseUrl, token: gw.token });
+    await expect(client.createKernel({ name: 'python3', kernelId: 'kernel-1' })).rejects.toMatchObject({
+      code: 'INVALID_KERNEL_ID',
+    });
+    const id = randomUUID();
+    await expect(
+      client.createKernel({ name: 'python3', kernelId: id, env: { KERNEL_ID: randomUUID() } }),
+    ).rejects.toMatchObject({ code: 'KERNEL_ENV', variable: '"KERNEL_ID"' });
+    expect(creates(gw)).toHaveLength(0);
+    // A caller's env.KERNEL_ID (a UUID v4) is the create's id.
+    const model = await client.createKernel({ name: 'python3', env: { KERNEL_ID: id } });
+    expect(model.id).toBe(id);
+    expect(createBody(gw).kernel_id).toBe(id);
+    let error: unknown;
+    try {
+      new GatewayClient({ baseUrl: gw.baseUrl, kernelUsername: 'ada$(id)' });
+    } catch (e) {
+      error = e;
+    }
+    expect(InvalidOptionsError.isInstance(error)).toBe(true);
+    expect((error as InvalidOptionsError).path).toBe('kernelUsername');
   });
 
   it('accepts a value of exactly 4,096 characters', async () => {

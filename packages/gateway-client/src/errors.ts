@@ -111,6 +111,24 @@ export class GatewayBusyError extends DeadlineExceededError {
   }
 }
 
+/**
+ * A variable of a create's `env` (the environment sent with `POST /api/kernels`, `launchEnv` of a start) that
+ * Enterprise Gateway would refuse: a value longer than 4,096 characters or one holding `$`, a backtick, CR, LF or
+ * NUL, a name that is empty or holds `=` or NUL, or a `KERNEL_ID` that is not the create's own id. Nothing was sent.
+ *
+ * `variable` names it; the value is never shown (it may be a secret). Not retryable.
+ */
+export class KernelEnvError extends KernelwardenError {
+  static override readonly brand: string = 'KernelEnvError';
+  /** The name of the refused variable (clipped to 80 characters). */
+  readonly variable: string;
+
+  constructor(message: string, options: { variable: string }) {
+    super(message, { code: 'KERNEL_ENV' });
+    this.variable = options.variable;
+  }
+}
+
 /** Why a `KernelDiedError` was raised. */
 /**
  * `'oom'`: killed for using more than its memory limit (the server restarted it; its variables are gone).
@@ -131,14 +149,39 @@ export class KernelDiedError extends KernelwardenError {
   /** The gateway's kernel id. */
   readonly kernelId: string;
 
-  constructor(message: string, options: { reason: KernelDeathReason; kernelId: string; cause?: unknown }) {
+  constructor(
+    message: string,
+    options: { reason: KernelDeathReason; kernelId: string; cause?: unknown; code?: string },
+  ) {
     super(message, {
-      code: 'KERNEL_DIED',
+      code: options.code ?? 'KERNEL_DIED',
       cause: options.cause,
       retryable: options.reason === 'restarted' || options.reason === 'oom',
     });
     this.reason = options.reason;
     this.kernelId = options.kernelId;
+  }
+}
+
+/**
+ * The gateway a kernel ran on stopped answering (a `GatewaySet`'s health check found it down): the kernel's pending
+ * executions reject with it within seconds instead of waiting for sockets that may never close, and the handle is
+ * dead. `url` names the gateway. A `KernelDiedError` (reason `'connection-lost'`, code `GATEWAY_DOWN`), so whoever
+ * replaces dead kernels (a `KernelSupervisor`) replaces this one — on another gateway of the set.
+ */
+export class GatewayDownError extends KernelDiedError {
+  static override readonly brand: string = 'GatewayDownError';
+  /** The base URL of the gateway that went down (never with a token). */
+  readonly url: string;
+
+  constructor(message: string, options: { url: string; kernelId: string; cause?: unknown }) {
+    super(message, {
+      reason: 'connection-lost',
+      kernelId: options.kernelId,
+      cause: options.cause,
+      code: 'GATEWAY_DOWN',
+    });
+    this.url = options.url;
   }
 }
 

@@ -101,6 +101,17 @@ export const DEFAULT_REQUEST_TIMEOUT_MS = 10_000;
  */
 export const DEFAULT_MAX_RESPONSE_BYTES = 8 * 1024 * 1024;
 
+/**
+ * What kind of server the gateway is. `'jupyter'`: jupyter-server, Jupyter Kernel Gateway or the embedded gateway
+ * (kernels start in seconds on the server's machine). `'enterprise-gateway'`: Jupyter Enterprise Gateway, which
+ * launches each kernel remotely (a Kubernetes pod, a YARN application, a Docker container); its creates answer only
+ * once the kernel runs, so starts get a longer default deadline (`DEFAULT_REMOTE_STARTUP_TIMEOUT_MS`).
+ */
+export type GatewayFlavor = 'jupyter' | 'enterprise-gateway';
+
+/** The gateway flavour when `flavor` is not given. */
+export const DEFAULT_GATEWAY_FLAVOR: GatewayFlavor = 'jupyter';
+
 /** Options of `new GatewayClient()`. */
 export interface GatewayClientOptions {
   /** The server's base URL, e.g. `http://127.0.0.1:8888` (a base path is kept). */
@@ -140,6 +151,14 @@ export interface GatewayClientOptions {
    * bounded by `timeoutMs` instead (the gateway answers `GatewayBusyError` past it).
    */
   startQueue?: StartQueue;
+  /** What kind of server the gateway is. @defaultValue {@link DEFAULT_GATEWAY_FLAVOR} */
+  flavor?: GatewayFlavor;
+  /**
+   * Sent as `KERNEL_USERNAME` with every create (unless the create's `env` names one): Enterprise Gateway's user of
+   * the kernel (its per-user limit, the kernel pod's name and namespace); other servers ignore it.
+   * @defaultValue the OS user this process runs as
+   */
+  kernelUsername?: string;
 }
 
 /** A gateway's start queue, as `GatewayClientOptions.startQueue` describes it. */
@@ -166,6 +185,9 @@ export interface ResolvedGatewayClientOptions {
   readonly pool: KernelPool | undefined;
   readonly processes: KernelProcesses | undefined;
   readonly startQueue: StartQueue | undefined;
+  readonly flavor: GatewayFlavor;
+  /** The `kernelUsername` given, or undefined: the OS user is then looked up at the first create. */
+  readonly kernelUsername: string | undefined;
 }
 
 const hasFunctions =
@@ -202,6 +224,13 @@ const optionsSchema = lazy(() => {
       .custom<KernelProcesses>(hasFunctions<KernelProcesses>('kill'), 'must have a kill(kernelId) function')
       .optional(),
     startQueue: z.object({ timeoutMs: z.number().finite().min(0) }).optional(),
+    flavor: z.enum(['jupyter', 'enterprise-gateway']).optional(),
+    kernelUsername: z
+      .string()
+      .min(1)
+      .max(4096)
+      .refine((s) => !/[$`\r\n\0]/.test(s), 'must not hold $, a backtick, CR, LF or NUL')
+      .optional(),
   });
 });
 
@@ -226,5 +255,7 @@ export function resolveGatewayClientOptions(options: GatewayClientOptions): Reso
     pool: opts.pool,
     processes: opts.processes,
     startQueue: opts.startQueue ? Object.freeze({ timeoutMs: opts.startQueue.timeoutMs }) : undefined,
+    flavor: opts.flavor ?? DEFAULT_GATEWAY_FLAVOR,
+    kernelUsername: opts.kernelUsername,
   });
 }

@@ -88,17 +88,26 @@ describe('GatewayClient', () => {
     );
   });
 
-  it('tells ownership about created and deleted kernels', async () => {
+  it('tells ownership about created and deleted kernels, the chosen id before the create is sent', async () => {
     await using gw = await FakeGateway.start();
     const log: string[] = [];
     const client = new GatewayClient({
       baseUrl: gw.baseUrl,
       token: gw.token,
-      ownership: { created: (id) => log.push(`created ${id}`), deleted: (id) => log.push(`deleted ${id}`) },
+      ownership: {
+        creating: (id) => log.push(`creating ${id}`),
+        notCreated: (id) => log.push(`notCreated ${id}`),
+        created: (id) => log.push(`created ${id}`),
+        deleted: (id) => log.push(`deleted ${id}`),
+      },
     });
     const model = await client.createKernel({ name: 'python3' });
     await client.deleteKernel(model.id);
-    expect(log).toEqual([`created ${model.id}`, `deleted ${model.id}`]);
+    // This server ignores the chosen id (as jupyter-server 1.x does): the chosen id's record goes, the real one stays.
+    const create = gw.requests.find((r) => r.route === 'create');
+    const chosen = (create?.body as { kernel_id?: string } | undefined)?.kernel_id;
+    expect(chosen).not.toBe(model.id);
+    expect(log).toEqual([`creating ${chosen}`, `notCreated ${chosen}`, `created ${model.id}`, `deleted ${model.id}`]);
   });
 
   it('rejects invalid options naming the field', () => {

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { type AbortScope, abortScope, effectiveTimeout, isTimeoutError, lazy } from '@kernelwarden/core';
 import type { z } from 'zod/v3';
 import { isWsClass } from './default-websocket.js';
@@ -8,12 +9,16 @@ import {
   GatewayRequestError,
   GatewayResponseTooLargeError,
   GatewayUnavailableError,
+  InvalidKernelIdError,
   KernelStartError,
   ProtocolError,
 } from './errors.js';
 import {
+  DEFAULT_MAX_RESPONSE_BYTES,
+  DEFAULT_REQUEST_TIMEOUT_MS,
   type GatewayAnswer,
   type GatewayClientOptions,
+  type GatewayFlavor,
   type GatewayRequest,
   type KernelDiagnostics,
   type KernelOwnership,
@@ -24,11 +29,13 @@ import {
   type WebSocketClass,
 } from './gateway-client-options.js';
 import { checkedKernelId, KERNEL_ID_PATTERN } from './kernel-id.js';
+import { createEnv, defaultKernelUsername, isUuidV4 } from './launch-env.js';
 import { zod } from './zod.js';
 
 export type {
   GatewayAnswer,
   GatewayClientOptions,
+  GatewayFlavor,
   GatewayRequest,
   KernelDiagnostics,
   KernelOwnership,
@@ -37,6 +44,39 @@ export type {
   StartQueue,
   WebSocketClass,
 };
+
+/** Marks a `GatewaySet` (and anything else that routes kernels over several gateways). @internal */
+export const ROUTER: unique symbol = Symbol.for('kernelwarden.GatewayRouter') as never;
+
+/** What `GatewayClient` needs of a `GatewaySet` it is built on. @internal */
+export interface GatewayRouter {
+  readonly [ROUTER]: true;
+  /** Names every gateway, for messages. */
+  readonly label: string;
+  readonly gateways: readonly GatewayClient[];
+  placeKernel(request: { kernelName: string }, exclude?: ReadonlySet<GatewayClient>): Promise<GatewayClient>;
+  settled(
+    client: GatewayClient,
+    outcome: {
+      kernel?: { readonly id: string; isAlive(): boolean; gatewayDown(cause?: unknown): void };
+      unreachable?: Error;
+    },
+  ): void;
+  clientFor(kernelId: string): GatewayClient | undefined;
+  placed(
+    client: GatewayClient,
+    kernel: string | { readonly id: string; isAlive(): boolean; gatewayDown(cause?: unknown): void },
+  ): void;
+  forget(kernelId: string): void;
+  healthyClients(): GatewayClient[];
+}
+
+function isRouter(value: unknown): value is GatewayRouter {
+  return typeof value === 'object' && value !== null && (value as { [ROUTER]?: unknown })[ROUTER] === true;
+}
+
+/** A `GatewaySet` as `new GatewayClient()` accepts it. */
+export type GatewaySetLike = GatewayRouter;
 
 /** Options every REST call accepts. */
 export interface RequestOptions {
@@ -125,14 +165,43 @@ export class GatewayClient {
   readonly processes: KernelProcesses | undefined;
   /** The gateway's start queue, when it has one (the embedded gateway). */
   readonly startQueue: StartQueue | undefined;
+  /** What kind of server the gateway is (`'jupyter'` or `'enterprise-gateway'`). */
+  readonly flavor: GatewayFlavor;
+  readonly #kernelUsername: string | undefined;
+  readonly #router: GatewayRouter | undefined;
   readonly #token: string | undefined;
   readonly #fetch: typeof fetch | undefined;
   readonly #transport: GatewayRequest | undefined;
   readonly #requestTimeoutMs: number;
   readonly #maxResponseBytes: number;
 
-  constructor(options: GatewayClientOptions) {
+  /**
+   * A client of one gateway (`options`), or of a `GatewaySet`: creates then go to the gateway the set places them on,
+   * and each kernel's calls to the gateway that runs it; `listKernels()` lists every healthy gateway's kernels,
+   * `kernelSpecs()` asks the first healthy one.
+   */
+  constructor(options: GatewayClientOptions | GatewaySetLike) {
+    if (isRouter(options)) {
+      const first = options.gateways[0] as GatewayClient;
+      this.#router = options;
+      this.baseUrl = options.label;
+      this.#token = undefined;
+      this.#fetch = undefined;
+      this.#transport = undefined;
+      this.WebSocket = first.WebSocket;
+      this.#requestTimeoutMs = DEFAULT_REQUEST_TIMEOUT_MS;
+      this.#maxResponseBytes = DEFAULT_MAX_RESPONSE_BYTES;
+      this.ownership = undefined;
+      this.diagnostics = undefined;
+      this.pool = undefined;
+      this.processes = undefined;
+      this.startQueue = undefined;
+      this.flavor = options.gateways.some((g) => g.flavor === 'enterprise-gateway') ? 'enterprise-gateway' : 'jupyter';
+      this.#kernelUsername = undefined;
+      return;
+    }
     const opts = resolveGatewayClientOptions(options);
+    this.#router = undefined;
     this.baseUrl = opts.baseUrl;
     this.#token = opts.token;
     this.#fetch = opts.fetch;
@@ -145,6 +214,52 @@ export class GatewayClient {
     this.pool = opts.pool;
     this.processes = opts.processes;
     this.startQueue = opts.startQueue;
+    this.flavor = opts.flavor;
+    this.#kernelUsername = opts.kernelUsername;
+  }
+
+  /** The `GatewaySet` this client routes over, when it was built on one. */
+  get router(): GatewayRouter | undefined {
+    return this.#router;
+  }
+
+  /** The client of the gateway running `kernelId` (a set's client asks its gateways when it did not place it). */
+  async #owner(kernelId: string, opts: RequestOptions): Promise<GatewayClient | undefined> {
+    const router = this.#router as GatewayRouter;
+    const known = router.clientFor(kernelId);
+    if (known) return known;
+    for (const client of router.healthyClients()) {
+      try {
+        if (await client.getKernel(kernelId, opts)) {
+          router.placed(client, kernelId);
+          return client;
+        }
+      } catch (error) {
+        if (opts.signal?.aborted) throw error;
+      }
+    }
+    return undefined;
+  }
+
+  async #routed<T>(
+    kernelId: string,
+    opts: RequestOptions,
+    call: (client: GatewayClient) => Promise<T>,
+    label: string,
+  ): Promise<T> {
+    const owner = await this.#owner(checkedKernelId(kernelId, `GatewayClient.${label}`), opts);
+    if (!owner) {
+      throw new GatewayRequestError(`No gateway of the ${this.baseUrl} has kernel ${kernelId}`, {
+        status: 404,
+        request: `${label} ${kernelId}`,
+      });
+    }
+    return call(owner);
+  }
+
+  /** Sent as `KERNEL_USERNAME` with every create that names none: the `kernelUsername` option, else the OS user. */
+  get kernelUsername(): string {
+    return this.#kernelUsername ?? defaultKernelUsername();
   }
 
   /** True when a token is configured (the token itself is never exposed by the client's API). */
@@ -158,6 +273,8 @@ export class GatewayClient {
    * @internal
    */
   channelsTarget(kernelId: string, sessionId: string): { url: string; headers: Record<string, string> } {
+    const owner = this.#router?.clientFor(kernelId);
+    if (owner) return owner.channelsTarget(kernelId, sessionId);
     const ws = this.baseUrl.replace(/^http/, 'ws');
     const base = `${ws}/api/kernels/${checkedKernelId(kernelId, 'The channels socket')}/channels?session_id=${encodeURIComponent(sessionId)}`;
     if (!this.#token) return { url: base, headers: {} };
@@ -167,18 +284,33 @@ export class GatewayClient {
 
   /** Lists the kernelspecs the gateway can launch (`GET /api/kernelspecs`). */
   async kernelSpecs(opts: RequestOptions = {}): Promise<KernelSpecsModel> {
+    if (this.#router) {
+      const [first] = [...this.#router.healthyClients(), ...this.#router.gateways];
+      return (first as GatewayClient).kernelSpecs(opts);
+    }
     const res = await this.#request('GET', '/api/kernelspecs', opts);
     return this.#parse(schemas().kernelSpecsModel, this.#json(res, 'GET /api/kernelspecs'), 'GET /api/kernelspecs');
   }
 
   /** Lists the running kernels (`GET /api/kernels`). */
   async listKernels(opts: RequestOptions = {}): Promise<KernelModel[]> {
+    if (this.#router) {
+      const healthy = this.#router.healthyClients();
+      const lists = await Promise.allSettled(healthy.map((c) => c.listKernels(opts)));
+      const failed = lists.find((l): l is PromiseRejectedResult => l.status === 'rejected');
+      if (failed && lists.every((l) => l.status === 'rejected')) throw failed.reason;
+      return lists.flatMap((l) => (l.status === 'fulfilled' ? l.value : []));
+    }
     const res = await this.#request('GET', '/api/kernels', opts);
     return this.#parse(schemas().kernelModels, this.#json(res, 'GET /api/kernels'), 'GET /api/kernels');
   }
 
   /** One kernel's model (`GET /api/kernels/{id}`), or `undefined` when the gateway does not know it (404). */
   async getKernel(id: string, opts: RequestOptions = {}): Promise<KernelModel | undefined> {
+    if (this.#router) {
+      const owner = await this.#owner(checkedKernelId(id, 'GatewayClient.getKernel'), opts);
+      return owner?.getKernel(id, opts);
+    }
     const path = `/api/kernels/${checkedKernelId(id, 'GatewayClient.getKernel')}`;
     const res = await this.#request('GET', path, opts, [404]);
     if (res.status === 404) return undefined;
@@ -187,39 +319,102 @@ export class GatewayClient {
 
   /**
    * Starts a kernel (`POST /api/kernels`). A non-2xx answer throws `KernelStartError` with its `status`
-   * (`GatewayCapacityError` when the gateway answers 503 at capacity, `GatewayBusyError` when its start queue did not
-   * reach this create within `waitMs`); `path` is the kernel's working directory relative to the server's root; `env`
-   * is honoured by Kernel Gateway (`KERNEL_*` variables), not by jupyter-server.
+   * (`GatewayCapacityError` when the gateway is at its kernel limit: the embedded gateway's 503 `at-capacity`,
+   * Enterprise Gateway's 403 "Resource Limit" or max-kernels (per user) answer; `GatewayBusyError` when the embedded
+   * gateway's start queue did not reach this create within `waitMs`, or Enterprise Gateway's launch outlived
+   * `KERNEL_LAUNCH_TIMEOUT` (its HTTP 500 launch timeout)); `path` is the kernel's working directory relative to the
+   * server's root.
    *
-   * `kernelId` asks for that id (a UUID): jupyter-server 2.x and the embedded gateway honour it, 1.x ignores it (the
-   * answer's `id` says which). `ownership.creating(kernelId)` is told before the request is sent (a lease records the
-   * id as this process's, so that a process that dies while its create is in flight leaves the kernel to the
-   * gateway's orphan sweep), and `ownership.notCreated(kernelId)` when no kernel got that id. `waitMs` is how long the
-   * embedded gateway's start queue may hold this create before answering 503 (other servers ignore it).
+   * Every create has one id, a UUID v4: `kernelId` when given (it must be one), else a fresh one. It is sent as
+   * `kernel_id` (honoured by jupyter-server 2.x and the embedded gateway; 1.x ignores it) and as `env.KERNEL_ID`
+   * (honoured by Enterprise Gateway; the others ignore it), so the answer's `id` is that id wherever a server honours
+   * either, and a create given up on can be deleted by it. `env` is sent with `KERNEL_ID`, `KERNEL_USERNAME` (the
+   * client's `kernelUsername` unless `env` names one) and, with `launchTimeoutMs`, `KERNEL_LAUNCH_TIMEOUT` in whole
+   * seconds; Kernel Gateway and Enterprise Gateway pass `KERNEL_*` variables (and those they allow) to the kernel's
+   * launch, jupyter-server ignores them. Every variable is checked first against Enterprise Gateway's rules, whatever
+   * the gateway: a value over 4,096 characters or holding `$`, a backtick, CR, LF or NUL, a bad name, or a
+   * `KERNEL_ID` other than the create's id throws `KernelEnvError` naming the variable, and nothing is sent.
+   *
+   * `ownership.creating(id)` is told before the request is sent (a lease records the id as this process's, so that a
+   * process that dies while its create is in flight leaves the kernel to the gateway's orphan sweep), and
+   * `ownership.notCreated(id)` when no kernel got that id. `waitMs` is how long the embedded gateway's start
+   * queue may hold this create before answering 503 (other servers ignore it).
    */
   async createKernel(
-    spec: { name: string; env?: Record<string, string>; path?: string; kernelId?: string; waitMs?: number },
+    spec: {
+      name: string;
+      env?: Record<string, string>;
+      path?: string;
+      kernelId?: string;
+      waitMs?: number;
+      launchTimeoutMs?: number;
+    },
     opts: RequestOptions = {},
   ): Promise<KernelModel> {
+    if (this.#router) return this.#createPlaced(this.#router, spec, opts);
+    const subject = `Kernel create on gateway ${this.baseUrl}`;
+    const chosen = spec.kernelId ?? spec.env?.KERNEL_ID ?? randomUUID();
+    if (!isUuidV4(chosen)) {
+      checkedKernelId(chosen, 'GatewayClient.createKernel');
+      throw new InvalidKernelIdError(
+        `GatewayClient.createKernel refused kernel id ${JSON.stringify(chosen).slice(0, 80)}: a create's id is a UUID v4 in lowercase (it is sent as kernel_id and KERNEL_ID)`,
+        { kernelId: JSON.stringify(chosen).slice(0, 80) },
+      );
+    }
+    const env = createEnv({
+      env: spec.env,
+      kernelId: chosen,
+      username: spec.env?.KERNEL_USERNAME ?? this.kernelUsername,
+      launchTimeoutMs: spec.launchTimeoutMs,
+      subject,
+    });
     const body: Record<string, unknown> = { name: spec.name };
     if (spec.path !== undefined) body.path = spec.path;
-    if (spec.env !== undefined) body.env = spec.env;
-    if (spec.kernelId !== undefined) {
-      body.kernel_id = spec.kernelId;
-      this.ownership?.creating?.(spec.kernelId);
-    }
+    body.env = env;
+    body.kernel_id = chosen;
+    this.ownership?.creating?.(chosen);
     if (spec.waitMs !== undefined) body.kernelwarden_wait_ms = Math.max(0, Math.floor(spec.waitMs));
     // Unanswered (a deadline, an abort, a lost connection): the chosen id's record stays, since the kernel may exist;
     // whoever gave up deletes it by that id.
-    const res = await this.#request('POST', '/api/kernels', { ...opts, body }, 'any');
+    const res = await this.#request('POST', '/api/kernels', { ...opts, body, capacity403: true }, 'any');
     if (!res.ok) {
-      if (spec.kernelId !== undefined) this.ownership?.notCreated?.(spec.kernelId);
+      this.ownership?.notCreated?.(chosen);
       throw this.#createRefused(res, spec.name);
     }
     const model = this.#parse(schemas().kernelModel, this.#json(res, 'POST /api/kernels'), 'POST /api/kernels');
-    if (spec.kernelId !== undefined && model.id !== spec.kernelId) this.ownership?.notCreated?.(spec.kernelId);
+    if (model.id !== chosen) this.ownership?.notCreated?.(chosen);
     this.ownership?.created(model.id);
     return model;
+  }
+
+  /** A set's create: on the gateway its placement chooses, the next one when that one is unreachable or full. */
+  async #createPlaced(
+    router: GatewayRouter,
+    spec: Parameters<GatewayClient['createKernel']>[0],
+    opts: RequestOptions,
+  ): Promise<KernelModel> {
+    const tried = new Set<GatewayClient>();
+    let last: unknown;
+    for (;;) {
+      let client: GatewayClient;
+      try {
+        client = await router.placeKernel({ kernelName: spec.name }, tried);
+      } catch (error) {
+        throw last ?? error;
+      }
+      tried.add(client);
+      try {
+        const model = await client.createKernel(spec, opts);
+        router.settled(client, {});
+        router.placed(client, model.id);
+        return model;
+      } catch (error) {
+        const unreachable = GatewayUnavailableError.isInstance(error) ? error : undefined;
+        router.settled(client, unreachable ? { unreachable } : {});
+        if (opts.signal?.aborted || !(unreachable || GatewayCapacityError.isInstance(error))) throw error;
+        last = error;
+      }
+    }
   }
 
   /** The error of a refused create: capacity and start-queue answers (HTTP 503 with a reason) typed as such. */
@@ -228,7 +423,14 @@ export class GatewayClient {
     const summary = summarizeErrorBody(text);
     const clipped = summary.length > 300 ? `${summary.slice(0, 300)}…` : summary;
     const detail = clipped ? `: ${this.#redact(clipped)}` : '';
-    const refused = res.status === 503 ? capacityAnswer(text) : undefined;
+    const refused =
+      res.status === 503
+        ? capacityAnswer(text)
+        : res.status === 403
+          ? resourceLimitAnswer(text)
+          : res.status === 500
+            ? launchTimeoutAnswer(text)
+            : undefined;
     const message = `Failed to create kernel "${name}" on gateway ${this.baseUrl}: HTTP ${res.status}${detail}`;
     if (refused?.reason === 'at-capacity') {
       return new GatewayCapacityError(message, {
@@ -246,6 +448,7 @@ export class GatewayClient {
 
   /** Interrupts a kernel (`POST /api/kernels/{id}/interrupt`); throws on any non-2xx answer. */
   async interruptKernel(id: string, opts: RequestOptions = {}): Promise<void> {
+    if (this.#router) return this.#routed(id, opts, (c) => c.interruptKernel(id, opts), 'interruptKernel');
     await this.#request('POST', `/api/kernels/${checkedKernelId(id, 'GatewayClient.interruptKernel')}/interrupt`, opts);
   }
 
@@ -254,6 +457,7 @@ export class GatewayClient {
    * the shutdown request) and starts a fresh one under the same id; resolves once the new one is ready.
    */
   async restartKernel(id: string, opts: RequestOptions = {}): Promise<KernelModel> {
+    if (this.#router) return this.#routed(id, opts, (c) => c.restartKernel(id, opts), 'restartKernel');
     const path = `/api/kernels/${checkedKernelId(id, 'GatewayClient.restartKernel')}/restart`;
     const res = await this.#request('POST', path, opts);
     return this.#parse(schemas().kernelModel, this.#json(res, `POST ${path}`), `POST ${path}`);
@@ -264,6 +468,14 @@ export class GatewayClient {
    * kernel that was already gone; throws otherwise.
    */
   async deleteKernel(id: string, opts: RequestOptions = {}): Promise<{ status: number }> {
+    if (this.#router) {
+      const router = this.#router;
+      const owner = await this.#owner(checkedKernelId(id, 'GatewayClient.deleteKernel'), opts);
+      if (!owner) return { status: 404 };
+      const answer = await owner.deleteKernel(id, opts);
+      router.forget(id);
+      return answer;
+    }
     const path = `/api/kernels/${checkedKernelId(id, 'GatewayClient.deleteKernel')}`;
     const res = await this.#request('DELETE', path, opts, [404, 410]);
     this.ownership?.deleted(id);
@@ -277,7 +489,7 @@ export class GatewayClient {
   async #request(
     method: string,
     path: string,
-    opts: RequestOptions & { body?: unknown },
+    opts: RequestOptions & { body?: unknown; capacity403?: boolean },
     accept: number[] | 'any' = [],
   ): Promise<Answer> {
     const label = `${method} ${path}`;
@@ -323,7 +535,8 @@ export class GatewayClient {
           { url: this.baseUrl, cause: error },
         );
       }
-      if (res.status === 401 || res.status === 403) {
+      const capacity = opts.capacity403 === true && res.status === 403 && resourceLimitAnswer(res.body) !== undefined;
+      if ((res.status === 401 || res.status === 403) && !capacity) {
         throw new GatewayAuthError(
           `Gateway at ${this.baseUrl} refused the token (${res.status}) on ${label}: check the token given to GatewayClient`,
           { status: res.status, url: this.baseUrl },
@@ -409,6 +622,42 @@ async function readCapped(
   } catch (error) {
     reader.cancel().catch(() => {});
     throw error;
+  }
+}
+
+/**
+ * Enterprise Gateway's 403 at its kernel limits: `{ reason: 'Forbidden', message: 'Resource Limit' }` (its
+ * `max_kernels` check in the handler), or the kernel manager's "A max kernels limit has been set to N …" / "A max
+ * kernels per user limit has been set to N …".
+ */
+function resourceLimitAnswer(text: string): { reason: 'at-capacity'; maxKernels?: number } | undefined {
+  if (!text.startsWith('{')) return undefined;
+  try {
+    const body = JSON.parse(text) as { message?: unknown; reason?: unknown };
+    const said = [body.message, body.reason].filter((v): v is string => typeof v === 'string').join(' ');
+    if (/\bResource Limit\b/i.test(said)) return { reason: 'at-capacity' };
+    const limit = /max kernels (?:per user )?limit has been set to (\d+)/i.exec(said);
+    if (limit) return { reason: 'at-capacity', maxKernels: Number(limit[1]) };
+    return undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Enterprise Gateway's 500 when a launch outlived its `KERNEL_LAUNCH_TIMEOUT`: a reason like "KernelID: '…' launch
+ * timeout due to: Waited too long (30.0s) to get connection file" (it killed the kernel itself).
+ */
+function launchTimeoutAnswer(text: string): { reason: 'busy'; waitedMs?: number } | undefined {
+  if (!text.startsWith('{')) return undefined;
+  try {
+    const body = JSON.parse(text) as { message?: unknown; reason?: unknown };
+    const said = [body.message, body.reason].filter((v): v is string => typeof v === 'string').join(' ');
+    if (!/launch timeout/i.test(said)) return undefined;
+    const waited = /\((\d+(?:\.\d+)?)s\)/.exec(said);
+    return waited ? { reason: 'busy', waitedMs: Math.round(Number(waited[1]) * 1000) } : { reason: 'busy' };
+  } catch {
+    return undefined;
   }
 }
 

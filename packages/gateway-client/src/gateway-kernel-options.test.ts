@@ -79,7 +79,7 @@ describe('GatewayKernel.start() options', () => {
     expect(resolved.clock).toBe(systemClock);
     expect(resolved.client).toBeInstanceOf(GatewayClient);
     const defaulted = Object.keys(resolved).filter(
-      (k) => !['client', 'cwd', 'env', 'prelude', 'signal', 'clock'].includes(k),
+      (k) => !['client', 'cwd', 'env', 'launchEnv', 'prelude', 'signal', 'clock'].includes(k),
     );
     expect(defaulted.sort()).toEqual(Object.keys(KERNEL_DEFAULTS).sort());
   });

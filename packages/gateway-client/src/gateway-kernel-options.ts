@@ -2,8 +2,9 @@ import { type Clock, InvalidOptionsError, isClock, lazy, systemClock } from '@ke
 import type { z } from 'zod/v3';
 import { DEFAULT_OUTPUT_CAPS, type OutputCaps } from './cell-output.js';
 import type { ReconnectPolicy, WireProtocol } from './channel.js';
-import { GatewayClient, type GatewayClientOptions } from './gateway-client.js';
+import { GatewayClient, type GatewayClientOptions, type GatewaySetLike } from './gateway-client.js';
 import { KERNEL_ID_PATTERN } from './kernel-id.js';
+import { checkCreateEnv } from './launch-env.js';
 import type { RecoveryPolicy } from './restart-recovery.js';
 import type { CleanupRetryPolicy } from './start-cleanup.js';
 import { parseOptions } from './validation.js';
@@ -13,6 +14,12 @@ import { zod } from './zod.js';
 export const DEFAULT_KERNEL_NAME = 'python3';
 /** The one deadline over create, connect, handshake, environment and prelude: 60 s. */
 export const DEFAULT_STARTUP_TIMEOUT_MS = 60_000;
+/**
+ * The start deadline on an Enterprise Gateway (`flavor: 'enterprise-gateway'`) when `startupTimeoutMs` is not given:
+ * 300 s, room for a Kubernetes pod to be scheduled and its image pulled. `KERNEL_LAUNCH_TIMEOUT` is sent as what
+ * the deadline leaves once connecting is provided for (295 s by default).
+ */
+export const DEFAULT_REMOTE_STARTUP_TIMEOUT_MS = 300_000;
 /** The wire format negotiation: offer v1, fall back to legacy. */
 export const DEFAULT_PROTOCOL: WireProtocol = 'auto';
 /**
@@ -73,14 +80,26 @@ export const DEFAULT_CLEANUP_RETRY: CleanupRetryPolicy = { attempts: 6, initialD
 
 /** Options of `GatewayKernel.start()`. */
 export interface GatewayKernelStartOptions {
-  /** A `GatewayClient`, or the options to build one (`{ baseUrl, token?, ownership?, fetch?, WebSocket? }`). */
-  gateway: GatewayClient | GatewayClientOptions;
+  /**
+   * A `GatewayClient`, the options to build one (`{ baseUrl, token?, ownership?, fetch?, WebSocket? }`), or a
+   * `GatewaySet` (the kernel goes to the gateway its placement chooses).
+   */
+  gateway: GatewayClient | GatewayClientOptions | GatewaySetLike;
   /** The kernelspec to launch. @defaultValue {@link DEFAULT_KERNEL_NAME} */
   kernelName?: string;
   /** Working directory the kernel switches to before the prelude (Python and R kernels). */
   cwd?: string;
   /** Environment variables set in the kernel before the prelude (Python and R kernels). */
   env?: Record<string, string>;
+  /**
+   * Variables sent with the create as its `env`, for the gateway's launch of the kernel: Enterprise Gateway's
+   * `KERNEL_*` parameters (`KERNEL_NAMESPACE`, `KERNEL_IMAGE`, `KERNEL_UID`, …; it drops other names unless allowed by
+   * its `client_envs`), Kernel Gateway's `KERNEL_*` variables. `KERNEL_ID`, `KERNEL_USERNAME` (unless given here) and
+   * `KERNEL_LAUNCH_TIMEOUT` are added by the start. Checked against Enterprise Gateway's rules on every gateway
+   * (`KernelEnvError`); jupyter-server ignores them. Unlike `env`, nothing here is set inside the interpreter by
+   * kernelwarden.
+   */
+  launchEnv?: Record<string, string>;
   /** Code run (silently) once the kernel is ready; a failing prelude fails the start. */
   prelude?: string;
   /**
@@ -90,7 +109,7 @@ export interface GatewayKernelStartOptions {
   signal?: AbortSignal;
   /**
    * One deadline for create, connect, handshake, environment and prelude; `0` disables it.
-   * @defaultValue {@link DEFAULT_STARTUP_TIMEOUT_MS}
+   * @defaultValue {@link DEFAULT_STARTUP_TIMEOUT_MS}; {@link DEFAULT_REMOTE_STARTUP_TIMEOUT_MS} on an Enterprise Gateway
    */
   startupTimeoutMs?: number;
   /** Wire format: `'auto'` negotiates v1 and falls back to legacy. @defaultValue {@link DEFAULT_PROTOCOL} */
@@ -214,6 +233,7 @@ export interface ResolvedGatewayKernelOptions {
   readonly kernelName: string;
   readonly cwd: string | undefined;
   readonly env: Readonly<Record<string, string>> | undefined;
+  readonly launchEnv: Readonly<Record<string, string>> | undefined;
   readonly prelude: string | undefined;
   readonly signal: AbortSignal | undefined;
   readonly startupTimeoutMs: number;
@@ -248,7 +268,7 @@ const startSchema = lazy(() => {
   const ms = z.number().finite().min(0);
   const policy = <T extends z.ZodRawShape>(shape: T) => z.object(shape).partial().optional();
   return z.object({
-    gateway: z.custom<GatewayClient | GatewayClientOptions>(
+    gateway: z.custom<GatewayClient | GatewayClientOptions | GatewaySetLike>(
       (v) => typeof v === 'object' && v !== null,
       'must be a GatewayClient or { baseUrl, token? }',
     ),
@@ -259,6 +279,13 @@ const startSchema = lazy(() => {
       .optional(),
     cwd: z.string().min(1).optional(),
     env: z.record(z.string(), z.string()).optional(),
+    launchEnv: z
+      .record(z.string(), z.string())
+      .refine((e) => !('KERNEL_LAUNCH_TIMEOUT' in e), {
+        message: 'must not set KERNEL_LAUNCH_TIMEOUT: it follows startupTimeoutMs',
+      })
+      .refine((e) => !('KERNEL_ID' in e), { message: "must not set KERNEL_ID: each create sends its own kernel's id" })
+      .optional(),
     prelude: z.string().optional(),
     signal: z.instanceof(AbortSignal).optional(),
     startupTimeoutMs: ms.optional(),
@@ -304,14 +331,19 @@ const startSchema = lazy(() => {
  */
 export function resolveGatewayKernelOptions(options: GatewayKernelStartOptions): ResolvedGatewayKernelOptions {
   const o = parseOptions(startSchema(), options, 'GatewayKernel.start options');
+  const client = o.gateway instanceof GatewayClient ? o.gateway : gatewayFrom(o.gateway);
+  if (o.launchEnv !== undefined) checkCreateEnv(o.launchEnv, 'GatewayKernel.start options launchEnv');
   return Object.freeze({
-    client: o.gateway instanceof GatewayClient ? o.gateway : gatewayFrom(o.gateway),
+    client,
     kernelName: o.kernelName ?? DEFAULT_KERNEL_NAME,
     cwd: o.cwd,
     env: o.env,
+    launchEnv: o.launchEnv,
     prelude: o.prelude,
     signal: o.signal,
-    startupTimeoutMs: o.startupTimeoutMs ?? DEFAULT_STARTUP_TIMEOUT_MS,
+    startupTimeoutMs:
+      o.startupTimeoutMs ??
+      (client.flavor === 'enterprise-gateway' ? DEFAULT_REMOTE_STARTUP_TIMEOUT_MS : DEFAULT_STARTUP_TIMEOUT_MS),
     protocol: o.protocol ?? DEFAULT_PROTOCOL,
     maxFrameBytes: o.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES,
     stallWorkaround: o.stallWorkaround ?? DEFAULT_STALL_WORKAROUND,
@@ -338,7 +370,7 @@ export function resolveGatewayKernelOptions(options: GatewayKernelStartOptions):
   });
 }
 
-function gatewayFrom(options: GatewayClientOptions): GatewayClient {
+function gatewayFrom(options: GatewayClientOptions | GatewaySetLike): GatewayClient {
   try {
     return new GatewayClient(options);
   } catch (error) {

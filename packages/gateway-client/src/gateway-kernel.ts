@@ -11,7 +11,7 @@ import {
 import { createMessage, type JupyterMessage } from '@kernelwarden/jupyter-protocol';
 import { KernelChannel } from './channel.js';
 import { environmentCode } from './environment-code.js';
-import { type KernelDeathReason, KernelDiedError, type ProtocolError } from './errors.js';
+import { GatewayDownError, type KernelDeathReason, KernelDiedError, type ProtocolError } from './errors.js';
 import { CellExecution } from './execution.js';
 import type { GatewayClient, KernelModel } from './gateway-client.js';
 import {
@@ -24,7 +24,7 @@ import { Handshake, type KernelInfo } from './handshake.js';
 import { Heartbeat } from './heartbeat.js';
 import { InterruptDrain } from './interrupt-drain.js';
 import type { GatewayKernelEventMap, GatewayKernelListener, KernelStatus } from './kernel-events.js';
-import { claimPooledKernel, type StartingKernel, startKernel } from './kernel-start.js';
+import { claimPooledKernel, type StartingKernel, startKernel, startPlaced } from './kernel-start.js';
 import { LimitDeaths } from './limit-deaths.js';
 import { LivenessPoll, probeKernel } from './liveness.js';
 import { type MessageTargets, routeMessage } from './message-router.js';
@@ -202,10 +202,13 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
    */
   static async start(options: GatewayKernelStartOptions): Promise<GatewayKernel> {
     const opts = resolveGatewayKernelOptions(options);
-    return startKernel(opts, (model) => {
-      const kernel = new GatewayKernel(model, opts);
-      return { kernel, starting: kernel.#starting() };
-    });
+    const start = (o: ResolvedGatewayKernelOptions) =>
+      startKernel(o, (model) => {
+        const kernel = new GatewayKernel(model, o);
+        return { kernel, starting: kernel.#starting() };
+      });
+    const router = opts.client.router;
+    return router ? startPlaced(router, opts, start) : start(opts);
   }
 
   /**
@@ -220,8 +223,15 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
         subject: 'GatewayKernel.connect options',
       });
     }
-    const opts = resolveGatewayKernelOptions(options);
-    return startKernel(
+    let opts = resolveGatewayKernelOptions(options);
+    const router = opts.client.router;
+    let member: GatewayClient | undefined;
+    if (router) {
+      const owner = await opts.client.getKernel(options.kernelId, opts.signal ? { signal: opts.signal } : {});
+      member = owner ? router.clientFor(options.kernelId) : undefined;
+      if (member) opts = Object.freeze({ ...opts, client: member });
+    }
+    const kernel = await startKernel(
       opts,
       (model) => {
         const kernel = new GatewayKernel(model, opts);
@@ -229,6 +239,8 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
       },
       { kind: 'attach', kernelId: options.kernelId },
     );
+    if (router && member) router.placed(member, kernel);
+    return kernel;
   }
 
   /** What the start sequence (`startKernel`) drives. */
@@ -562,12 +574,30 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
   }
 
   #die(reason: KernelDeathReason, message: string, cause?: unknown): void {
+    this.#fail(new KernelDiedError(message, { reason, kernelId: this.id, cause }));
+  }
+
+  #fail(error: KernelDiedError): void {
     if (!this.#alive) return;
     this.#close();
     this.#setStatus('dead');
-    const error = new KernelDiedError(message, { reason, kernelId: this.id, cause });
     this.#handshake.fail(error);
     this.#cells.failAll(error);
+  }
+
+  /**
+   * The kernel's gateway was found down (by a `GatewaySet`'s health check): the handle dies at once, its pending
+   * executions reject with `GatewayDownError` naming the gateway, and nothing is sent to the gateway.
+   * @internal
+   */
+  gatewayDown(cause?: unknown): void {
+    const url = this.client.baseUrl;
+    this.#fail(
+      new GatewayDownError(
+        `Gateway ${url} stopped answering; kernel ${this.id} on it is lost with its state (start a new kernel)`,
+        { url, kernelId: this.id, cause },
+      ),
+    );
   }
 
   async #lost(error: Error): Promise<void> {

@@ -9,20 +9,30 @@ export {
   GatewayAuthError,
   GatewayBusyError,
   GatewayCapacityError,
+  GatewayDownError,
   GatewayRequestError,
   GatewayResponseTooLargeError,
   GatewayUnavailableError,
   InvalidKernelIdError,
   KernelDiedError,
+  KernelEnvError,
   KernelStartError,
   ProtocolError,
 } from './errors.js';
 export { MISSING_REPLY_ENAME } from './execution.js';
-export type { KernelModel, KernelSpecModel, KernelSpecsModel, RequestOptions } from './gateway-client.js';
+export type {
+  GatewayRouter,
+  GatewaySetLike,
+  KernelModel,
+  KernelSpecModel,
+  KernelSpecsModel,
+  RequestOptions,
+} from './gateway-client.js';
 export { GatewayClient } from './gateway-client.js';
 export type {
   GatewayAnswer,
   GatewayClientOptions,
+  GatewayFlavor,
   GatewayRequest,
   KernelDiagnostics,
   KernelOwnership,
@@ -33,6 +43,7 @@ export type {
   WebSocketClass,
 } from './gateway-client-options.js';
 export {
+  DEFAULT_GATEWAY_FLAVOR,
   DEFAULT_MAX_RESPONSE_BYTES,
   DEFAULT_REQUEST_TIMEOUT_MS,
   resolveGatewayClientOptions,
@@ -61,6 +72,7 @@ export {
   DEFAULT_PROTOCOL,
   DEFAULT_RECONNECT,
   DEFAULT_RECOVERY,
+  DEFAULT_REMOTE_STARTUP_TIMEOUT_MS,
   DEFAULT_REPLY_GRACE_MS,
   DEFAULT_RESTART_TIMEOUT_MS,
   DEFAULT_SHUTDOWN_TIMEOUT_MS,
@@ -69,9 +81,25 @@ export {
   DEFAULT_STOP_ON_ERROR,
   resolveGatewayKernelOptions,
 } from './gateway-kernel-options.js';
+export type {
+  GatewayHealth,
+  GatewaySetEventMap,
+  GatewaySetOptions,
+  PlacedKernel,
+  PlaceKernel,
+  PlacementRequest,
+} from './gateway-set.js';
+export {
+  DEFAULT_FAILURES_BEFORE_DOWN,
+  DEFAULT_HEALTH_INTERVAL_MS,
+  DEFAULT_HEALTH_TIMEOUT_MS,
+  fewestKernels,
+  GatewaySet,
+} from './gateway-set.js';
 export type { KernelInfo } from './handshake.js';
 export type { GatewayKernelEventMap, GatewayKernelListener, KernelStatus } from './kernel-events.js';
 export { isKernelId, KERNEL_ID_PATTERN } from './kernel-id.js';
+export { checkCreateEnv, defaultKernelUsername, isUuidV4, MAX_ENV_VALUE_LENGTH } from './launch-env.js';
 export type { KernelLimitReading } from './limit-deaths.js';
 export type { RecoveryPolicy } from './restart-recovery.js';
 export type { CleanupRetryPolicy } from './start-cleanup.js';

@@ -7,8 +7,8 @@ import {
   type ExecuteResult,
 } from '@kernelwarden/core';
 import { environmentCode } from './environment-code.js';
-import { GatewayBusyError, GatewayCapacityError, KernelStartError } from './errors.js';
-import type { GatewayClient, KernelModel } from './gateway-client.js';
+import { GatewayBusyError, GatewayCapacityError, GatewayUnavailableError, KernelStartError } from './errors.js';
+import type { GatewayClient, GatewayRouter, KernelModel } from './gateway-client.js';
 import type { ResolvedGatewayKernelOptions } from './gateway-kernel-options.js';
 import type { KernelInfo } from './handshake.js';
 import { type Cleanup, deleteUntilConfirmed } from './start-cleanup.js';
@@ -132,6 +132,54 @@ export async function startKernel<K>(
 }
 
 /**
+ * A start on a `GatewaySet`: on the gateway its placement chooses; a gateway that cannot be reached (counted against
+ * its health) or is at capacity is left for the next candidate, all under the one `startupTimeoutMs`. When no
+ * candidate is left, the last gateway's error is thrown (`GatewayCapacityError` when every gateway was full). The
+ * kernel that starts is the set's: counted for placement, failed with `GatewayDownError` if its gateway goes down.
+ */
+export async function startPlaced<
+  K extends { readonly id: string; isAlive(): boolean; gatewayDown(cause?: unknown): void },
+>(
+  router: GatewayRouter,
+  opts: ResolvedGatewayKernelOptions,
+  start: (opts: ResolvedGatewayKernelOptions) => Promise<K>,
+): Promise<K> {
+  const { clock, startupTimeoutMs } = opts;
+  const began = clock.now();
+  const tried = new Set<GatewayClient>();
+  let last: unknown;
+  for (;;) {
+    opts.signal?.throwIfAborted();
+    const left = startupTimeoutMs > 0 ? startupTimeoutMs - (clock.now() - began) : 0;
+    if (startupTimeoutMs > 0 && left <= 0) {
+      throw (
+        last ??
+        new GatewayBusyError(`Kernel start on the ${router.label} timed out after ${startupTimeoutMs} ms`, {
+          timeoutMs: startupTimeoutMs,
+        })
+      );
+    }
+    let client: GatewayClient;
+    try {
+      client = await router.placeKernel({ kernelName: opts.kernelName }, tried);
+    } catch (error) {
+      throw last ?? error;
+    }
+    tried.add(client);
+    try {
+      const kernel = await start(Object.freeze({ ...opts, client, startupTimeoutMs: left }));
+      router.settled(client, { kernel });
+      return kernel;
+    } catch (error) {
+      const unreachable = GatewayUnavailableError.isInstance(error) ? error : undefined;
+      router.settled(client, unreachable ? { unreachable } : {});
+      if (opts.signal?.aborted || !(unreachable || GatewayCapacityError.isInstance(error))) throw error;
+      last = error;
+    }
+  }
+}
+
+/**
  * Deletes a kernel left by a failed start until the gateway confirms it, in the background, as the start options
  * say (`cleanupTimeoutMs`, `cleanupRetry`, on the kernel's clock).
  */
@@ -208,7 +256,10 @@ function queueWaitMs(remaining: number): number | undefined {
  * (`kernel_id`, honoured by jupyter-server 2.x and the embedded gateway) and tells the embedded gateway's start
  * queue how long it may wait (`kernelwarden_wait_ms`): `queueTimeoutMs` when the client knows the gateway's start queue
  * (`client.startQueue`; the start's deadline then has that much more room for the wait), else what the start's
- * deadline leaves once connecting is provided for.
+ * deadline leaves once connecting is provided for. The same share of the deadline is sent as `KERNEL_LAUNCH_TIMEOUT`
+ * (whole seconds), so that Enterprise Gateway gives up on a launch (HTTP 500, kernel killed, `GatewayBusyError`)
+ * before the start would; `launchEnv` goes with the create as its `env`, with `KERNEL_ID` (the create's id, also sent
+ * as `kernel_id`) and `KERNEL_USERNAME`.
  *
  * A create the start gives up on (its deadline, the caller's abort) leaves nothing behind: `abandonCreate` deletes
  * the kernel by its chosen id at once and, since a server that ignores the id (jupyter-server 1.x) names its kernel
@@ -227,16 +278,23 @@ export async function createKernel(
     | 'cleanupTimeoutMs'
     | 'cleanupRetry'
     | 'startupTimeoutMs'
-  >,
+  > & { launchEnv?: ResolvedGatewayKernelOptions['launchEnv'] },
   scope: AbortScope,
   queueTimeoutMs?: number,
 ): Promise<KernelModel> {
   for (let attempt = 1; ; attempt++) {
     scope.throwIfAborted();
     const kernelId = randomUUID();
-    const waitMs = queueTimeoutMs ?? queueWaitMs(scope.remaining());
+    const launchTimeoutMs = queueWaitMs(scope.remaining());
+    const waitMs = queueTimeoutMs ?? launchTimeoutMs;
     const creating = client.createKernel(
-      { name: opts.kernelName, kernelId, ...(waitMs === undefined ? {} : { waitMs }) },
+      {
+        name: opts.kernelName,
+        kernelId,
+        ...(opts.launchEnv === undefined ? {} : { env: { ...opts.launchEnv } }),
+        ...(waitMs === undefined ? {} : { waitMs }),
+        ...(launchTimeoutMs === undefined ? {} : { launchTimeoutMs }),
+      },
       { timeoutMs: 0 },
     );
     try {

@@ -1,6 +1,6 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { type ExecuteOptions, type ExecuteResult, parseOptions, sleep } from '@kernelwarden/core';
-import { GatewayClient, GatewayKernel, type GatewayKernelStartOptions } from '@kernelwarden/gateway-client';
+import { GatewayKernel, type GatewayKernelStartOptions } from '@kernelwarden/gateway-client';
 import { z } from 'zod/v3';
 
 /** The kernelspec `startIRKernel` starts unless `kernelName` says otherwise. */
@@ -86,7 +86,7 @@ export const R_INTERRUPTED = {
 export async function startIRKernel(opts: IRKernelStartOptions): Promise<GatewayKernel> {
   const { shutdownTimeoutMs, processExitTimeoutMs, start } = resolveIRKernelOptions(opts);
   const kernel = await GatewayKernel.start(start);
-  const baseUrl = opts.gateway instanceof GatewayClient ? opts.gateway.baseUrl : opts.gateway.baseUrl;
+  const baseUrl = kernel.client.baseUrl;
   const local = isLoopback(baseUrl);
 
   const execute = kernel.execute.bind(kernel);

@@ -29,6 +29,45 @@ export interface FakeGatewayOptions {
   clock?: Clock;
   /** Aborting closes the gateway. */
   signal?: AbortSignal;
+  /**
+   * Which server the gateway plays. `'jupyter'`: jupyter-server 1.x (a create answers at once under an id of its own;
+   * `kernel_id` and `env` are ignored). `'enterprise-gateway'`: Jupyter Enterprise Gateway — see
+   * `FakeEnterpriseGatewayOptions`. @defaultValue 'jupyter'
+   */
+  flavor?: 'jupyter' | 'enterprise-gateway';
+  /**
+   * Enterprise Gateway only: how long each launch takes before its create answers (the create blocks meanwhile, as
+   * EG's does while its kernel pod starts), in ms of the gateway's clock. @defaultValue 0
+   */
+  launchDelayMs?: number;
+  /**
+   * Enterprise Gateway only: the most kernels it runs, launches in progress included (EG's `max_kernels`); a create
+   * past it is answered 403 "Resource Limit". @defaultValue no limit
+   */
+  maxKernels?: number;
+  /**
+   * Enterprise Gateway only: the most kernels one `KERNEL_USERNAME` runs (EG's `max_kernels_per_user`); a create
+   * past it is answered 403 "A max kernels per user limit has been set to N …". @defaultValue no limit
+   */
+  maxKernelsPerUser?: number;
+  /**
+   * Enterprise Gateway only: the launch timeout in seconds when a create sends no `KERNEL_LAUNCH_TIMEOUT` (EG's
+   * `EG_KERNEL_LAUNCH_TIMEOUT`). A launch longer than its timeout is killed and its create answered HTTP 500.
+   * @defaultValue 30
+   */
+  launchTimeoutSeconds?: number;
+  /**
+   * Enterprise Gateway only: names besides `KERNEL_*` that a create's `env` may pass to the kernel (EG's
+   * `client_envs`: env `EG_CLIENT_ENVS`, formerly `EG_ENV_WHITELIST`; not its `inherited_envs`, formerly
+   * `EG_ENV_PROCESS_WHITELIST`, which pass variables of EG's own process). `['*']` passes every name.
+   * @defaultValue []
+   */
+  clientEnvs?: string[];
+  /**
+   * Enterprise Gateway only: whether `GET /api/kernels` lists the kernels (EG's `list_kernels`, `EG_LIST_KERNELS`);
+   * when false it answers 403 "Forbidden". @defaultValue true
+   */
+  listKernels?: boolean;
 }
 
 /** The REST routes and the channels handshake, as named in faults and records. */

@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
@@ -18,6 +18,8 @@ import type {
 import { FakeKernel, type KernelHost } from './fake-kernel.js';
 import { pythonLikeScript } from './fake-kernel-script.js';
 
+const UUID_V4 = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+
 /**
  * A real HTTP + WebSocket server on 127.0.0.1 (port 0) that speaks the Jupyter Server REST API and the kernel
  * channels protocol in both wire formats, with simulated kernels driven by scripts, faults injected on cue, and a
@@ -25,6 +27,13 @@ import { pythonLikeScript } from './fake-kernel-script.js';
  *
  * Use it to test code that drives kernels through a gateway (`await using gw = await FakeGateway.start()`), for what
  * a real server cannot be made to do on cue: a 503 on create, a DELETE that hangs, a dropped socket, a bad frame.
+ *
+ * With `flavor: 'enterprise-gateway'` it plays Jupyter Enterprise Gateway's create: a launch that blocks the create
+ * (`launchDelayMs`) and is killed with HTTP 500 past `KERNEL_LAUNCH_TIMEOUT` (else `launchTimeoutSeconds`), 403
+ * "Resource Limit" at `maxKernels` (launches in progress count) and the per-user 403 at `maxKernelsPerUser`, the
+ * create's `env` filtered to `KERNEL_*` and `clientEnvs` names and refused (400) for a non-string value, one over
+ * 4,096 characters or one holding `$`, a backtick, CR, LF or NUL, `KERNEL_ID` honoured as the kernel's id (a value
+ * that is not a UUID v4 fails the create), `KERNEL_USERNAME` filled in. The kernel's `launchEnv` is what it got.
  */
 export class FakeGateway implements AsyncDisposable {
   /** `http://127.0.0.1:<port>`. */
@@ -147,6 +156,7 @@ export class FakeGateway implements AsyncDisposable {
   close(): Promise<void> {
     this.#closed ??= (async () => {
       this.#unlisten();
+      this.#closing.abort();
       for (const kernel of this.#kernels.values()) kernel.shutdown();
       this.#kernels.clear();
       this.#channels.terminateAll();
@@ -189,6 +199,15 @@ export class FakeGateway implements AsyncDisposable {
     this.requests.push(record);
     if (this.token !== undefined && (record.auth === 'none' || record.auth === 'bad')) {
       this.#json(res, record, 403, { message: 'Forbidden', reason: null });
+      return;
+    }
+    const eg = this.#opts.flavor === 'enterprise-gateway';
+    if (route === 'list' && eg && this.#opts.listKernels === false && !this.#faults.get(route)?.length) {
+      this.#json(res, record, 403, { reason: 'Forbidden', message: 'Forbidden' });
+      return;
+    }
+    if (route === 'create' && eg && !this.#faults.get(route)?.length) {
+      await this.#launch(body, res, record);
       return;
     }
     const fault = this.#faults.get(route)?.shift();
@@ -275,6 +294,91 @@ export class FakeGateway implements AsyncDisposable {
         return [404, { message: 'Not Found', reason: null }];
     }
   }
+
+  /**
+   * Enterprise Gateway's create: limits (403), env rules and filtering (400), `KERNEL_ID` as the kernel's id, a launch
+   * that blocks the create for `launchDelayMs`, killed with HTTP 500 past its launch timeout.
+   */
+  async #launch(body: unknown, res: ServerResponse, record: RecordedRequest): Promise<void> {
+    const opts = this.#opts;
+    const b = (body && typeof body === 'object' ? body : {}) as Record<string, unknown>;
+    const fail = (status: number, reason: string, message = '') => this.#json(res, record, status, { reason, message });
+    if (opts.maxKernels !== undefined && this.#kernels.size + this.#launching.size >= opts.maxKernels) {
+      return fail(403, 'Forbidden', 'Resource Limit');
+    }
+    if (b.env !== undefined && (typeof b.env !== 'object' || b.env === null || Array.isArray(b.env))) {
+      return fail(400, 'Bad Request');
+    }
+    const given = (b.env ?? {}) as Record<string, unknown>;
+    const allowed = opts.clientEnvs ?? [];
+    const env: Record<string, string> = {};
+    for (const [key, value] of Object.entries(given)) {
+      if (!key.startsWith('KERNEL_') && !allowed.includes('*') && !allowed.includes(key)) continue;
+      if (typeof value !== 'string')
+        return fail(400, 'Bad Request', `Environment variable '${key}' value must be a string`);
+      if (value.length > 4096) return fail(400, 'Bad Request', `Environment variable '${key}' exceeds maximum length`);
+      if (/[$`\r\n\0]/.test(value)) {
+        return fail(400, 'Bad Request', `Environment variable '${key}' contains prohibited characters`);
+      }
+      env[key] = value;
+    }
+    const username = env.KERNEL_USERNAME ?? 'enterprise-gateway';
+    env.KERNEL_USERNAME = username;
+    if (env.KERNEL_ID !== undefined && !UUID_V4.test(env.KERNEL_ID)) {
+      return fail(500, 'Internal Server Error', `Invalid v4 UUID value detected in ['env']['KERNEL_ID']`);
+    }
+    const id = env.KERNEL_ID ?? randomUUID();
+    env.KERNEL_ID = id;
+    if (opts.maxKernelsPerUser !== undefined) {
+      const mine =
+        [...this.#kernels.values()].filter((k) => k.launchEnv.KERNEL_USERNAME === username).length +
+        [...this.#launching.values()].filter((u) => u === username).length;
+      if (mine >= opts.maxKernelsPerUser) {
+        return fail(
+          403,
+          'Forbidden',
+          `A max kernels per user limit has been set to ${opts.maxKernelsPerUser} and user '${username}' currently has ${mine} active and pending ${mine === 1 ? 'kernel' : 'kernels'}.`,
+        );
+      }
+    }
+    const name = typeof b.name === 'string' && b.name ? b.name : this.#defaultName;
+    const spec = this.#specs[name];
+    if (!spec) return fail(404, 'Not Found', `Kernel spec '${name}' not found`);
+    const timeoutSeconds = Number(env.KERNEL_LAUNCH_TIMEOUT ?? opts.launchTimeoutSeconds ?? 30);
+    const delay = opts.launchDelayMs ?? 0;
+    const launch = Symbol(id);
+    this.#launching.set(launch, username);
+    try {
+      const timeoutMs = Number.isFinite(timeoutSeconds) ? timeoutSeconds * 1000 : Number.POSITIVE_INFINITY;
+      if (delay > 0) await sleep(Math.min(delay, timeoutMs), { clock: this.#clock, signal: this.#closing.signal });
+      if (delay > timeoutMs) {
+        return fail(
+          500,
+          `KernelID: '${id}' launch timeout due to: Waited too long (${timeoutSeconds.toFixed(1)}s) to get connection file`,
+        );
+      }
+    } catch {
+      record.answer = 'reset';
+      return;
+    } finally {
+      this.#launching.delete(launch);
+    }
+    if (this.#closed) return;
+    const created = new FakeKernel(this.#host, name, b, {
+      ...spec,
+      script: spec.script ?? opts.script ?? pythonLikeScript,
+      id,
+      launchEnv: env,
+    });
+    this.#kernels.set(created.id, created);
+    this.#created.push(created);
+    res.setHeader('Location', `/api/kernels/${created.id}`);
+    this.#json(res, record, 201, created.model(0));
+  }
+
+  /** Launches in progress on an Enterprise Gateway flavoured gateway, with their user. */
+  readonly #launching = new Map<symbol, string>();
+  readonly #closing = new AbortController();
 
   #kernelSpecs(): Record<string, unknown> {
     const kernelspecs: Record<string, unknown> = {};

@@ -61,6 +61,11 @@ export class FakeKernel {
   readonly name: string;
   /** The JSON body of the `POST /api/kernels` that created it (`name`, `path`, `env`, …). */
   readonly createBody: Readonly<Record<string, unknown>>;
+  /**
+   * The environment its launch was given, on an Enterprise Gateway flavoured FakeGateway: the create's `KERNEL_*`
+   * variables and those its `clientEnvs` allow, with `KERNEL_USERNAME` and `KERNEL_ID` filled in. Empty elsewhere.
+   */
+  readonly launchEnv: Readonly<Record<string, string>>;
   /** The simulated interpreter state that scripts use; cleared on restart. */
   readonly state = new Map<string, unknown>();
   /** The kernel's execution counter. */
@@ -95,9 +100,10 @@ export class FakeKernel {
     host: KernelHost,
     name: string,
     createBody: Record<string, unknown>,
-    opts: FakeKernelOptions & { script: KernelScript },
+    opts: FakeKernelOptions & { script: KernelScript; id?: string; launchEnv?: Record<string, string> },
   ) {
-    this.id = randomUUID();
+    this.id = opts.id ?? randomUUID();
+    this.launchEnv = Object.freeze({ ...opts.launchEnv });
     this.name = name;
     this.createBody = createBody;
     this.#host = host;

@@ -16,7 +16,6 @@ import {
   type InterpreterFacts,
   installInterpreterSpec,
   type PythonSource,
-  probeInterpreter,
 } from './python-interpreter.js';
 import { UsageError } from './usage-error.js';
 

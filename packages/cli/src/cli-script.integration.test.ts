@@ -71,6 +71,11 @@ describe('kernelwarden run ends with the status a Python script asks for', () =>
     expect(stdin.code).toBe(1);
     expect(stdin.stderr).toMatch(/ {2}File "<stdin>", line 2, in <module>\n/);
     expect(stdin.stderr).toMatch(/NameError: name 'undefined_name' is not defined/);
+    const eof = await cli(['run', '-c', 'x = 1\ninput()']);
+    expect(eof.code).toBe(1);
+    expect(eof.stderr).toMatch(/^Traceback \(most recent call last\):\n {2}File "<string>", line 2, in <module>\n/);
+    expect(eof.stderr).toMatch(/\nEOFError\n$/);
+    expect(eof.stderr).not.toContain('ipykernel');
     const syntax = await cli(['run', '-c', 'ok = 1\nx = )']);
     expect(syntax.code).toBe(1);
     expect(syntax.stderr).toMatch(/^ {2}File "<string>", line 2\n {4}x = \)\n\s+\^\nSyntaxError: /);

@@ -180,6 +180,28 @@ function imageFlood(count: number, bytes: number): string {
   ].join('\n');
 }
 
+describe('kernelwarden run writes all of its output to a slow reader', () => {
+  it('exits only once a pipe nobody reads for seconds has taken everything', async () => {
+    const child = spawn(process.execPath, [BIN, 'run', '-c', 'print("x" * 4_000_000)'], {
+      cwd: workDir,
+      env: cliEnv(stateDir),
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    const closed = new Promise<number | null>((resolveClose) => child.on('close', resolveClose));
+    // Read nothing for 5 s: the command finishes meanwhile, its output still queued behind a full pipe.
+    child.stdout.pause();
+    await new Promise((r) => setTimeout(r, 5000));
+    let received = 0;
+    child.stdout.on('data', (chunk: Buffer) => {
+      received += chunk.length;
+    });
+    child.stdout.resume();
+    child.stderr.resume();
+    expect(await closed).toBe(0);
+    expect(received).toBe(4_000_001);
+  }, 60_000);
+});
+
 describe('kernelwarden run bounds the images a cell makes it keep', () => {
   it('saves at most 100 images per cell by default and says how many it did not save', async () => {
     const dir = join(workDir, 'flood-count');

@@ -315,14 +315,36 @@ describe('kernelwarden repl (in a real terminal, driven by tmux)', () => {
     const repl = tmuxRepl([]);
     try {
       await repl.waitForScreen(/py> $/m, 'the prompt');
-      // Each line is typed without its indentation: the repl supplies it.
-      for (const line of ['for i in range(2):', 'if i:', 'print("odd", i)', '', 'print("each", i)', ''])
+      // Each line is typed without its indentation, once the repl has typed it: the prompt shows it first.
+      const typeAt = async (line: string, shown: RegExp) => {
         repl.keys(line, 'Enter');
+        await repl.waitForScreen(shown, `the indentation after ${JSON.stringify(line)}`, 20_000);
+      };
+      await typeAt('for i in range(2):', /^\.\.\. {5}$/m);
+      await typeAt('if i:', /^\.\.\. {5}if i:\n\.\.\. {9}$/m);
+      await typeAt('print("odd", i)', /^\.\.\. {9}print\("odd", i\)\n\.\.\. {9}$/m);
+      // An empty line in the nested block: back one level.
+      await typeAt('', /^\.\.\. {9}\n\.\.\. {5}$/m);
+      await typeAt('print("each", i)', /^\.\.\. {5}print\("each", i\)\n\.\.\. {5}$/m);
+      // At the first level: it runs the block.
+      repl.keys('', 'Enter');
       const text = await repl.waitForScreen(/^each 1$/m, 'the block to run');
       expect(text).toMatch(/^each 0\nodd 1\neach 1$/m);
-      expect(text).toContain('...     if i:');
-      expect(text).toContain('...         print("odd", i)');
-      expect(text).toContain('...     print("each", i)');
+      // Typed ahead in one go (as fast as a paste): the lines get the same indentation.
+      repl.keys(
+        'for j in range(2):',
+        'Enter',
+        'if j:',
+        'Enter',
+        'print("J", j)',
+        'Enter',
+        'Enter',
+        'print("all", j)',
+        'Enter',
+        'Enter',
+      );
+      const after = await repl.waitForScreen(/^all 1$/m, 'the typed-ahead block to run');
+      expect(after).toMatch(/^all 0\nJ 1\nall 1$/m);
     } finally {
       repl.close();
     }

@@ -68,7 +68,10 @@ export async function replCommand(options: StackOptions, io: CliIo): Promise<num
   let buffer: string[] = [];
   let running: AbortController | undefined;
   let lastInterruptAt = Number.NEGATIVE_INFINITY;
-  const queue: string[] = [];
+  /** Lines read and not yet handled; `sawIndent`: typed after the repl had typed that line's indentation. */
+  const queue: { text: string; sawIndent: boolean }[] = [];
+  /** True while the indentation the repl typed for the next line (if any) is on screen for it. */
+  let indentShown = true;
 
   // Bytes that are not UTF-8 are marked (readline would make them U+FFFD silently) and their cell refused.
   const input = markInvalidUtf8(io.stdin);
@@ -108,7 +111,7 @@ export async function replCommand(options: StackOptions, io: CliIo): Promise<num
     // Piped input: the prompt is printed as python prints it, then the next line answers.
     if (!terminal && text !== '') io.stdout.write(text);
     const typedAhead = queue.shift();
-    if (typedAhead !== undefined) return typedAhead;
+    if (typedAhead !== undefined) return typedAhead.text;
     if (closed) return endOfInput(cellLanguage);
     return new Promise<string>((resolveInput) => {
       pendingInput = { answer: (line) => resolveInput(line ?? endOfInput(cellLanguage)) };
@@ -126,8 +129,8 @@ export async function replCommand(options: StackOptions, io: CliIo): Promise<num
     rl.setPrompt(buffer.length > 0 ? CONTINUATION : PROMPT[language]);
     rl.prompt();
     // Inside a Python block the next line starts indented, as typed by hand (it can be erased).
-    if (buffer.length > 0) rl.write(dedentTo ?? nextIndent(buffer, language));
-    dedentTo = undefined;
+    if (buffer.length > 0) rl.write(expectedIndent());
+    indentShown = true;
   };
 
   /** The kill of the running cell's kernel a second Ctrl-C started, if any. */
@@ -212,7 +215,15 @@ export async function replCommand(options: StackOptions, io: CliIo): Promise<num
     }
   };
 
-  const handleLine = async (line: string) => {
+  /** The indentation of the next line of a Python block, typed by the repl on a terminal. */
+  const expectedIndent = () => (terminal ? (dedentTo ?? nextIndent(buffer, language)) : '');
+
+  const handleLine = async (entry: { text: string; sawIndent: boolean }) => {
+    let line = entry.text;
+    // A line typed before the repl could type its indentation (typed ahead, pasted) gets it now, unless it brings
+    // its own.
+    if (!entry.sawIndent && buffer.length > 0 && !/^\s/.test(line)) line = expectedIndent() + line;
+    dedentTo = undefined;
     if (buffer.length === 0 && meta(line)) return;
     if (buffer.length === 0 && line.trim() === '') return;
     // On a terminal, an empty line inside a nested Python block goes back one level; at the first level it runs the
@@ -289,7 +300,8 @@ export async function replCommand(options: StackOptions, io: CliIo): Promise<num
   });
   rl.on('line', (line) => {
     if (answerInput(line)) return;
-    queue.push(line);
+    queue.push({ text: line, sawIndent: indentShown });
+    indentShown = false;
     void drain();
   });
   rl.on('SIGINT', onInterrupt);
@@ -297,7 +309,9 @@ export async function replCommand(options: StackOptions, io: CliIo): Promise<num
   if (!terminal) process.on('SIGINT', onInterrupt);
 
   say(
-    `kernelwarden repl — ${language === 'r' ? 'R' : 'Python'} on ${stack.gateway.embedded ? 'the embedded gateway' : stack.gateway.baseUrl}. :help for commands, Ctrl-D to leave.`,
+    `kernelwarden repl — ${language === 'r' ? 'R' : 'Python'} on ${stack.gateway.embedded ? 'the embedded gateway' : stack.gateway.baseUrl}${
+      stack.python ? `; Python is ${stack.python.path} (${stack.python.source})` : ''
+    }. :help for commands, Ctrl-D to leave.`,
   );
   prompt();
   await done;

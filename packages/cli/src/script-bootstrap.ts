@@ -12,7 +12,8 @@ import type { Language } from './args.js';
  *   name, and answers with that one without recording it as a cell. The text is put in `linecache` under that name,
  *   so source lines show even where the kernel cannot read the file (and for `-c`, as Python 3.13 shows them).
  * - a traceback is Python's own (`Traceback (most recent call last):`, `File "job.py", line 5, in <module>`), from
- *   the script's first frame (IPython's frames left out); a syntax error is Python's too.
+ *   the script's first frame (IPython's frames left out, and ipykernel's under `input()`); a syntax error is
+ *   Python's too.
  * - `SystemExit` — `sys.exit(n)`, `raise SystemExit(n)`, and `exit()`/`quit()`, which raise it as in `python` (not
  *   IPython's `ask_exit`) — ends the cell without a traceback or IPython's "To exit: use 'exit'…" warning; a
  *   non-integer code is printed to stderr and becomes 1, as in `python`; the reply carries the status as its
@@ -66,6 +67,8 @@ function pythonBootstrap(name: ScriptName, code: string): string {
             return int(code)
         print(code, file=sys.stderr)
         return 1
+    import os, ipykernel
+    internal = os.path.dirname(ipykernel.__file__) + os.sep
     def script_frames(tb):
         first = tb
         while first is not None and first.tb_frame.f_code.co_filename != filename:
@@ -80,7 +83,11 @@ function pythonBootstrap(name: ScriptName, code: string): string {
             if issubclass(etype, SystemExit):
                 value.args = (exit_status(value),)
                 return None
-            lines = traceback.format_exception(etype, value, script_frames(tb))
+            report = traceback.TracebackException(etype, value, script_frames(tb))
+            # ipykernel's own frames under input()/getpass() (its stdin request): python shows none there.
+            while len(report.stack) > 1 and report.stack[-1].filename.startswith(internal):
+                report.stack.pop()
+            lines = list(report.format())
             ip._showtraceback(etype, value, [''.join(lines).rstrip('\\n')])
         except Exception:
             return show(exc_tuple, *args, **kwargs)

@@ -164,12 +164,14 @@ export class StdinInput {
         resolve(undefined);
         return;
       }
-      if (password) sink.write(prompt);
+      // The interface puts the terminal in raw mode (no echo) before the prompt shows: a password typed the moment
+      // its prompt appears is never echoed by the terminal.
       const rl = createInterface({
         input: this.#stdin,
         output: password ? new Muted() : (sink as unknown as NodeJS.WritableStream),
         terminal: true,
       });
+      if (password) sink.write(prompt);
       let answered = false;
       rl.on('line', (line) => {
         answered = true;

@@ -1,5 +1,8 @@
+import { appendFileSync, mkdtempSync, rmSync, truncateSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { redactTokens } from './gateway-command.js';
+import { logTail, redactTokens } from './gateway-command.js';
 
 describe('redactTokens', () => {
   it('hides tokens in server URLs and authorization headers', () => {
@@ -12,5 +15,34 @@ describe('redactTokens', () => {
     expect(redactTokens('      "Authorization": "token s3cr3t",')).toBe('      "Authorization": "token <redacted>",');
     expect(redactTokens('Authorization: Bearer s3cr3t')).toBe('Authorization: Bearer <redacted>');
     expect(redactTokens('Kernel started: 1234')).toBe('Kernel started: 1234');
+  });
+});
+
+describe('logTail', () => {
+  it('reads only the end of a log a kernel made huge (3 GiB, sparse) and shows its last lines', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'kw-log-tail-'));
+    try {
+      const file = join(dir, 'kernel.log');
+      writeFileSync(file, 'first line\n');
+      truncateSync(file, 3 * 1024 ** 3);
+      appendFileSync(file, '\nsecond to last http://127.0.0.1:8888/?token=s3cr3t\nlast\n');
+      expect(logTail(file, 2)).toEqual(['second to last http://127.0.0.1:8888/?token=<redacted>', 'last']);
+      expect(logTail(file, 50)).toEqual(['second to last http://127.0.0.1:8888/?token=<redacted>', 'last']);
+      expect(logTail(join(dir, 'missing.log'), 2)).toBeUndefined();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('shows a short log whole, its first line included', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'kw-log-tail-'));
+    try {
+      const file = join(dir, 'server.log');
+      writeFileSync(file, 'one\ntwo\nthree\n');
+      expect(logTail(file, 50)).toEqual(['one', 'two', 'three']);
+      expect(logTail(file, 1)).toEqual(['three']);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -1,4 +1,4 @@
-import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { closeSync, fstatSync, openSync, readdirSync, readSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { LocalGateway } from '@kernelwarden/local-gateway';
 import type { GatewayAction } from './args.js';
@@ -42,13 +42,39 @@ function logFiles(stateDir: string, kernel: string | undefined): string[] {
   }
 }
 
-/** The last `count` lines of a log, tokens redacted; undefined when it cannot be read. */
-function logTail(file: string, count: number): string[] | undefined {
+/** The most bytes read from the end of a log for its last lines: a kernel can make its own log any size. */
+const LOG_TAIL_BYTES = 4 * 1024 * 1024;
+
+/**
+ * The last `count` lines of a log (within its last `LOG_TAIL_BYTES`), tokens redacted; undefined when it cannot be
+ * read.
+ */
+export function logTail(file: string, count: number): string[] | undefined {
   let text: string;
+  let fd: number;
   try {
-    text = readFileSync(file, 'utf8');
+    fd = openSync(file, 'r');
   } catch {
     return undefined;
+  }
+  try {
+    const size = fstatSync(fd).size;
+    const length = Math.min(size, LOG_TAIL_BYTES);
+    const buffer = Buffer.alloc(length);
+    let read = 0;
+    while (read < length) {
+      const n = readSync(fd, buffer, read, length - read, size - length + read);
+      if (n === 0) break;
+      read += n;
+    }
+    text = buffer.subarray(0, read).toString('utf8');
+    // Past the limit the first line read is a part of one: it is left out when a whole line follows.
+    const firstNewline = text.indexOf('\n');
+    if (length < size && firstNewline >= 0 && firstNewline < text.length - 1) text = text.slice(firstNewline + 1);
+  } catch {
+    return undefined;
+  } finally {
+    closeSync(fd);
   }
   const lines = text.split('\n');
   if (lines.at(-1) === '') lines.pop();

@@ -117,7 +117,7 @@ describe('OutputPrinter', () => {
     printer.finish(result());
     expect(printer.saved).toHaveLength(2);
     expect(readdirSync(dir).sort()).toEqual(['c-1.png', 'c-2.png']);
-    expect(printer.unsaved).toEqual({ noOutputsDir: 0, overCount: 0, overSize: 3, bytes: 3 * PNG.length });
+    expect(printer.unsaved).toEqual({ noOutputsDir: 0, overCount: 0, overSize: 3, refused: 0, bytes: 3 * PNG.length });
     expect(err.text).toContain(
       'kernelwarden: 3 image outputs not saved: past --max-images-size 32 bytes of images for the cell (pass --max-images-size SIZE to keep more)\n',
     );

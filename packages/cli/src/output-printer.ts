@@ -1,5 +1,14 @@
-import { mkdirSync, writeFileSync } from 'node:fs';
-import { join, relative } from 'node:path';
+import {
+  closeSync,
+  constants,
+  existsSync,
+  mkdirSync,
+  openSync,
+  readlinkSync,
+  realpathSync,
+  writeFileSync,
+} from 'node:fs';
+import { basename, dirname, join, relative } from 'node:path';
 import type { ExecuteResult, Output } from '@kernelwarden/core';
 import { formatSize } from './size.js';
 import { TerminalTextFilter, terminalSafe } from './terminal-text.js';
@@ -40,9 +49,45 @@ export interface UnsavedImages {
   overCount: number;
   /** Images that would have taken the cell's images past `--max-images-size`. */
   overSize: number;
+  /**
+   * Images refused because their place was tampered with while the command ran: a file of their name already
+   * there (a link planted by the kernel, say), or the outputs directory no longer the one named at start.
+   */
+  refused: number;
   /** The bytes of the images not saved (decoded size). */
   bytes: number;
 }
+
+/**
+ * The canonical path each outputs directory had when this process first used it — before any cell it runs can
+ * have put a link in its way (`repl` makes a printer per cell; the first fixes the directory for the rest).
+ */
+const OUTPUTS_DIRS = new Map<string, string>();
+
+function pinnedOutputsDir(dir: string): string {
+  let canonical = OUTPUTS_DIRS.get(dir);
+  if (canonical === undefined) {
+    canonical = canonicalFuturePath(dir);
+    OUTPUTS_DIRS.set(dir, canonical);
+  }
+  return canonical;
+}
+
+/** The canonical path of `path`'s deepest existing ancestor, then the rest of `path` as named. */
+function canonicalFuturePath(path: string): string {
+  const rest: string[] = [];
+  for (let head = path; ; head = dirname(head)) {
+    try {
+      return join(realpathSync.native(head), ...rest);
+    } catch {
+      if (dirname(head) === head) return path;
+      rest.unshift(basename(head));
+    }
+  }
+}
+
+/** Where this process's open descriptors can be named (Linux): a file is created through its directory's descriptor. */
+const FD_DIR = existsSync('/proc/self/fd') ? '/proc/self/fd' : undefined;
 
 /**
  * Turns a cell's outputs into terminal output as they arrive: stdout stream text to stdout; stderr text and
@@ -71,7 +116,11 @@ export class OutputPrinter {
   readonly #maxImageBytes: number;
   #savedBytes = 0;
   #errorShown = false;
-  readonly #unsaved: UnsavedImages = { noOutputsDir: 0, overCount: 0, overSize: 0, bytes: 0 };
+  readonly #unsaved: UnsavedImages = { noOutputsDir: 0, overCount: 0, overSize: 0, refused: 0, bytes: 0 };
+  /** The canonical outputs directory, fixed when this process first used it. */
+  readonly #pinnedDir: string | undefined;
+  /** The outputs directory, open once it is needed: every image is created in it through this descriptor. */
+  #dirFd: number | undefined;
   #stdoutEndsWithNewline = true;
 
   constructor(opts: {
@@ -91,6 +140,7 @@ export class OutputPrinter {
     this.#stdout = opts.stdout;
     this.#stderr = opts.stderr;
     this.#outputsDir = opts.outputsDir;
+    this.#pinnedDir = opts.outputsDir === undefined ? undefined : pinnedOutputsDir(opts.outputsDir);
     this.#quiet = opts.quiet ?? false;
     this.#stderrColor = opts.color ?? opts.stderr.isTTY === true;
     this.#outFilter = new TerminalTextFilter({ colors: opts.color ?? opts.stdout.isTTY === true });
@@ -125,6 +175,12 @@ export class OutputPrinter {
       notes.push(
         `${images(u.overSize)} not saved: past --max-images-size ${formatSize(this.#maxImageBytes)} of images ` +
           'for the cell (pass --max-images-size SIZE to keep more)',
+      );
+    }
+    if (u.refused > 0) {
+      notes.push(
+        `${images(u.refused)} not saved: a file of ${u.refused === 1 ? 'its' : 'their'} name was already in ` +
+          `${this.#outputsDir}, or a link was put in its way while the cell ran`,
       );
     }
     return notes;
@@ -170,6 +226,8 @@ export class OutputPrinter {
     if (result.outputDropped && !this.#quiet) {
       this.#stderr.write('kernelwarden: the gateway dropped some output (its iopub rate limit)\n');
     }
+    if (this.#dirFd !== undefined && this.#dirFd >= 0) closeSync(this.#dirFd);
+    this.#dirFd = undefined;
   }
 
   /** Writes kernel text to stdout through the filter (`filtered`: it already went through). */
@@ -223,12 +281,23 @@ export class OutputPrinter {
     if (!savedAny && typeof text === 'string') this.#writeStdout(text.endsWith('\n') ? text : `${text}\n`);
   }
 
+  /** Creates one image file in the pinned outputs directory; false when that was refused (see `createImageFile`). */
+  #create(name: string, bytes: Buffer): boolean {
+    const dir = this.#pinnedDir!;
+    if (this.#dirFd === undefined) this.#dirFd = openPinnedDir(dir);
+    if (this.#dirFd < 0) return false;
+    return createImageFile(this.#dirFd, dir, name, bytes);
+  }
+
   #save(mime: string, kind: { ext: string; binary: boolean }, payload: string): void {
-    const dir = this.#outputsDir!;
-    mkdirSync(dir, { recursive: true });
-    const path = join(dir, `${this.#prefix}-${this.#saved.length + 1}.${kind.ext}`);
+    const name = `${this.#prefix}-${this.#saved.length + this.#unsaved.refused + 1}.${kind.ext}`;
+    const path = join(this.#outputsDir!, name);
     const bytes = kind.binary ? Buffer.from(payload, 'base64') : Buffer.from(payload, 'utf8');
-    writeFileSync(path, bytes);
+    if (!this.#create(name, bytes)) {
+      this.#unsaved.refused++;
+      this.#unsaved.bytes += bytes.length;
+      return;
+    }
     this.#saved.push({ mime, path, bytes: bytes.length });
     this.#savedBytes += bytes.length;
     if (!this.#quiet) {
@@ -236,6 +305,45 @@ export class OutputPrinter {
       this.#stderr.write(`kernelwarden: saved ${mime} to ${shown.startsWith('..') ? path : shown}\n`);
     }
   }
+}
+
+/**
+ * Creates `name` in the outputs directory, never through a link: the directory is opened once and checked to be
+ * the canonical one of the command's start (a cell may have swapped a directory on its path for a link since), and
+ * the file is created through that descriptor, exclusively and without following a link planted under its name.
+ * False when the directory or the name was tampered with; other errors (no permission, a full disk) are thrown.
+ */
+function createImageFile(dirFd: number, dir: string, name: string, bytes: Buffer): boolean {
+  const at = FD_DIR === undefined ? join(dir, name) : `${FD_DIR}/${dirFd}/${name}`;
+  let fd: number;
+  try {
+    fd = openSync(at, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o666);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'EEXIST' || code === 'ELOOP') return false;
+    throw error;
+  }
+  try {
+    writeFileSync(fd, bytes);
+  } finally {
+    closeSync(fd);
+  }
+  return true;
+}
+
+/** Opens `dir` (made first if missing) and checks it is `dir` itself, reached through no link; -1 if not. */
+function openPinnedDir(dir: string): number {
+  mkdirSync(dir, { recursive: true });
+  const fd = openSync(dir, constants.O_RDONLY | constants.O_DIRECTORY);
+  let real: string;
+  try {
+    real = FD_DIR === undefined ? realpathSync.native(dir) : readlinkSync(`${FD_DIR}/${fd}`);
+  } catch {
+    real = '';
+  }
+  if (real === dir) return fd;
+  closeSync(fd);
+  return -1;
 }
 
 /** The decoded size of base64 text, without decoding it. */

@@ -1,6 +1,6 @@
 import { spawnSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { KernelwardenError } from '@kernelwarden/core';
 
@@ -37,6 +37,28 @@ export class PythonInterpreterError extends KernelwardenError {
   }
 }
 
+/**
+ * Whether a `.venv` found above the working directory is this user's to run: the directory, its `bin` and its
+ * `bin/python` (the link itself, when it is one) belong to this user or root, and no other user can write the
+ * directories or the file. A `.venv` another user put in a shared directory (`/tmp/.venv`, above every project under
+ * `/tmp`) would otherwise run their program as this user.
+ */
+function ownVenv(venv: string): boolean {
+  const uid = process.getuid?.();
+  if (uid === undefined) return true;
+  for (const path of [venv, join(venv, 'bin'), venvPython(venv)]) {
+    let st: ReturnType<typeof lstatSync>;
+    try {
+      st = lstatSync(path);
+    } catch {
+      return false;
+    }
+    if (st.uid !== uid && st.uid !== 0) return false;
+    if (!st.isSymbolicLink() && (st.mode & 0o022) !== 0) return false;
+  }
+  return true;
+}
+
 /** The interpreter of a virtual environment directory. */
 function venvPython(dir: string): string {
   return join(dir, 'bin', 'python');
@@ -44,7 +66,8 @@ function venvPython(dir: string): string {
 
 /**
  * The interpreter the kernels should run, in this order: `--python PATH`; the active virtual environment
- * (`VIRTUAL_ENV`); a `.venv` directory in `cwd` or the nearest directory above it that has one. Undefined: the
+ * (`VIRTUAL_ENV`); a `.venv` directory in `cwd` or the nearest directory above it that has one of this user's (or
+ * root's) that no other user can write (`ownVenv`; another's is passed over). Undefined: the
  * gateway's own `python3` kernelspec.
  */
 export function choosePython(opts: {
@@ -58,7 +81,7 @@ export function choosePython(opts: {
   let dir = resolve(opts.cwd);
   for (;;) {
     const candidate = venvPython(join(dir, '.venv'));
-    if (existsSync(candidate)) return { path: candidate, source: '.venv' };
+    if (existsSync(candidate) && ownVenv(join(dir, '.venv'))) return { path: candidate, source: '.venv' };
     const parent = dirname(dir);
     if (parent === dir) return undefined;
     dir = parent;

@@ -89,7 +89,8 @@ export async function runCommand(source: RunSource, options: StackOptions, io: C
         stderr: '',
         outputs: [],
         files: [...printer.saved],
-        imagesNotSaved: printer.unsaved.noOutputsDir + printer.unsaved.overCount + printer.unsaved.overSize,
+        imagesNotSaved:
+          printer.unsaved.noOutputsDir + printer.unsaved.overCount + printer.unsaved.overSize + printer.unsaved.refused,
         timedOut: false,
         cancelled: false,
         kernelReset: false,

@@ -25,7 +25,7 @@ export async function runProcess(
     const child = spawn(command!, args, {
       stdio: ['ignore', 'pipe', 'pipe'],
       detached: true,
-      env: opts.env ?? process.env,
+      env: absolutePath(opts.env ?? process.env),
     });
     const cap = 64 * 1024;
     let stdout = '';
@@ -54,4 +54,19 @@ export async function runProcess(
   } finally {
     scope.dispose();
   }
+}
+
+/**
+ * `env` with only the absolute entries of its `PATH`: an empty or relative entry (`PATH=:$PATH`, `.`) names the
+ * directory a command runs in — a sandbox's workspace — where a kernel could have left a `python3` or `umount` for
+ * the probe to run in place of the real one.
+ */
+function absolutePath(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  if (env.PATH === undefined) return env;
+  return {
+    ...env,
+    PATH: env.PATH.split(':')
+      .filter((dir) => dir.startsWith('/'))
+      .join(':'),
+  };
 }

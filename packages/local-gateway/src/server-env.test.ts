@@ -29,4 +29,11 @@ describe('serverEnvironment', () => {
   it('lets the explicit set win over an inherited variable', () => {
     expect(serverEnvironment({ PATH: '/a' }, { PATH: '/b' })).toEqual({ PATH: '/b' });
   });
+
+  it('keeps only the absolute entries of PATH: an empty or relative one names whatever directory a launch runs in', () => {
+    expect(serverEnvironment({ PATH: ':/usr/local/bin::.:bin:/usr/bin:' }, {})).toEqual({
+      PATH: '/usr/local/bin:/usr/bin',
+    });
+    expect(serverEnvironment({}, { PATH: './tools:/opt/bin' })).toEqual({ PATH: '/opt/bin' });
+  });
 });

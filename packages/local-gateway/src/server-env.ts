@@ -37,5 +37,19 @@ export function serverEnvironment(
     if (value === undefined) continue;
     if (SERVER_ENV_ALLOWED.includes(name) || LOCALE.test(name)) env[name] = value;
   }
-  return { ...env, ...set };
+  const out: Record<string, string> = { ...env, ...set };
+  if (out.PATH !== undefined) out.PATH = absolutePathEntries(out.PATH);
+  return out;
+}
+
+/**
+ * `PATH` without its empty and relative entries (`PATH=:$PATH`, `.`, `bin`): those name whatever directory a command
+ * runs in — for a sandboxed kernel, its workspace — so a program its workspace holds would run at launch in place of
+ * the interpreter (or a tool R's start script calls).
+ */
+function absolutePathEntries(path: string): string {
+  return path
+    .split(':')
+    .filter((dir) => dir.startsWith('/'))
+    .join(':');
 }

@@ -10,7 +10,10 @@ export const ExitCode = {
   cellError: 1,
   /** The command line was wrong (an unknown flag, a bad duration, a missing file). */
   usage: 2,
-  /** The gateway could not be reached, refused the token or could not start a kernel. */
+  /**
+   * The gateway could not be reached, refused the token or could not start a kernel (a busy or full gateway too:
+   * `GATEWAY_BUSY`, `GATEWAY_CAPACITY`, whose message says the failure is temporary).
+   */
   gatewayUnavailable: 3,
   /**
    * `--hide`/`--allow` or a limit (`--memory`, `--max-processes`, `--cpu-time`, `--no-network`) was asked for but cannot

@@ -1,6 +1,8 @@
 import { InvalidOptionsError } from '@kernelwarden/core';
 import {
   GatewayAuthError,
+  GatewayBusyError,
+  GatewayCapacityError,
   GatewayUnavailableError,
   KernelDiedError,
   KernelStartError,
@@ -48,6 +50,33 @@ describe('describeFailure', () => {
       [ExitCode.gatewayUnavailable, 'GATEWAY_AUTH'],
       [ExitCode.gatewayUnavailable, 'KERNEL_START'],
     ]);
+  });
+
+  it('maps a busy or full gateway at start to 3, saying the failure is temporary and may be retried', () => {
+    const busy = new GatewayBusyError(
+      'Kernel start on http://127.0.0.1:1 timed out after 60000 ms waiting for the gateway to create its kernel (busy starting other kernels); nothing was left running',
+      { timeoutMs: 60_000, waitedMs: 60_000 },
+    );
+    const full = new GatewayCapacityError('Failed to create kernel "python3" on gateway http://127.0.0.1:1: HTTP 503', {
+      status: 503,
+      maxKernels: 4,
+    });
+    expect(describeFailure(busy)).toEqual({
+      exitCode: ExitCode.gatewayUnavailable,
+      code: 'GATEWAY_BUSY',
+      message: `${busy.message}\nThis failure is temporary (the gateway is busy starting other kernels): the same command may succeed if retried later.`,
+    });
+    expect(describeFailure(full)).toEqual({
+      exitCode: ExitCode.gatewayUnavailable,
+      code: 'GATEWAY_CAPACITY',
+      message: `${full.message}\nThis failure is temporary (the gateway is at its kernel limit): the same command may succeed if retried later.`,
+    });
+    // Through the session's kernel factory, as `kernelwarden exec` meets it.
+    const wrapped = describeFailure(new KernelFactoryError('python', 'default', busy.message, busy));
+    expect(wrapped.exitCode).toBe(ExitCode.gatewayUnavailable);
+    expect(wrapped.message).toMatch(
+      /^Failed to build the "python" kernel .*\nThis failure is temporary \(the gateway is busy/s,
+    );
   });
 
   it('classifies a wrapped kernel-factory failure by its cause and keeps the outer message', () => {

@@ -9,6 +9,18 @@ import { terminalSafe } from './terminal-text.js';
 import { UsageError } from './usage-error.js';
 
 const GATEWAY_CODES = new Set(['GATEWAY_UNAVAILABLE', 'GATEWAY_AUTH', 'KERNEL_START']);
+/** A gateway that could not start a kernel now but may later: exit 3 like any start failure, said to be temporary. */
+const TEMPORARY_CODES: Record<string, string> = {
+  GATEWAY_BUSY: 'the gateway is busy starting other kernels',
+  GATEWAY_CAPACITY: 'the gateway is at its kernel limit',
+};
+
+function temporaryHint(code: string | undefined): string | undefined {
+  const why = code === undefined ? undefined : TEMPORARY_CODES[code];
+  return why === undefined
+    ? undefined
+    : `This failure is temporary (${why}): the same command may succeed if retried later.`;
+}
 
 /** What the CLI tells the user about an error, and the exit code it leaves with. */
 export interface Failure {
@@ -34,7 +46,8 @@ export function resultExitCode(result: ExecuteResult, interrupted: boolean): Exi
 }
 
 /**
- * Classifies an error that ended a command: gateway problems exit 3, isolation or a limit that cannot be enforced
+ * Classifies an error that ended a command: gateway problems exit 3 (a busy or full gateway too, said to be
+ * temporary), isolation or a limit that cannot be enforced
  * exits 4,
  * a kernel that died under the cell exits 5, a cell the watchdog had to reset exits 124, bad input (a bad flag, a
  * source that is not UTF-8) exits 2, anything else 70.
@@ -54,7 +67,10 @@ function classify(error: unknown): Failure {
   const root = rootCause(error);
   if (root !== error) {
     const inner = classify(root);
-    if (inner.exitCode !== ExitCode.internal) return { ...inner, message };
+    if (inner.exitCode !== ExitCode.internal) {
+      const hint = temporaryHint(inner.code);
+      return { ...inner, message: hint === undefined ? message : `${message}\n${hint}` };
+    }
   }
   const code = KernelwardenError.isInstance(error) ? error.code : undefined;
   if (CellTimeoutError.isInstance(error)) {
@@ -91,6 +107,8 @@ function classify(error: unknown): Failure {
     // Its message says what became of the kernel: restarted by the server (variables gone), or dead for good.
     return { exitCode: ExitCode.kernelDied, code, message };
   }
+  const hint = temporaryHint(code);
+  if (hint !== undefined) return { exitCode: ExitCode.gatewayUnavailable, code, message: `${message}\n${hint}` };
   if (code !== undefined && (GATEWAY_CODES.has(code) || KernelDiedError.isInstance(error))) {
     // A connection to the gateway that could not be reopened is the gateway's failure, not the kernel's.
     return { exitCode: ExitCode.gatewayUnavailable, code, message };

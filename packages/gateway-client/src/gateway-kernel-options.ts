@@ -75,6 +75,8 @@ export const DEFAULT_RECOVERY: RecoveryPolicy = {
 export const DEFAULT_SHUTDOWN_TIMEOUT_MS = 5000;
 /** The bound on each DELETE that cleans up after a failed start: 2 s. */
 export const DEFAULT_CLEANUP_TIMEOUT_MS = 2000;
+/** Default `abandonedCreateWaitMs`. */
+export const DEFAULT_ABANDONED_CREATE_WAIT_MS = 60_000;
 /** The DELETEs after a failed start until one is confirmed: 6 in all, 250 ms doubling up to 4 s apart. */
 export const DEFAULT_CLEANUP_RETRY: CleanupRetryPolicy = { attempts: 6, initialDelayMs: 250, maxDelayMs: 4000 };
 
@@ -217,6 +219,13 @@ export interface GatewayKernelStartOptions {
    * @defaultValue {@link DEFAULT_CLEANUP_RETRY}
    */
   cleanupRetry?: Partial<CleanupRetryPolicy>;
+  /**
+   * After a start gives up on its create (its deadline, the caller's abort), how long the unanswered
+   * `POST /api/kernels` is still awaited, so that a late answer's kernel is deleted; past it the request is dropped
+   * and the chosen id deleted once more. `0` awaits the answer without bound.
+   * @defaultValue {@link DEFAULT_ABANDONED_CREATE_WAIT_MS}
+   */
+  abandonedCreateWaitMs?: number;
   /** The clock for every timer of this kernel. @defaultValue systemClock */
   clock?: Clock;
 }
@@ -258,6 +267,7 @@ export interface ResolvedGatewayKernelOptions {
   readonly recovery: Readonly<RecoveryPolicy>;
   readonly shutdownTimeoutMs: number;
   readonly cleanupTimeoutMs: number;
+  readonly abandonedCreateWaitMs: number;
   readonly cleanupRetry: Readonly<CleanupRetryPolicy>;
   readonly clock: Clock;
 }
@@ -318,6 +328,7 @@ const startSchema = lazy(() => {
     }),
     shutdownTimeoutMs: ms.optional(),
     cleanupTimeoutMs: ms.optional(),
+    abandonedCreateWaitMs: ms.optional(),
     cleanupRetry: policy({ attempts: z.number().int().min(1), initialDelayMs: ms, maxDelayMs: ms }),
     clock: z.custom<Clock>(isClock, 'must be a Clock with now() and setTimer()').optional(),
   });
@@ -365,6 +376,7 @@ export function resolveGatewayKernelOptions(options: GatewayKernelStartOptions):
     recovery: { ...DEFAULT_RECOVERY, ...o.recovery },
     shutdownTimeoutMs: o.shutdownTimeoutMs ?? DEFAULT_SHUTDOWN_TIMEOUT_MS,
     cleanupTimeoutMs: o.cleanupTimeoutMs ?? DEFAULT_CLEANUP_TIMEOUT_MS,
+    abandonedCreateWaitMs: o.abandonedCreateWaitMs ?? DEFAULT_ABANDONED_CREATE_WAIT_MS,
     cleanupRetry: { ...DEFAULT_CLEANUP_RETRY, ...o.cleanupRetry },
     clock: o.clock ?? systemClock,
   });

@@ -1,6 +1,7 @@
 import { FakeGateway } from '@kernelwarden/testkit';
 import { describe, expect, it } from 'vitest';
 import { GatewayAuthError, KernelStartError } from './errors.js';
+import { MISSING_REPLY_ENAME } from './execution.js';
 import { GatewayKernel } from './gateway-kernel.js';
 
 describe('GatewayKernel against FakeGateway', () => {
@@ -26,6 +27,43 @@ describe('GatewayKernel against FakeGateway', () => {
     const expected = Array.from({ length: 50 }, (_, i) => String(i));
     expect(lines).toEqual(expected);
     expect(result.stdout.split('\n').filter(Boolean)).toEqual(expected);
+  });
+
+  it('settles a cell whose execute_reply and idle were lost with a cut socket (probe after the reconnect)', async () => {
+    await using gw = await FakeGateway.start({
+      script: async (ctx) => {
+        ctx.stdout('before\n');
+        await ctx.sleep(30);
+      },
+    });
+    await using kernel = await GatewayKernel.start({
+      gateway: { baseUrl: gw.baseUrl, token: gw.token },
+      reconnect: { initialDelayMs: 1 },
+      replyGraceMs: 200,
+    });
+    const events: string[] = [];
+    kernel.on('reconnected', () => events.push('reconnected'));
+    // busy, execute_input and the stream go out; the socket is cut; the reply and the idle are written to nothing.
+    gw.dropChannelsAfter(3, { kernelId: kernel.id, lose: 2 });
+    let bound: NodeJS.Timeout | undefined;
+    const hung = new Promise<'hung'>((resolve) => {
+      bound = setTimeout(() => resolve('hung'), 15_000);
+    });
+    const result = await Promise.race([kernel.execute('cell'), hung]).finally(() => clearTimeout(bound));
+    expect(result).not.toBe('hung');
+    if (result === 'hung') return;
+    expect(events).toEqual(['reconnected']);
+    expect(result.status).toBe('error');
+    expect(result.outputDropped).toBe(true);
+    expect(result.error?.ename).toBe(MISSING_REPLY_ENAME);
+    expect(result.error?.evalue).toMatch(/lost across a reconnect/);
+    expect(result.stdout).toBe('before\n');
+    const probes = gw.frames.filter(
+      (f) => f.direction === 'in' && f.message?.header.msg_type === 'kernel_info_request',
+    );
+    expect(probes.length).toBeGreaterThanOrEqual(2); // the start handshake's, then the probe
+    expect(kernel.status).toBe('idle');
+    expect((await kernel.execute('again')).status).toBe('ok');
   });
 
   it('rejects a create that keeps answering 503 with KernelStartError and status 503', async () => {

@@ -101,7 +101,10 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
         this.#events.emit('reconnecting', { attempt, delayMs });
         if (attempt === 1) void this.#checkGone();
       },
-      onReconnected: () => this.#events.emit('reconnected', {}),
+      onReconnected: () => {
+        this.#probeAfterReconnect();
+        this.#events.emit('reconnected', {});
+      },
       onLost: (error) => {
         this.#events.emit('connection-lost', { error });
         void this.#lost(error);
@@ -535,6 +538,17 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
     if (previous === status) return;
     this.#status = status;
     this.#events.emit('status', { status, previous });
+  }
+
+  /**
+   * After the channels socket reopened with cells pending: a `kernel_info_request` on shell, queued behind them. Its
+   * reply proves the kernel answered every earlier request, so a cell whose reply is still missing then was lost with
+   * the dead socket and settles after `replyGraceMs` (see `PendingCells.probeSent`) instead of waiting for ever.
+   */
+  #probeAfterReconnect(): void {
+    if (!this.#alive || this.#cells.size === 0) return;
+    const probe = createMessage('shell', 'kernel_info_request', this.sessionId, {});
+    if (this.#cells.probeSent(probe.header.msg_id)) this.#channel.send(probe);
   }
 
   /**

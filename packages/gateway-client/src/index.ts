@@ -55,6 +55,7 @@ export type {
   ResolvedGatewayKernelOptions,
 } from './gateway-kernel-options.js';
 export {
+  DEFAULT_ABANDONED_CREATE_WAIT_MS,
   DEFAULT_CLEANUP_RETRY,
   DEFAULT_CLEANUP_TIMEOUT_MS,
   DEFAULT_CREATE_ATTEMPTS,

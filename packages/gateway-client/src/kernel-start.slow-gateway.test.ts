@@ -2,6 +2,7 @@ import { once } from 'node:events';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { abortScope, isTimeoutError } from '@kernelwarden/core';
+import { ManualClock } from '@kernelwarden/testkit';
 import { afterEach, describe, expect, it } from 'vitest';
 import { GatewayBusyError, GatewayCapacityError, KernelStartError } from './errors.js';
 import { GatewayClient } from './gateway-client.js';
@@ -15,6 +16,8 @@ interface SlowGateway {
   baseUrl: string;
   requests: { method: string; url: string; body: Record<string, unknown> | undefined; at: number }[];
   kernels: Set<string>;
+  /** Create requests whose connection the client closed before an answer. */
+  dropped: number;
   answered: Promise<void>;
   close(): Promise<void>;
 }
@@ -47,6 +50,9 @@ async function slowGateway(opts: {
     const body = text ? (JSON.parse(text) as Record<string, unknown>) : undefined;
     requests.push({ method: req.method ?? '', url: req.url ?? '', body, at: Date.now() - started });
     if (req.method === 'POST' && req.url === '/api/kernels') {
+      res.on('close', () => {
+        if (!res.writableEnded) gateway.dropped++;
+      });
       await new Promise((r) => setTimeout(r, opts.createDelayMs));
       if (opts.answer?.(res)) {
         answeredResolve();
@@ -74,13 +80,15 @@ async function slowGateway(opts: {
   server.listen(0, '127.0.0.1');
   await once(server, 'listening');
   const { port } = server.address() as AddressInfo;
-  return {
+  const gateway: SlowGateway = {
     baseUrl: `http://127.0.0.1:${port}`,
     requests,
     kernels,
+    dropped: 0,
     answered,
     close: () => new Promise((r) => server.close(() => r())),
   };
+  return gateway;
 }
 
 const startOpts = (startupTimeoutMs: number) => ({
@@ -90,6 +98,7 @@ const startOpts = (startupTimeoutMs: number) => ({
   clock: { now: () => performance.now(), setTimer: realTimer },
   cleanupTimeoutMs: 0,
   cleanupRetry: { attempts: 3, initialDelayMs: 50, maxDelayMs: 50 },
+  abandonedCreateWaitMs: 60_000,
   startupTimeoutMs,
 });
 
@@ -149,6 +158,30 @@ describe('createKernel on a gateway slower than the REST deadline', () => {
     await until(() => gateway.kernels.size === 0);
     const chosen = gateway.requests.find((r) => r.method === 'POST')?.body?.kernel_id;
     expect(gateway.requests.filter((r) => r.method === 'DELETE').map((r) => r.url)).toContain(`/api/kernels/${chosen}`);
+  });
+
+  it('drops a create given up on that stays unanswered for abandonedCreateWaitMs, and deletes its chosen id again', async () => {
+    // The create is never answered (a server stuck starting its kernel).
+    const gateway = await slowGateway({ createDelayMs: 0, honourId: true, answer: () => true });
+    const client = new GatewayClient({ baseUrl: gateway.baseUrl });
+    const clock = new ManualClock();
+    using scope = abortScope({ timeoutMs: 100 });
+    const error = await createKernel(client, { ...startOpts(100), clock, abandonedCreateWaitMs: 5_000 }, scope).catch(
+      (e: unknown) => e,
+    );
+    expect(GatewayBusyError.isInstance(error)).toBe(true);
+    const chosen = gateway.requests.find((r) => r.method === 'POST')?.body?.kernel_id;
+    const deletesOfChosen = () =>
+      gateway.requests.filter((r) => r.method === 'DELETE' && r.url === `/api/kernels/${chosen}`).length;
+    await until(() => deletesOfChosen() === 1);
+    // Within the window the late answer is still awaited (its kernel would be deleted).
+    await clock.advance(4_999);
+    await new Promise((r) => setTimeout(r, 50));
+    expect(gateway.dropped).toBe(0);
+    expect(deletesOfChosen()).toBe(1);
+    // Past it the request is dropped and the chosen id deleted once more.
+    await clock.advance(1);
+    await until(() => gateway.dropped === 1 && deletesOfChosen() === 2);
   });
 
   it('tells ownership of the chosen id before the create is sent, and which id the kernel got', async () => {

@@ -12,6 +12,7 @@ const opts = (clock: ManualClock) => ({
   clock,
   cleanupTimeoutMs: 0,
   cleanupRetry: { attempts: 1, initialDelayMs: 1, maxDelayMs: 1 },
+  abandonedCreateWaitMs: 60_000,
   startupTimeoutMs: 60_000,
 });
 

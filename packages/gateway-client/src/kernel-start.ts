@@ -277,6 +277,7 @@ export async function createKernel(
     | 'clock'
     | 'cleanupTimeoutMs'
     | 'cleanupRetry'
+    | 'abandonedCreateWaitMs'
     | 'startupTimeoutMs'
   > & { launchEnv?: ResolvedGatewayKernelOptions['launchEnv'] },
   scope: AbortScope,
@@ -287,6 +288,8 @@ export async function createKernel(
     const kernelId = randomUUID();
     const launchTimeoutMs = queueWaitMs(scope.remaining());
     const waitMs = queueTimeoutMs ?? launchTimeoutMs;
+    // Not bound by the start: a create given up on is still awaited for a while (see `abandonCreate`).
+    const late = new AbortController();
     const creating = client.createKernel(
       {
         name: opts.kernelName,
@@ -295,13 +298,13 @@ export async function createKernel(
         ...(waitMs === undefined ? {} : { waitMs }),
         ...(launchTimeoutMs === undefined ? {} : { launchTimeoutMs }),
       },
-      { timeoutMs: 0 },
+      { timeoutMs: 0, signal: late.signal },
     );
     try {
       return await scope.race(creating);
     } catch (error) {
       if (scope.signal.aborted) {
-        abandonCreate(client, opts, kernelId, creating);
+        abandonCreate(client, opts, kernelId, creating, late);
         if (scope.timedOut) {
           throw new GatewayBusyError(
             `Kernel start on ${client.baseUrl} timed out after ${opts.startupTimeoutMs} ms waiting for the gateway to create its kernel (busy starting other kernels); nothing was left running`,
@@ -312,7 +315,7 @@ export async function createKernel(
       }
       // No HTTP answer (a lost connection): the kernel may exist under the chosen id.
       if (!KernelStartError.isInstance(error) && !GatewayBusyError.isInstance(error)) {
-        abandonCreate(client, opts, kernelId, creating);
+        abandonCreate(client, opts, kernelId, creating, late);
       }
       const retry =
         KernelStartError.isInstance(error) &&
@@ -338,14 +341,18 @@ export async function createKernel(
 /**
  * Makes sure a create nobody waits for leaves no kernel: DELETEs its chosen id now (the embedded gateway drops a
  * create still in its queue; jupyter-server 2.x deletes a kernel it already lists; an unknown id answers 404), then
- * once the create answers (it is never cut short, so its answer names the kernel even on a server that ignored the
- * id), DELETEs the kernel it names, each retried until confirmed (`cleanupTimeoutMs`, `cleanupRetry`).
+ * once the create answers (within `abandonedCreateWaitMs`, so its answer names the kernel even on a server that
+ * ignored the id), DELETEs the kernel it names, each retried until confirmed (`cleanupTimeoutMs`, `cleanupRetry`).
+ * A create still unanswered after `abandonedCreateWaitMs` is dropped (`late` aborts the request) and its chosen id
+ * deleted once more: a kernel the server starts after that under another id is left to `LocalGateway`'s orphan
+ * sweep.
  */
 export function abandonCreate(
   client: GatewayClient,
-  opts: Pick<ResolvedGatewayKernelOptions, 'clock' | 'cleanupTimeoutMs' | 'cleanupRetry'>,
+  opts: Pick<ResolvedGatewayKernelOptions, 'clock' | 'cleanupTimeoutMs' | 'cleanupRetry' | 'abandonedCreateWaitMs'>,
   kernelId: string,
   creating: Promise<KernelModel>,
+  late?: AbortController,
 ): void {
   const remove = (id: string) =>
     startCleanup(opts, async (signal) => {
@@ -353,9 +360,25 @@ export function abandonCreate(
       return true;
     });
   remove(kernelId);
+  const waitMs = opts.abandonedCreateWaitMs;
+  const drop =
+    late && waitMs > 0
+      ? opts.clock.setTimer(() => {
+          late.abort(
+            new DeadlineExceededError(
+              `The abandoned create of kernel ${kernelId} on ${client.baseUrl} was not answered within ${waitMs} ms (abandonedCreateWaitMs)`,
+              { timeoutMs: waitMs },
+            ),
+          );
+          remove(kernelId);
+        }, waitMs)
+      : undefined;
   creating.then(
-    (model) => void remove(model.id),
-    () => {},
+    (model) => {
+      drop?.cancel();
+      void remove(model.id);
+    },
+    () => drop?.cancel(),
   );
 }
 

@@ -22,7 +22,7 @@ export interface MessageTargets {
 /**
  * Hands every received message, in arrival order and synchronously, to the part it belongs to: iopub to the
  * handshake (its nudges wait for iopub) and to the cell it is a child of (`PendingCells`), the kernel's own status
- * to the facade, `kernel_info_reply` to the handshake, `execute_reply` to its cell, `input_request` to stdin. The
+ * to the facade, `kernel_info_reply` to the handshake (or to `PendingCells`' reconnect probe), `execute_reply` to its cell, `input_request` to stdin. The
  * kernel's message numbers are noted first (`MessageSequence`).
  */
 export function routeMessage(msg: JupyterMessage, to: MessageTargets): void {
@@ -50,8 +50,9 @@ export function routeMessage(msg: JupyterMessage, to: MessageTargets): void {
   }
   if (parentId === undefined) return;
   if (msg.channel === 'shell') {
-    if (type === 'kernel_info_reply') to.handshake.reply(msg.content, parentId);
-    else if (type === 'execute_reply') to.cells.reply(msg, parentId);
+    if (type === 'kernel_info_reply') {
+      if (!to.handshake.reply(msg.content, parentId)) to.cells.probeReplied(parentId);
+    } else if (type === 'execute_reply') to.cells.reply(msg, parentId);
   } else if (msg.channel === 'stdin' && type === 'input_request') {
     const cell = to.cells.get(parentId);
     if (cell) to.inputRequest(cell, msg);

@@ -39,6 +39,8 @@ export class PendingCells {
   readonly #opts: PendingCellsOptions;
   readonly #cells = new Map<string, CellExecution>();
   readonly #orphans = new Map<string, Orphan>();
+  /** Reconnect probes (`kernel_info_request` ids) and the unanswered cells sent before each. */
+  readonly #probes = new Map<string, CellExecution[]>();
 
   constructor(opts: PendingCellsOptions) {
     this.#opts = opts;
@@ -100,6 +102,50 @@ export class PendingCells {
   /** The channels socket dropped: every cell in flight may lose output across the reconnect. */
   markCrossedReconnect(): void {
     for (const cell of this.#cells.values()) cell.markCrossedReconnect();
+  }
+
+  /**
+   * The channels socket reopened and `probeId` (a `kernel_info_request` on shell) was sent after every request
+   * queued so far. The server does not replay what it wrote to a socket it had not yet noticed was dead, so the
+   * reply and idle of a cell may be gone for good; the kernel answers shell requests in order, so once the probe's
+   * reply is in (`probeReplied()`), a cell sent before it whose `execute_reply` is still missing after `replyGraceMs`
+   * of silence settles as a protocol error with `outputDropped`. Returns false when no cell awaits its reply.
+   */
+  probeSent(probeId: string): boolean {
+    const unanswered = [...this.#cells.values()].filter((cell) => !cell.replied);
+    if (unanswered.length === 0) return false;
+    this.#probes.set(probeId, unanswered);
+    for (const cell of unanswered) cell.onSettled(() => this.#forgetProbe(probeId, cell));
+    return true;
+  }
+
+  /** Takes a `kernel_info_reply` to `parentId`; true when it answered a reconnect probe. */
+  probeReplied(parentId: string): boolean {
+    const cells = this.#probes.get(parentId);
+    if (!cells) return false;
+    this.#probes.delete(parentId);
+    const graceMs = this.#opts.replyGraceMs;
+    for (const cell of cells) {
+      if (cell.settled || cell.replied) continue;
+      // A cell that went idle already waits for its reply (`#awaitReply`).
+      if (graceMs <= 0 || !cell.beginReplyWait()) continue;
+      this.#graceFor(cell, graceMs, () => {
+        cell.markProtocolError(
+          `its execute_reply was lost across a reconnect of the channels socket (the kernel answered a kernel_info_request sent after it, and no reply came within ${graceMs} ms)`,
+        );
+        cell.markDropped();
+        cell.complete();
+      });
+    }
+    return true;
+  }
+
+  #forgetProbe(probeId: string, cell: CellExecution): void {
+    const cells = this.#probes.get(probeId);
+    if (!cells) return;
+    const left = cells.filter((c) => c !== cell);
+    if (left.length === 0) this.#probes.delete(probeId);
+    else this.#probes.set(probeId, left);
   }
 
   /** Resolves every cell in flight as aborted (with `flags`) and stops waiting for orphans. */

@@ -18,8 +18,13 @@ import { processesCarrying } from './kernel-processes.js';
 const SEED = Number(process.env.KERNELWARDEN_CHAOS_SEED ?? randomBytes(4).readUInt32LE(0));
 const SESSIONS = Number(process.env.KERNELWARDEN_CHAOS_SESSIONS ?? 16);
 const CELLS = 12;
-/** Every cell settles within this, whatever happened to it. */
-const CELL_BOUND_MS = 45_000;
+/**
+ * Every cell settles within this, whatever happened to it. Generous: on a loaded 2-core machine sixteen kernels
+ * restart, reconnect and wait out their graces side by side; a hang is a cell that never settles, not a slow one.
+ */
+const CELL_BOUND_MS = 90_000;
+/** The whole run: the sessions' cells one after another, plus one cell bound, on a loaded machine. */
+const RUN_BOUND_MS = 900_000;
 const SLEEP_S = 1.5;
 const TIMEOUT_MS = 400;
 
@@ -107,9 +112,12 @@ function allowed(cell: PlannedCell, session: number, index: number, outcome: Out
     case 'cut':
       // A cut socket is reconnected and what the server buffered replayed. Messages the server wrote to the dead
       // socket before it noticed the cut are lost: the cell may then end as a missing reply (it may or may not have
-      // run), never as a wrong result.
+      // run; after the reconnect's kernel_info probe, with outputDropped), or with some output missing and
+      // outputDropped saying so — never as a wrong result passed off as whole.
       return (
-        'result' in outcome && outcome.result.status === 'error' && outcome.result.error?.ename === MISSING_REPLY_ENAME
+        'result' in outcome &&
+        ((outcome.result.status === 'error' && outcome.result.error?.ename === MISSING_REPLY_ENAME) ||
+          (outcome.result.outputDropped === true && outcome.result.status === (cell.kind === 'raise' ? 'error' : 'ok')))
       );
     case 'kill':
       // The interpreter died under the cell.
@@ -145,7 +153,9 @@ afterEach(async () => {
 });
 
 describe(`chaos on the real stack (seed ${SEED}; replay with KERNELWARDEN_CHAOS_SEED=${SEED})`, () => {
-  it(`${SESSIONS} sessions: every cell settles in its bound with an outcome its fault allows; nothing hangs or leaks`, async () => {
+  it(`${SESSIONS} sessions: every cell settles in its bound with an outcome its fault allows; nothing hangs or leaks`, {
+    timeout: RUN_BOUND_MS,
+  }, async () => {
     console.log(`chaos seed ${SEED} (replay: KERNELWARDEN_CHAOS_SEED=${SEED})`);
     const random = prng(SEED);
     const cells = plan(random);
@@ -228,7 +238,7 @@ describe(`chaos on the real stack (seed ${SEED}; replay with KERNELWARDEN_CHAOS_
     // Nothing leaks: no kernel listed, no kernel process left (the server's restarts included).
     expect(await new GatewayClient(lease).listKernels()).toEqual([]);
     const marker = `KERNELWARDEN_KERNEL=${instance}:`;
-    const until = Date.now() + 15_000;
+    const until = Date.now() + 60_000;
     while (processesCarrying(marker).length > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 100));
     expect(processesCarrying(marker)).toEqual([]);
   });

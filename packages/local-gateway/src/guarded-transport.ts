@@ -4,6 +4,7 @@ import {
   type GatewayAnswer,
   GatewayClient,
   type GatewayRequest,
+  GatewayResponseTooLargeError,
   GatewayUnavailableError,
   type WebSocketClass,
 } from '@kernelwarden/gateway-client';
@@ -29,14 +30,41 @@ export function assertServerListening(baseUrl: string, port: number, pid: number
 /**
  * One HTTP/1.1 request to the loopback server with `node:http` (already loaded by `ws`), the whole body read before
  * it resolves. What GatewayClient sends through a lease: Node's `fetch` costs a command ~20 ms to load on first use.
+ * A body longer than `init.maxResponseBytes` (by its `Content-Length` or as it arrives) is not read further: the
+ * connection is closed and the request rejects with `GatewayResponseTooLargeError`.
  */
 export const loopbackRequest: GatewayRequest = (url, init) =>
   new Promise<GatewayAnswer>((resolve, reject) => {
     const headers: Record<string, string | number> = { ...init.headers };
     if (init.body !== undefined) headers['Content-Length'] = Buffer.byteLength(init.body);
+    const limit = init.maxResponseBytes;
     const req = httpRequest(url, { method: init.method, headers, signal: init.signal }, (res) => {
       const chunks: Buffer[] = [];
-      res.on('data', (chunk: Buffer) => chunks.push(chunk));
+      let received = 0;
+      const tooLarge = () => {
+        const { origin, pathname } = new URL(url);
+        reject(
+          new GatewayResponseTooLargeError(
+            `Gateway at ${origin} answered ${init.method} ${pathname} with a body larger than ${limit} bytes (maxResponseBytes); it was not read further`,
+            { url: origin, request: `${init.method} ${pathname}`, limitBytes: limit ?? 0 },
+          ),
+        );
+        res.destroy();
+        req.destroy();
+      };
+      if (limit !== undefined && Number(res.headers['content-length'] ?? 0) > limit) {
+        tooLarge();
+        return;
+      }
+      res.on('data', (chunk: Buffer) => {
+        received += chunk.length;
+        if (limit !== undefined && received > limit) {
+          chunks.length = 0;
+          tooLarge();
+          return;
+        }
+        chunks.push(chunk);
+      });
       res.on('error', reject);
       res.on('end', () => {
         const text = Buffer.concat(chunks).toString('utf8');

@@ -25,7 +25,9 @@ export class FakeChannels {
   readonly #buffers = new Map<string, { sessionId: string | undefined; messages: JupyterMessage[] }>();
   readonly #frames: RecordedFrame[];
   readonly #closed: () => boolean;
-  #drop: { remaining: number; kernelId: string | undefined } | undefined;
+  #drop: { remaining: number; kernelId: string | undefined; lose: number } | undefined;
+  /** Per kernel: how many more of its messages are lost (see `dropAfter`'s `lose`). */
+  readonly #losing = new Map<string, number>();
 
   constructor(frames: RecordedFrame[], closed: () => boolean) {
     this.#frames = frames;
@@ -66,10 +68,10 @@ export class FakeChannels {
   }
 
   /** See `FakeGateway.dropChannelsAfter()`. */
-  dropAfter(messages: number, kernelId: string | undefined): void {
-    this.#drop = { remaining: Math.max(0, messages), kernelId };
+  dropAfter(messages: number, kernelId: string | undefined, lose = 0): void {
+    this.#drop = { remaining: Math.max(0, messages), kernelId, lose: Math.max(0, lose) };
     if (this.#drop.remaining === 0) {
-      for (const c of [...this.#connections]) if (!kernelId || c.kernel.id === kernelId) this.#terminate(c);
+      for (const c of [...this.#connections]) if (!kernelId || c.kernel.id === kernelId) this.#cut(c, lose);
       this.#drop = undefined;
     }
   }
@@ -82,6 +84,12 @@ export class FakeChannels {
 
   /** A message of `kernel` for its sockets (a reply only to `toSession`'s), or for its buffer when none is open. */
   deliver(kernel: FakeKernel, msg: JupyterMessage, toSession: string | undefined): void {
+    const losing = this.#losing.get(kernel.id);
+    if (losing !== undefined) {
+      if (losing <= 1) this.#losing.delete(kernel.id);
+      else this.#losing.set(kernel.id, losing - 1);
+      return;
+    }
     const targets = [...this.#connections].filter(
       (c) =>
         c.open &&
@@ -164,7 +172,12 @@ export class FakeChannels {
     const drop = this.#drop;
     if (drop && (!drop.kernelId || drop.kernelId === conn.kernel.id) && --drop.remaining <= 0) {
       this.#drop = undefined;
-      this.#terminate(conn);
+      this.#cut(conn, drop.lose);
     }
+  }
+
+  #cut(conn: Connection, lose: number): void {
+    if (lose > 0) this.#losing.set(conn.kernel.id, lose);
+    this.#terminate(conn);
   }
 }

@@ -145,10 +145,12 @@ export class FakeGateway implements AsyncDisposable {
   /**
    * Drops the channels socket abruptly (no close frame) right after it has sent `messages` more messages (of one
    * kernel, or any). Messages the kernel sends meanwhile are buffered and replayed to a reconnect with the same
-   * `session_id`, as jupyter_server does; a different session discards them.
+   * `session_id`, as jupyter_server does; a different session discards them. With `lose`, the next `lose` messages
+   * the kernel sends after the drop are lost instead (neither sent nor buffered, even to a socket reopened
+   * meanwhile), as jupyter_server loses what it writes to a socket before it has noticed that socket died.
    */
-  dropChannelsAfter(messages: number, opts: { kernelId?: string } = {}): this {
-    this.#channels.dropAfter(messages, opts.kernelId);
+  dropChannelsAfter(messages: number, opts: { kernelId?: string; lose?: number } = {}): this {
+    this.#channels.dropAfter(messages, opts.kernelId, opts.lose ?? 0);
     return this;
   }
 

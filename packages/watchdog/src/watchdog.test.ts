@@ -1,5 +1,11 @@
 import { getEventListeners } from 'node:events';
-import { type ExecuteOptions, type ExecuteResult, InvalidOptionsError, isTimeoutError } from '@kernelwarden/core';
+import {
+  abortCallbacks,
+  type ExecuteOptions,
+  type ExecuteResult,
+  InvalidOptionsError,
+  isTimeoutError,
+} from '@kernelwarden/core';
 import { KernelSupervisor, type Lease } from '@kernelwarden/supervisor';
 import { okResult as baseResult, Gate, ManualClock, RecordingKernel } from '@kernelwarden/testkit';
 import { describe, expect, it } from 'vitest';
@@ -641,6 +647,71 @@ describe('createWatchdog: stdin, cancellation and a disabled budget', () => {
     }
     expect(getEventListeners(controller.signal, 'abort')).toHaveLength(0);
     expect(h.clock.pendingTimers()).toBe(0);
+  });
+});
+
+describe('createWatchdog: many cells on one signal', () => {
+  it('200 cells on 200 kernels share one abort listener per signal: no MaxListenersExceededWarning, none left after', async () => {
+    const warnings: Error[] = [];
+    const onWarning = (warning: Error) => warnings.push(warning);
+    process.on('warning', onWarning);
+    try {
+      const clock = new ManualClock();
+      const supervisor = new KernelSupervisor<RecordingKernel>({ clock });
+      const kernels: RecordingKernel[] = [];
+      for (let i = 0; i < 200; i++) {
+        const kernel = new RecordingKernel(`k${i}`, { hold: true });
+        kernels.push(kernel);
+        await supervisor.ensure(`slot${i}`, 'base', () => kernel);
+      }
+      const watchdog = createWatchdog({ cellTimeoutMs: BUDGET, clock });
+      const caller = new AbortController();
+      const stop = new AbortController();
+      const running = kernels.map((_, i) =>
+        watchdog.run({
+          supervisor,
+          slot: `slot${i}`,
+          code: `${i}`,
+          signal: caller.signal,
+          stopSignal: stop.signal,
+        }),
+      );
+      await expect.poll(() => abortCallbacks(caller.signal)).toBe(200);
+      expect(abortCallbacks(stop.signal)).toBe(200);
+      expect(getEventListeners(caller.signal, 'abort')).toHaveLength(1);
+      expect(getEventListeners(stop.signal, 'abort')).toHaveLength(1);
+      for (const kernel of kernels) kernel.executeRelease.open();
+      const results = await Promise.all(running);
+      expect(results.every((r) => r.status === 'ok' && !r.cancelled)).toBe(true);
+      expect(getEventListeners(caller.signal, 'abort')).toHaveLength(0);
+      expect(getEventListeners(stop.signal, 'abort')).toHaveLength(0);
+      expect(abortCallbacks(caller.signal)).toBe(0);
+      await new Promise((r) => setImmediate(r));
+      expect(warnings.filter((w) => w.name === 'MaxListenersExceededWarning')).toEqual([]);
+    } finally {
+      process.off('warning', onWarning);
+    }
+  });
+
+  it('a caller abort still cancels every one of many cells sharing the signal', async () => {
+    const clock = new ManualClock();
+    const supervisor = new KernelSupervisor<RecordingKernel>({ clock });
+    const kernels: RecordingKernel[] = [];
+    for (let i = 0; i < 20; i++) {
+      const kernel = new RecordingKernel(`k${i}`, { hold: true, releaseOnInterrupt: true });
+      kernels.push(kernel);
+      await supervisor.ensure(`slot${i}`, 'base', () => kernel);
+    }
+    const watchdog = createWatchdog({ cellTimeoutMs: BUDGET, clock });
+    const caller = new AbortController();
+    const running = kernels.map((_, i) =>
+      settle(watchdog.run({ supervisor, slot: `slot${i}`, code: `${i}`, signal: caller.signal })),
+    );
+    await expect.poll(() => abortCallbacks(caller.signal)).toBe(20);
+    caller.abort();
+    const outcomes = await Promise.all(running);
+    expect(outcomes.every((o) => o.value?.cancelled === true)).toBe(true);
+    expect(getEventListeners(caller.signal, 'abort')).toHaveLength(0);
   });
 });
 

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { ExecuteOptions, ExecuteResult, InputRequest } from '@kernelwarden/core';
+import { type ExecuteOptions, type ExecuteResult, type InputRequest, onAbort } from '@kernelwarden/core';
 import { type CellExecutor, type CellRunRequest, type Lease, NoKernelError } from '@kernelwarden/supervisor';
 import { CellBudget } from './budget.js';
 import {
@@ -107,10 +107,9 @@ class CellWatch {
     });
     const budget = new CellBudget(this.#policy.clock, this.#policy.cellTimeoutMs, () => trip('timeout'));
     // A stop aborts stopSignal just before signal: it is the session's to handle, not a caller's cancellation.
-    const onAbort = () => (this.#stopping ? this.#stop() : trip('cancelled'));
-    const onStop = () => this.#stop();
-    signal?.addEventListener('abort', onAbort, { once: true });
-    stopSignal?.addEventListener('abort', onStop, { once: true });
+    // One listener per signal however many cells share it (core's `onAbort`): no MaxListenersExceededWarning.
+    const offAbort = signal ? onAbort(signal, () => (this.#stopping ? this.#stop() : trip('cancelled'))) : undefined;
+    const offStop = stopSignal ? onAbort(stopSignal, () => this.#stop()) : undefined;
 
     const userOnInput = this.#req.onInput;
     const options: ExecuteOptions = {
@@ -146,8 +145,8 @@ class CellWatch {
       return await this.#escalate(lease, first, execution);
     } finally {
       budget.dispose();
-      signal?.removeEventListener('abort', onAbort);
-      stopSignal?.removeEventListener('abort', onStop);
+      offAbort?.();
+      offStop?.();
       hold.release();
     }
   }

@@ -20,7 +20,15 @@ import { accessSync, constants, existsSync, readdirSync, readFileSync } from 'no
 import { dirname, isAbsolute, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-const APT_PACKAGES = ['jupyter-server', 'python3-ipykernel', 'r-base-core', 'r-cran-irkernel', 'bubblewrap', 'tmux'];
+const APT_PACKAGES = [
+  'jupyter-server',
+  'python3-ipykernel',
+  'python3-pytest',
+  'r-base-core',
+  'r-cran-irkernel',
+  'bubblewrap',
+  'tmux',
+];
 /**
  * The modern stack: what pip or conda users run today, with nbclient and nbformat (the notebook tests compare
  * @kernelwarden/notebook's output with theirs; jupyter_server pulls them in through nbconvert, named here so that
@@ -29,6 +37,11 @@ const APT_PACKAGES = ['jupyter-server', 'python3-ipykernel', 'r-base-core', 'r-c
 const VENV_PACKAGES = ['jupyter_server>=2,<3', 'ipykernel>=7,<8', 'nbclient>=0.10,<1', 'nbformat>=5.9,<6'];
 /** What the notebook tests import from the venv. */
 const NOTEBOOK_MODULES = ['nbclient', 'nbformat'];
+/**
+ * The tools CI runs on the embedded server's Python package (packages/local-gateway/python) with the venv's
+ * interpreter: pytest (also on the default stack's interpreter) and ruff.
+ */
+const VENV_TOOLS = ['pytest', 'ruff'];
 /**
  * Where PyPI is unreachable (a local index only) pip would otherwise retry each index for minutes; where it answers,
  * these change nothing.
@@ -124,6 +137,11 @@ function bwrapWorks() {
   return r.status === 0;
 }
 
+/** Whether `python` can import pytest (the embedded server's Python tests run under the server's interpreter). */
+function hasPytest(python) {
+  return Boolean(python) && spawnSync(python, ['-c', 'import pytest'], { stdio: 'ignore' }).status === 0;
+}
+
 /** What the tests need and this machine lacks; `server` and `python3` gaps belong to the chosen jupyter-server. */
 export function missing(server = chosenServer()) {
   const path = serverPath(server.name);
@@ -165,10 +183,29 @@ function registerIrKernel(server) {
     run('R', ['--slave', '-e', 'IRkernel::installspec(user = TRUE)']);
 }
 
+/**
+ * pytest for the default stack's interpreter, which CI runs the embedded server's Python tests with: Debian's
+ * python3-pytest where apt-get can install it (as root), else pip. A stack named by KERNELWARDEN_JUPYTER_SERVER is
+ * left alone.
+ */
+async function ensurePytest(server) {
+  const python = serverPython(serverPath(server.name));
+  if (server.fromVariable || !python || hasPytest(python)) return;
+  if (checkOnly) return console.error(`setup-jupyter: pytest is missing for ${python}`);
+  if (process.getuid?.() === 0 && has('apt-get') && python.startsWith('/usr/bin/')) {
+    run('apt-get', ['install', '-y', '-qq', 'python3-pytest']) ||
+      (run('apt-get', ['update', '-qq']) && run('apt-get', ['install', '-y', '-qq', 'python3-pytest']));
+  }
+  if (!hasPytest(python)) run(python, ['-m', 'pip', 'install', '--quiet', ...PIP_FLAGS, 'pytest']);
+  // Only CI's Python step needs it (and fails without it): the Node tests run either way.
+  if (!hasPytest(python))
+    console.error(`setup-jupyter: pytest is missing for ${python}; run: ${python} -m pip install pytest`);
+}
+
 async function ensureStack() {
   const server = chosenServer();
   let gaps = missing(server);
-  if (gaps.length === 0) return;
+  if (gaps.length === 0) return ensurePytest(server);
   if (gaps.length === 1 && gaps[0].what.startsWith('the ir kernelspec') && has('R')) {
     registerIrKernel(server);
     gaps = missing(server);
@@ -205,6 +242,7 @@ async function ensureStack() {
       : 'pip install jupyter_server ipykernel && R -e "install.packages(\'IRkernel\'); IRkernel::installspec()" and install bubblewrap';
     fail(`still missing ${names(gaps)}.\nRun: ${cmd}`);
   }
+  await ensurePytest(server);
   if (!quiet) console.error('setup-jupyter: the Jupyter stack is ready');
 }
 
@@ -258,6 +296,11 @@ function venvProblem(dir) {
 /** A problem's text: a venv that only lacks the notebook modules is completed in place, not rebuilt. */
 const problemText = (problem) => (typeof problem === 'object' ? problem.lacking : problem);
 
+/** Whether the venv holds the tools CI runs on the embedded server's Python package. */
+function venvTools(dir) {
+  return hasPytest(join(dir, 'bin', 'python')) && isExecutable(join(dir, 'bin', 'ruff'));
+}
+
 function describeVenv(dir) {
   const found = pythonJson(join(dir, 'bin', 'python'), VENV_PROBE);
   return found
@@ -297,6 +340,15 @@ function buildVenv(dirArg) {
     fail(
       `the venv at ${dir} is not usable: ${problemText(problem)}.\n` +
         `Run: python3 -m venv --clear ${dir} && ${dir}/bin/pip install ${PIP_FLAGS.join(' ')} ${VENV_PACKAGES.map((p) => `'${p}'`).join(' ')}`,
+    );
+  }
+  if (!checkOnly && !venvTools(dir)) {
+    run(join(dir, 'bin', 'python'), ['-m', 'pip', 'install', '--quiet', '--quiet', ...PIP_FLAGS, ...VENV_TOOLS]);
+  }
+  if (!venvTools(dir)) {
+    fail(
+      `the venv at ${dir} lacks ${VENV_TOOLS.join(' or ')}.\n` +
+        `Run: ${dir}/bin/pip install ${PIP_FLAGS.join(' ')} ${VENV_TOOLS.join(' ')}`,
     );
   }
   if (!quiet) console.error(`setup-jupyter: ${describeVenv(dir)} in ${dir}`);

@@ -24,8 +24,10 @@ export interface GatewayLayout {
   kernelSpecDir: string;
   /** `JUPYTER_CONFIG_DIR` of the server, ours alone, so a user config cannot weaken it. */
   config: string;
-  /** `<config>/jupyter_server_config.py`, written at every start (LOCAL_GATEWAY_SERVER_CONFIG). */
+  /** `<config>/jupyter_server_config.py`, written at every start: loads the Python package below. */
   serverConfig: string;
+  /** The server's copy of the `kernelwarden_gateway` Python package, first on its `sys.path`, made at every start. */
+  python: string;
   /** The server's stdout and stderr (its own records only: kernels write to `kernelLogs`). */
   log: string;
   /** One stdout/stderr log per kernel, `<kernel id>.log` (0600). */
@@ -58,6 +60,7 @@ export function gatewayLayout(dir: string): GatewayLayout {
     kernelSpecDir: join(data, 'kernels'),
     config: join(dir, 'jupyter-config'),
     serverConfig: join(dir, 'jupyter-config', 'jupyter_server_config.py'),
+    python: join(dir, 'python'),
     log: join(dir, 'server.log'),
     kernelLogs: join(dir, 'kernel-logs'),
     ipc: join(dir, 'ipc'),

@@ -2,6 +2,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import {
   chmodSync,
+  cpSync,
   existsSync,
   mkdirSync,
   readdirSync,
@@ -92,8 +93,14 @@ function startChild(mode: 'hold' | 'kernel', stateDir: string, lingerMs: number)
 const children: Child[] = [];
 
 beforeAll(async () => {
-  // The children import the built module (bundled with its dependencies), as another program would.
-  const out = freshDir('bundle');
+  // The children import the built module (bundled with its dependencies), as another program would, from a copy of
+  // the package's layout: the bundle in dist/, the Python package the server loads in python/ beside it.
+  const pkg = freshDir('bundle');
+  const out = join(pkg, 'dist');
+  cpSync(resolve(here, '../python/kernelwarden_gateway'), join(pkg, 'python', 'kernelwarden_gateway'), {
+    recursive: true,
+    filter: (source) => !source.includes('__pycache__'),
+  });
   await build({
     // The watcher entry sits beside the bundle, where the library looks for it (as in the package's dist).
     entry: { 'local-gateway': join(here, 'index.ts'), 'linger-watcher-main': join(here, 'linger-watcher-main.ts') },

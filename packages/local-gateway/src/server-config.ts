@@ -15,7 +15,8 @@
  *   `zmq.Context.socket` (2.x's asyncio context inherits it). The backlog then waits in the server's memory
  *   instead; it is bounded by what the kernel prints while the server catches up.
  *
- * Use it for a server of your own by copying it into that server's `JUPYTER_CONFIG_DIR`.
+ * Use it for a server of your own by copying it into that server's `JUPYTER_CONFIG_DIR`. LocalGateway's own server gets the same
+ * settings from the `kernelwarden_gateway` Python package shipped with this one (`python/kernelwarden_gateway/server_settings.py`).
  */
 export const LOCAL_GATEWAY_SERVER_CONFIG = `# Written by kernelwarden's LocalGateway at every start; edits are overwritten.
 import jupyter_server

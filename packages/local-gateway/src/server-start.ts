@@ -7,13 +7,12 @@ import type { Emit } from './events.js';
 import type { LocatedGateway } from './gateway-dir.js';
 import { readServerInfo, type ServerInfo, writeServerInfo } from './info-file.js';
 import { makeIpcDir, removeIpcDir } from './ipc-dir.js';
-import { kernelLaunchConfig } from './kernel-launch.js';
 import type { GatewayLayout } from './layout.js';
 import { spawnLingerWatcher } from './linger-watcher.js';
 import { verifiedListenerInodes } from './listener.js';
 import type { ResolvedLocalGatewayOptions } from './options.js';
 import { isProcessAlive } from './process-identity.js';
-import { LOCAL_GATEWAY_SERVER_CONFIG } from './server-config.js';
+import { installPythonPackage, serverConfigFile } from './python-package.js';
 import { serverEnvironment } from './server-env.js';
 import {
   answersStatus,
@@ -29,7 +28,6 @@ import {
 } from './server-process.js';
 import { shutDownServer, stopRecordedServer } from './server-shutdown.js';
 import { unverifiedServerReason } from './server-verification.js';
-import { startCapacityConfig } from './start-capacity.js';
 import { readTextFile, removeFile, writePrivateFileAtomic } from './state-dir.js';
 
 /** Ports tried before giving up when another process takes the one picked. */
@@ -90,8 +88,8 @@ function serverArgs(
     `--ServerApp.root_dir=${opts.rootDir}`,
     // The runtime dir comes from JUPYTER_RUNTIME_DIR; the cookie secret's place in it (its default there) is named
     // on the command line so that tools and test teardowns can tell which gateway a server belongs to. Settings whose
-    // names depend on the server's version (the iopub rate limits) are in the config file of its own config dir
-    // (LOCAL_GATEWAY_SERVER_CONFIG), with the iopub high-water mark.
+    // names depend on the server's version (the iopub rate limits) are set by the kernelwarden_gateway Python package
+    // its config file loads, with the iopub high-water mark.
     `--ServerApp.cookie_secret_file=${join(layout.runtime, 'jupyter_cookie_secret')}`,
     '--ServerApp.terminals_enabled=False',
     // A kernel that ignores the shutdown request (a SIGINT-ignoring cell) is signalled after 1 s instead of 5 s:
@@ -122,11 +120,16 @@ async function startServer(
     const configMarker = join(layout.runtime, 'kernelwarden-config-loaded');
     removeFile(configMarker);
     writePrivateFileAtomic(layout.tokenFile, token);
+    installPythonPackage(layout);
     writePrivateFileAtomic(
       layout.serverConfig,
-      LOCAL_GATEWAY_SERVER_CONFIG +
-        startCapacityConfig(opts) +
-        kernelLaunchConfig({ instance, ipcDir, kernelLogDir: layout.kernelLogs, loadedMarker: configMarker }),
+      serverConfigFile(layout, {
+        ...opts,
+        instance,
+        ipcDir,
+        kernelLogDir: layout.kernelLogs,
+        loadedMarker: configMarker,
+      }),
     );
     rotateLog(layout.log);
     const logStart = fileSize(layout.log);

@@ -170,12 +170,14 @@ describe('kernelwarden run NOTEBOOK.ipynb', () => {
     expect(textOf(nb, 2)).toBe('never\n');
   });
 
-  it('writes the executed notebook over its input with --inplace', async () => {
-    write('inplace.ipynb', notebook([code('x = 20'), code('print(x + 1)')]));
-    const ran = await cli(['run', 'inplace.ipynb', '--inplace']);
+  it('writes the executed notebook over its input with --inplace, Python parameters for a notebook naming no kernel', async () => {
+    // A notebook that names no kernel runs in Python, and takes Python parameters.
+    write('inplace.ipynb', { ...notebook([code('x = 1', ['parameters']), code('print(x + 1)')]), metadata: {} });
+    const ran = await cli(['run', 'inplace.ipynb', '--inplace', '-p', 'x', '20']);
     expect(ran.code, ran.stderr).toBe(0);
     const nb = read('inplace.ipynb');
-    expect(textOf(nb, 1)).toBe('21\n');
+    expect([nb.cells[1]?.source].flat().join('')).toBe('# Parameters\nx = 20\n');
+    expect(textOf(nb, 2)).toBe('21\n');
   });
 
   it('exits 124 for a cell past --timeout, and 2 for a file that is not a notebook', async () => {

@@ -102,7 +102,12 @@ export async function notebookCommand(source: NotebookSource, options: StackOpti
         session: stack.session,
         tap,
         language,
-        ...(parameters.length > 0 ? { parameters: parameters as never } : {}),
+        ...(parameters.length > 0
+          ? {
+              parameters: parameters as never,
+              parameterLanguage: language === 'r' ? ('R' as const) : ('python' as const),
+            }
+          : {}),
         allowErrors: source.allowErrors,
         cellTimeoutMs,
         ...(options.interruptGraceMs === undefined ? {} : { interruptGraceMs: options.interruptGraceMs }),

@@ -125,7 +125,7 @@ export class NotebookTools<K extends SupervisedKernel = SupervisedKernel, H = un
         session: this.#session,
         ...(this.#tap ? { tap: this.#tap } : {}),
         ...(input.parameters && Object.keys(input.parameters).length > 0
-          ? { parameters: input.parameters as Parameters }
+          ? { parameters: input.parameters as Parameters, ...parameterLanguageOf(nbm.notebookLanguage(notebook)) }
           : {}),
         allowErrors: input.allow_errors ?? false,
         ...(timeoutMs !== undefined ? { cellTimeoutMs: timeoutMs } : {}),
@@ -197,6 +197,13 @@ export class NotebookTools<K extends SupervisedKernel = SupervisedKernel, H = un
     }
     return path;
   }
+}
+
+/** The parameters' syntax for the kernel a notebook runs in (Python when it names none), when it is Python or R. */
+function parameterLanguageOf(language: string): { parameterLanguage?: 'python' | 'R' } {
+  if (language === 'python') return { parameterLanguage: 'python' };
+  if (language === 'r') return { parameterLanguage: 'R' };
+  return {};
 }
 
 /** `report.ipynb` → `report.out.ipynb` beside it. */

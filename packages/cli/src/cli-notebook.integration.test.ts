@@ -180,6 +180,19 @@ describe('kernelwarden run NOTEBOOK.ipynb', () => {
     expect(textOf(nb, 2)).toBe('21\n');
   });
 
+  it('runs an R notebook (its kernelspec) in IRkernel, with R parameters', async () => {
+    write('report-r.ipynb', {
+      ...notebook([code("region <- 'us'", ['parameters']), code("cat(region, nchar(region), '\\n')")]),
+      metadata: { kernelspec: { name: 'ir', display_name: 'R', language: 'R' } },
+    });
+    const ran = await cli(['run', 'report-r.ipynb', '-p', 'region', 'eu-west', '--output', 'report-r.out.ipynb']);
+    expect(ran.code, ran.stderr).toBe(0);
+    expect(ran.stdout).toBe('eu-west 7 \n');
+    const nb = read('report-r.out.ipynb');
+    expect([nb.cells[1]?.source].flat().join('')).toBe('# Parameters\nregion = "eu-west"\n');
+    expect(textOf(nb, 2)).toBe('eu-west 7 \n');
+  });
+
   it('exits 124 for a cell past --timeout, and 2 for a file that is not a notebook', async () => {
     write('slow.ipynb', notebook([code('import time\ntime.sleep(60)'), code('print("never")')]));
     const slow = await cli(['run', 'slow.ipynb', '--timeout', '1s', '--output', 'slow.out.ipynb']);

@@ -3,7 +3,7 @@ import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { injectParameters, loadNotebook, serializeNotebook } from '@kernelwarden/notebook';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { cliDirs, type Ran, runCli } from './cli-binary.test-fixture.js';
+import { BIN, cliDirs, type Ran, runCli } from './cli-binary.test-fixture.js';
 
 // `kernelwarden run NOTEBOOK.ipynb` on the real stack, compared with nbclient's run of the same notebook.
 
@@ -165,9 +165,24 @@ describe('kernelwarden run NOTEBOOK.ipynb', () => {
     expect(ran.code, ran.stderr).toBe(0);
     expect(ran.stdout).toBe('first\nnever\n');
     expect(ran.stderr).toContain('kernelwarden: 1 cell raised (--allow-errors): 1');
+    // Not a terminal: no progress lines.
+    expect(ran.stderr).not.toMatch(/kernelwarden: cell \d+ (ok|error)/);
     const nb = read('allowed.ipynb');
     expect(nb.cells[1]?.outputs?.[0]?.ename).toBe('ZeroDivisionError');
     expect(textOf(nb, 2)).toBe('never\n');
+  });
+
+  it('reports each cell on a terminal', async () => {
+    const quote = (arg: string) => `'${arg.replaceAll("'", "'\\''")}'`;
+    const ran = await runCli(
+      ['-qec', [process.execPath, BIN, 'run', 'fails.ipynb', '--allow-errors'].map(quote).join(' '), '/dev/null'],
+      { stateDir, cwd: workDir, program: 'script', timeoutMs: 120_000 },
+    );
+    expect(ran.code, ran.stdout).toBe(0);
+    // script(1) gives the command one terminal for stdout and stderr alike.
+    expect(ran.stdout).toMatch(/kernelwarden: cell 0 ok \(\d+\.\ds\)\r?\n/);
+    expect(ran.stdout).toMatch(/kernelwarden: cell 1 error \(\d+\.\ds\)\r?\n/);
+    expect(ran.stdout).toMatch(/kernelwarden: cell 2 ok \(\d+\.\ds\)\r?\n/);
   });
 
   it('writes the executed notebook over its input with --inplace, Python parameters for a notebook naming no kernel', async () => {

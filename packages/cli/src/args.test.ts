@@ -179,6 +179,56 @@ describe('parseCommand: run', () => {
   });
 });
 
+describe('parseCommand: run NOTEBOOK.ipynb', () => {
+  it('reads -p NAME VALUE pairs in order, --output, --allow-errors, and the stack flags around them', () => {
+    const command = run([
+      'run',
+      'report.ipynb',
+      '-p',
+      'alpha',
+      '0.6',
+      '-e',
+      'P=-p',
+      '--parameter',
+      'region',
+      'eu west',
+      '--output',
+      'out.ipynb',
+      '--allow-errors',
+      '-t',
+      '30s',
+    ]);
+    expect(command.source).toEqual({
+      kind: 'notebook',
+      path: 'report.ipynb',
+      output: 'out.ipynb',
+      parameters: [
+        ['alpha', '0.6'],
+        ['region', 'eu west'],
+      ],
+      allowErrors: true,
+      lang: undefined,
+    });
+    expect(command.stack.env).toEqual({ P: '-p' });
+    expect(command.stack.timeoutMs).toBe(30_000);
+  });
+
+  it('writes over the input with --inplace, nothing without --output, and keeps an explicit --lang', () => {
+    expect(run(['run', 'a.IPYNB', '--inplace']).source).toMatchObject({ kind: 'notebook', output: 'a.IPYNB' });
+    expect(run(['run', 'a.ipynb']).source).toMatchObject({ kind: 'notebook', output: undefined, lang: undefined });
+    expect(run(['run', 'a.ipynb', '--lang', 'r']).source).toMatchObject({ lang: 'r' });
+  });
+
+  it('refuses notebook flags without a notebook, --output with --inplace, a non-.ipynb output, --json and a lone -p', () => {
+    expect(usage(['run', 'a.py', '-p', 'x', '1']).message).toBe('-p is for notebooks: give a NOTEBOOK.ipynb to run');
+    expect(usage(['run', '-c', 'x', '--inplace']).message).toMatch(/^--inplace is for notebooks/);
+    expect(usage(['run', 'a.ipynb', '--output', 'b.ipynb', '--inplace']).message).toMatch(/either --output/);
+    expect(usage(['run', 'a.ipynb', '--output', 'b.json']).message).toMatch(/not a \.ipynb path/);
+    expect(usage(['run', 'a.ipynb', '--json']).message).toMatch(/^--json is for scripts/);
+    expect(usage(['run', 'a.ipynb', '-p', 'x']).message).toBe('-p takes a NAME and a VALUE, e.g. -p alpha 0.6');
+  });
+});
+
 describe('parseCommand: the limit flags', () => {
   const MiB = 1024 * 1024;
 
@@ -273,9 +323,10 @@ describe('parseCommand: the limit flags', () => {
     expect(usage(['run', '--language', 'r', '-c', 'x']).message).toBe(
       'unknown option --language; did you mean --lang?',
     );
-    expect(usage(['run', '--outputs', 'd', '-c', 'x']).message).toBe(
-      'unknown option --outputs; did you mean --outputs-dir?',
+    expect(usage(['run', '--output-dir', 'd', '-c', 'x']).message).toBe(
+      'unknown option --output-dir; did you mean --outputs-dir?',
     );
+    expect(usage(['repl', '--outputs', 'd']).message).toBe('unknown option --outputs; did you mean --outputs-dir?');
     expect(usage(['repl', '--max-image', '3']).message).toBe('unknown option --max-image; did you mean --max-images?');
     expect(usage(['run', '--frobnicate', '-c', 'x']).message).toBe('unknown option --frobnicate');
   });

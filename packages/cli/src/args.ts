@@ -84,8 +84,26 @@ export interface StackOptions {
   network?: false | undefined;
 }
 
-/** What `run` executes: a file, inline code, or standard input (`-`). */
-export type RunSource = { kind: 'file'; path: string } | { kind: 'code'; code: string } | { kind: 'stdin' };
+/** What `run` executes: a file, inline code, standard input (`-`), or a notebook (`.ipynb`). */
+export type RunSource =
+  | { kind: 'file'; path: string }
+  | { kind: 'code'; code: string }
+  | { kind: 'stdin' }
+  | NotebookSource;
+
+/** `run NOTEBOOK.ipynb`: the notebook and what to do with it. */
+export interface NotebookSource {
+  kind: 'notebook';
+  path: string;
+  /** `--output PATH`; `--inplace` sets it to `path`; absent: the executed notebook is not written. */
+  output: string | undefined;
+  /** `-p NAME VALUE`, in order, the values as typed (read as papermill reads them when the run starts). */
+  parameters: [string, string][];
+  /** `--allow-errors`: the run goes on after a cell raises. */
+  allowErrors: boolean;
+  /** `--lang`, when given: overrides the notebook's own language. */
+  lang: Language | undefined;
+}
 
 /** A parsed command line. */
 export type Command =
@@ -340,12 +358,57 @@ export function parseCommand(
   }
 }
 
+/** The flags only a notebook takes. */
+const NOTEBOOK_FLAGS = {
+  output: { type: 'string' },
+  inplace: { type: 'boolean' },
+  'allow-errors': { type: 'boolean' },
+} as const satisfies ParseArgsConfig['options'];
+
+/**
+ * Takes `-p NAME VALUE` / `--parameter NAME VALUE` out of `args` (parseArgs reads one value per flag), leaving the
+ * values of other flags alone.
+ */
+function takeParameters(
+  args: readonly string[],
+  flags: FlagConfig,
+): { rest: string[]; parameters: [string, string][] } {
+  const takesValue = new Set<string>();
+  for (const [name, flag] of Object.entries(flags)) {
+    if (flag.type !== 'string') continue;
+    takesValue.add(`--${name}`);
+    if (flag.short) takesValue.add(`-${flag.short}`);
+  }
+  const rest: string[] = [];
+  const parameters: [string, string][] = [];
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i] as string;
+    if (arg === '--') {
+      rest.push(...args.slice(i));
+      break;
+    }
+    if (arg === '-p' || arg === '--parameter') {
+      const name = args[i + 1];
+      const value = args[i + 2];
+      if (name === undefined || value === undefined) {
+        throw new UsageError(`${arg} takes a NAME and a VALUE, e.g. -p alpha 0.6`, { command: 'run' });
+      }
+      parameters.push([name, value]);
+      i += 2;
+      continue;
+    }
+    rest.push(arg);
+    if (takesValue.has(arg) && i + 1 < args.length) rest.push(args[++i] as string);
+  }
+  return { rest, parameters };
+}
+
 function parseRun(args: readonly string[], env: Record<string, string | undefined>, cwd: string): Command {
-  const { values, positionals } = parseFlags('run', args, {
-    ...commandFlags('run'),
-    code: { type: 'string', short: 'c' },
-  });
+  const flags = { ...commandFlags('run'), code: { type: 'string', short: 'c' }, ...NOTEBOOK_FLAGS } as const;
+  const { rest, parameters } = takeParameters(args, flags);
+  const { values, positionals } = parseFlags('run', rest, flags);
   if (values.help) return { command: 'help', topic: 'run' };
+  const { output, inplace, 'allow-errors': allowErrors, ...stackValues } = values;
   let source: RunSource;
   if (values.code !== undefined) {
     if (positionals.length > 0) {
@@ -367,8 +430,49 @@ function parseRun(args: readonly string[], env: Record<string, string | undefine
   } else {
     throw new UsageError(`run takes one FILE, got ${positionals.length}: ${positionals.join(' ')}`, { command: 'run' });
   }
+  if (source.kind === 'file' && /\.ipynb$/i.test(source.path)) {
+    if (output !== undefined && inplace) {
+      throw new UsageError('give either --output PATH or --inplace, not both', { command: 'run' });
+    }
+    if (output !== undefined && !/\.ipynb$/i.test(output)) {
+      throw new UsageError(`--output ${output} is not a .ipynb path: the executed notebook is written there`, {
+        command: 'run',
+      });
+    }
+    if (values.json) {
+      throw new UsageError('--json is for scripts: a notebook run writes the executed notebook (--output PATH)', {
+        command: 'run',
+      });
+    }
+    const stack = parseStack('run', stackValues, env, cwd, undefined);
+    return {
+      command: 'run',
+      source: {
+        kind: 'notebook',
+        path: source.path,
+        output: inplace ? source.path : output,
+        parameters,
+        allowErrors: allowErrors === true,
+        lang: values.lang === undefined ? undefined : stack.language,
+      },
+      stack,
+    };
+  }
+  const notebookOnly =
+    parameters.length > 0
+      ? '-p'
+      : output !== undefined
+        ? '--output'
+        : inplace
+          ? '--inplace'
+          : allowErrors
+            ? '--allow-errors'
+            : undefined;
+  if (notebookOnly) {
+    throw new UsageError(`${notebookOnly} is for notebooks: give a NOTEBOOK.ipynb to run`, { command: 'run' });
+  }
   const inferred = source.kind === 'file' && /\.r$/i.test(source.path) ? 'r' : undefined;
-  return { command: 'run', source, stack: parseStack('run', values, env, cwd, inferred) };
+  return { command: 'run', source, stack: parseStack('run', stackValues, env, cwd, inferred) };
 }
 
 function parseStack(

@@ -1,7 +1,7 @@
 import { realpathSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { type ExecuteOptions, type ExecuteResult, type Output, withDeadline } from '@kernelwarden/core';
-import { GatewayClient, GatewayKernel } from '@kernelwarden/gateway-client';
+import { GatewayClient, GatewayKernel, type WebSocketClass } from '@kernelwarden/gateway-client';
 import type { IsolationPolicy, KernelLimits, LimitFacts, LimitName } from '@kernelwarden/isolation';
 import { LocalGateway, type LocalGatewayPool } from '@kernelwarden/local-gateway';
 import { createRSlot, startIRKernel } from '@kernelwarden/r-kernel';
@@ -39,6 +39,11 @@ export interface StackHooks {
    * watchdog restarts — before any cell (`kernelwarden run`'s script bootstrap). A bootstrap that fails is ignored.
    */
   bootstrap?: Partial<Record<Language, string>>;
+  /**
+   * Wraps the WebSocket class of the gateway client (absent: gateway-client's own for a remote gateway): `run
+   * NOTEBOOK.ipynb`'s message tap (`createMessageTap().wrap`).
+   */
+  wrapWebSocket?(base: WebSocketClass | undefined): WebSocketClass;
 }
 
 /** Options of one cell run through a `Stack`. */
@@ -104,10 +109,15 @@ async function connectGateway(
   options: StackOptions,
   env: Record<string, string | undefined>,
   signal: AbortSignal | undefined,
+  wrapWebSocket: StackHooks['wrapWebSocket'],
 ): Promise<GatewayConnection> {
   if (options.gatewayUrl !== undefined) {
     const token = env[options.tokenEnv] || undefined;
-    const client = new GatewayClient({ baseUrl: options.gatewayUrl, ...(token ? { token } : {}) });
+    const client = new GatewayClient({
+      baseUrl: options.gatewayUrl,
+      ...(token ? { token } : {}),
+      ...(wrapWebSocket ? { WebSocket: wrapWebSocket(undefined) } : {}),
+    });
     // Fail fast with the gateway's own error (unreachable, wrong token) before any kernel is asked for.
     await client.kernelSpecs(signal ? { signal } : {});
     return { client, kernelSpecDir: undefined, pid: undefined, embedded: false, release: async () => {} };
@@ -130,7 +140,7 @@ async function connectGateway(
     processes: lease.processes,
     fetch: lease.fetch,
     request: lease.request,
-    WebSocket: lease.WebSocket,
+    WebSocket: wrapWebSocket ? wrapWebSocket(lease.WebSocket) : lease.WebSocket,
   });
   return {
     client,
@@ -345,7 +355,7 @@ export async function createStack(
   const sandboxed = options.hide.length > 0 || Object.keys(limits).length > 0;
   const interpreter = choice ? { ...checkInterpreter(choice, { run: !sandboxed }), source: choice.source } : undefined;
   const readIsolation = kernelPolicy(options, limits);
-  const gateway = await connectGateway(options, extra.env ?? process.env, extra.signal);
+  const gateway = await connectGateway(options, extra.env ?? process.env, extra.signal, extra.wrapWebSocket);
   try {
     const limitSupport = await checkLimits(gateway, limits, extra.signal);
     const baseSpecs: Record<Language, string> = { ...BASE_KERNELSPEC };

@@ -2,6 +2,7 @@ const MAIN = `kernelwarden — run Python and R through Jupyter kernels, with ti
 
 Usage:
   kernelwarden run [FILE | - | -c CODE] [options]   run one cell and exit
+  kernelwarden run NOTEBOOK.ipynb [options]         run a notebook's cells in order
   kernelwarden repl [--lang python|r] [options]     an interactive prompt (:r for R, :py for Python)
   kernelwarden demo                                 a guided tour on the embedded gateway
   kernelwarden mcp [options]                        serve Python and R as tools for AI agents (MCP, stdio)
@@ -118,9 +119,24 @@ function options(command: keyof typeof COMMAND_OPTIONS): string {
 
 const TOPICS: Record<string, string> = {
   run: `kernelwarden run [FILE | - | -c CODE] [options]
+kernelwarden run NOTEBOOK.ipynb [--output OUT.ipynb | --inplace] [-p NAME VALUE]… [--allow-errors] [options]
 
 Runs FILE (or standard input for -, or CODE) as one cell, streams its stdout to stdout and its stderr and
 traceback to stderr, then shuts the kernel down.
+
+A .ipynb file is run as a notebook: its code cells in order in one kernel of its language (its kernelspec or
+language_info; --lang overrides), each cell's output streamed as a script's. The executed notebook, outputs as
+nbclient records them, is written only with --output or --inplace (as jupyter execute) — also when a cell stops
+the run. The first cell that raises stops it: exit 1, the cell named with its index. --timeout bounds each cell
+(exit 124). Images go to --outputs-dir as for scripts (the notebook keeps them too).
+
+Notebooks:
+      --output PATH          write the executed notebook to PATH (.ipynb)
+      --inplace              write it over NOTEBOOK.ipynb
+  -p, --parameter NAME VALUE set a parameter as papermill does: a cell after the one tagged "parameters"
+                             (else at the top); VALUE is True, False, None, an integer, a float, else text
+                             (repeatable)
+      --allow-errors         run every cell even when some raise (exit 0)
 
 ${options('run')}
 
@@ -128,6 +144,7 @@ Examples:
   kernelwarden run -c 'print(1+1)'
   kernelwarden run analysis.R --outputs-dir plots
   kernelwarden run job.py --timeout 2m --json > result.json
+  kernelwarden run report.ipynb -p region eu -p alpha 0.6 --output report.out.ipynb
   kernelwarden run -c 'open("/home/me/.ssh/id_rsa")' --hide /home/me --allow /home/me/project
   kernelwarden run agent_code.py --memory 2G --max-processes 128 --cpu-time 10m --no-network`,
   repl: `kernelwarden repl [options]
@@ -155,7 +172,8 @@ ${options('demo')}`,
   mcp: `kernelwarden mcp [options]
 
 Serves the kernels as Model Context Protocol tools over stdin/stdout (run_code, restart_kernel,
-start_background, check_background, cancel_cell) until stdin closes or SIGTERM/SIGINT arrives; then every
+start_background, check_background, cancel_cell, run_notebook, save_notebook; notebook paths are relative
+to --cwd) until stdin closes or SIGTERM/SIGINT arrives; then every
 kernel is shut down and it exits 0. Python and R start on first use. Logs go to stderr; stdout carries only the
 protocol. --timeout is the default of run_code's timeout_seconds. A cell still running after 45 s (run_code's
 max_wait_seconds) goes on: the answer gives its id, which check_background follows.

@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -113,10 +113,18 @@ describe('kernelwarden mcp (the built binary over stdio, embedded gateway)', () 
     await server?.client.close();
   });
 
-  it('lists run_code with its input schema, and the restart and background tools', async () => {
+  it('lists run_code with its input schema, the restart and background tools, and the notebook tools', async () => {
     const { tools } = await server.client.listTools();
     const names = tools.map((t) => t.name).sort();
-    expect(names).toEqual(['cancel_cell', 'check_background', 'restart_kernel', 'run_code', 'start_background']);
+    expect(names).toEqual([
+      'cancel_cell',
+      'check_background',
+      'restart_kernel',
+      'run_code',
+      'run_notebook',
+      'save_notebook',
+      'start_background',
+    ]);
     const runCodeTool = tools.find((t) => t.name === 'run_code')!;
     expect(Object.keys(runCodeTool.inputSchema.properties ?? {}).sort()).toEqual([
       'code',
@@ -134,6 +142,35 @@ describe('kernelwarden mcp (the built binary over stdio, embedded gateway)', () 
     const second = await runCode(server.client, { code: 'x + 2' });
     expect(second.isError).toBeFalsy();
     expect(textOf(second)).toContain('42');
+  });
+
+  it('runs a notebook given relative to the working directory with run_notebook, in the kernel run_code uses', async () => {
+    const cell = (source: string, tags: string[] = []) => ({
+      cell_type: 'code',
+      metadata: tags.length > 0 ? { tags } : {},
+      source,
+      execution_count: null,
+      outputs: [],
+    });
+    const nb = {
+      nbformat: 4,
+      nbformat_minor: 5,
+      metadata: {},
+      cells: [cell('n = 1', ['parameters']), cell('print(n * 7)')],
+    };
+    writeFileSync(join(workDir, 'mcp-nb.ipynb'), JSON.stringify(nb));
+    const ran = (await server.client.callTool(
+      { name: 'run_notebook', arguments: { path: 'mcp-nb.ipynb', parameters: { n: 6 } } },
+      undefined,
+      { timeout: 60_000 },
+    )) as CallToolResult;
+    expect(ran.isError, textOf(ran)).toBe(false);
+    expect(textOf(ran)).toContain(join(workDir, 'mcp-nb.out.ipynb'));
+    const written = JSON.parse(readFileSync(join(workDir, 'mcp-nb.out.ipynb'), 'utf8')) as {
+      cells: { outputs?: { text?: string[] }[] }[];
+    };
+    expect(written.cells[2]?.outputs?.[0]?.text).toEqual(['42\n']);
+    expect(textOf(await runCode(server.client, { code: 'n' }))).toContain('6');
   });
 
   it('returns a traceback without colour codes as isError', async () => {

@@ -42,7 +42,13 @@ export async function mcpCommand(options: StackOptions, output: McpOutputOptions
   }
   const defaultTimeoutMs = options.timeoutMs ?? cellTimeoutFromEnv(io.env) ?? 0;
   const maxSourceBytes = options.maxSourceBytes ?? DEFAULT_MAX_SOURCE_BYTES;
-  const server = createMcpServer({ session: stack.session, defaultTimeoutMs, maxSourceBytes, ...output });
+  const server = createMcpServer({
+    session: stack.session,
+    cwd: options.cwd,
+    defaultTimeoutMs,
+    maxSourceBytes,
+    ...output,
+  });
   // The MCP transport needs the real streams (backpressure on stdout), which processIo() hands over. A message
   // past its limit is answered with an error and the session goes on; the limit leaves room for a source at
   // --max-source-size with JSON's escapes.

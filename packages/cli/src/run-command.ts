@@ -3,7 +3,7 @@ import { statSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type { ExecuteResult } from '@kernelwarden/core';
 import { stripAnsi } from '@kernelwarden/core';
-import type { RunSource, StackOptions } from './args.js';
+import type { NotebookSource, RunSource, StackOptions } from './args.js';
 import type { CliIo } from './cli-io.js';
 import { createStack, type Stack } from './compose.js';
 import { ExitCode } from './exit-code.js';
@@ -22,8 +22,11 @@ import { Spinner } from './spinner.js';
 import { StdinInput } from './stdin-input.js';
 import { UsageError } from './usage-error.js';
 
+/** What `run` executes as one cell (a notebook goes to `notebookCommand`). */
+type ScriptSource = Exclude<RunSource, NotebookSource>;
+
 /** Reads the cell's code with the source checks (UTF-8, no NUL, at most `maxBytes`): see `source-input.ts`. */
-async function readSource(source: RunSource, io: CliIo, maxBytes: number): Promise<string> {
+async function readSource(source: ScriptSource, io: CliIo, maxBytes: number): Promise<string> {
   if (source.kind === 'code') return checkSourceText(source.code, '-c CODE', maxBytes);
   if (source.kind === 'stdin') return readSourceStream(io.stdin, 'standard input', maxBytes);
   try {
@@ -49,7 +52,7 @@ function checkDirectory(flag: string, dir: string): void {
  * `kernelwarden run`: runs one cell on a fresh stack, streams or collects its output, shuts everything down, and
  * resolves with the exit code.
  */
-export async function runCommand(source: RunSource, options: StackOptions, io: CliIo): Promise<number> {
+export async function runCommand(source: ScriptSource, options: StackOptions, io: CliIo): Promise<number> {
   const started = performance.now();
   const cellId = `kw-${randomUUID().slice(0, 8)}`;
   const spinner = new Spinner(io.stderr, { enabled: !options.json });

@@ -13,6 +13,10 @@ import { runCommand } from './run-command.js';
 export async function runStackCommand(command: Command, io: CliIo): Promise<number> {
   switch (command.command) {
     case 'run':
+      // Loaded for notebooks only: the notebook package is not part of a script's start.
+      if (command.source.kind === 'notebook') {
+        return (await import('./notebook-command.js')).notebookCommand(command.source, command.stack, io);
+      }
       return runCommand(command.source, command.stack, io);
     case 'repl':
       return replCommand(command.stack, io);

@@ -4,6 +4,8 @@ export type { KernelToolContent, KernelToolResult } from './cell-transcript.js';
 export type { KernelLanguage, KernelToolCall, RunCodeInput, RunCodeMode } from './kernel-tools.js';
 export { KernelTools } from './kernel-tools.js';
 export { createMcpServer } from './mcp-server.js';
+export type { RunNotebookInput, SaveNotebookInput } from './notebook-tools.js';
+export { MAX_RECORDED_BYTES, MAX_RECORDED_CELLS } from './notebook-tools.js';
 export type { ProgressUpdate } from './progress.js';
 export type { McpServerOptions, ResolvedMcpServerOptions } from './server-options.js';
 export { DEFAULT_SERVER_NAME, resolveMcpServerOptions } from './server-options.js';

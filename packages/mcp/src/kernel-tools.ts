@@ -8,6 +8,7 @@ import {
 import { CellTimeoutError } from '@kernelwarden/watchdog';
 import { CellRun, type KernelLanguage, MAX_TIMER_MS } from './cell-run.js';
 import { CellTranscript, type KernelToolResult } from './cell-transcript.js';
+import { CellRecord } from './notebook-tools.js';
 import { ProgressReporter, type ProgressUpdate } from './progress.js';
 import { sourceProblem } from './source-check.js';
 import type { ResolvedKernelToolOptions } from './tool-options.js';
@@ -67,6 +68,8 @@ export class KernelTools<K extends SupervisedKernel = SupervisedKernel, H = unkn
   /** Cells answered while running, by id, until their final result is returned. */
   readonly #runs = new Map<string, CellRun>();
   readonly #collected = new Set<string>();
+  /** The cells `run_code` ran and their results, per language (bounded): what `save_notebook` writes. */
+  readonly record = new CellRecord();
 
   /** Runs the tools on `session`, shaping results as `options` say (`resolveKernelToolOptions`). */
   constructor(session: KernelSession<K, H, L>, options: ResolvedKernelToolOptions) {
@@ -171,6 +174,7 @@ export class KernelTools<K extends SupervisedKernel = SupervisedKernel, H = unkn
         timer?.cancel();
         this.#active.delete(run);
       }
+      if (result) this.record.add(language, input.code, result);
       const stoppedBy = run.stoppedBy;
       const after = this.#leaseKey(language);
       const resetDuringCall = run.leaseWhenStopped !== undefined && after !== run.leaseWhenStopped;

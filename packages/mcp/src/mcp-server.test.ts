@@ -1,3 +1,4 @@
+import { join } from 'node:path';
 import { InvalidOptionsError } from '@kernelwarden/core';
 import { KernelSession } from '@kernelwarden/supervisor';
 import { okResult, RecordingKernel } from '@kernelwarden/testkit';
@@ -103,7 +104,15 @@ describe('createMcpServer', () => {
   it('resolves its options in one place: the session, the default name and the tool defaults', () => {
     const session = new KernelSession({ python: () => new RecordingKernel('python') });
     const resolved = resolveMcpServerOptions({ session, maxImages: 2 });
-    expect(resolved).toEqual({ session, name: DEFAULT_SERVER_NAME, tools: resolveKernelToolOptions({ maxImages: 2 }) });
+    expect(resolved).toEqual({
+      session,
+      name: DEFAULT_SERVER_NAME,
+      cwd: process.cwd(),
+      notebookTap: undefined,
+      tools: resolveKernelToolOptions({ maxImages: 2 }),
+    });
+    expect(resolveMcpServerOptions({ session, cwd: 'work' }).cwd).toBe(join(process.cwd(), 'work'));
+    expect(() => resolveMcpServerOptions({ session, notebookTap: {} as never })).toThrow(/options\.notebookTap/);
     expect(Object.isFrozen(resolved)).toBe(true);
   });
 });

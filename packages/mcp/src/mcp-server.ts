@@ -4,6 +4,7 @@ import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import type { CallToolResult, ServerNotification } from '@modelcontextprotocol/sdk/types.js';
 import type { KernelToolResult } from './cell-transcript.js';
 import { KernelTools } from './kernel-tools.js';
+import { NotebookTools } from './notebook-tools.js';
 import type { ProgressUpdate } from './progress.js';
 import { type McpServerOptions, resolveMcpServerOptions } from './server-options.js';
 import { KernelTaskStore } from './task-store.js';
@@ -12,6 +13,8 @@ import {
   checkBackgroundInput,
   restartKernelInput,
   runCodeInput,
+  runNotebookInput,
+  saveNotebookInput,
   startBackgroundInput,
   TOOL_DESCRIPTIONS,
 } from './tool-schemas.js';
@@ -56,8 +59,9 @@ class KernelMcpServer extends McpServer {
 export function createMcpServer<K extends SupervisedKernel, H, L extends string>(
   options: McpServerOptions<K, H, L>,
 ): McpServer {
-  const { session, name, tools: toolOptions } = resolveMcpServerOptions(options);
+  const { session, name, cwd, notebookTap, tools: toolOptions } = resolveMcpServerOptions(options);
   const tools = new KernelTools(session, toolOptions);
+  const notebooks = new NotebookTools(session, toolOptions, tools.record, { cwd, tap: notebookTap });
   const store = new KernelTaskStore();
   const server = new KernelMcpServer(name, store);
 
@@ -140,6 +144,27 @@ export function createMcpServer<K extends SupervisedKernel, H, L extends string>
       annotations: { destructiveHint: true, idempotentHint: true, openWorldHint: false },
     },
     async (input, extra) => toCallToolResult(await tools.cancelCell(input.exec_id, extra.signal)),
+  );
+  server.registerTool(
+    'run_notebook',
+    {
+      title: 'Run a notebook',
+      description: TOOL_DESCRIPTIONS.run_notebook,
+      inputSchema: runNotebookInput,
+      annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true },
+    },
+    async (input, extra) =>
+      toCallToolResult(await notebooks.runNotebook(input, { signal: extra.signal, onProgress: progressSink(extra) })),
+  );
+  server.registerTool(
+    'save_notebook',
+    {
+      title: 'Save the session as a notebook',
+      description: TOOL_DESCRIPTIONS.save_notebook,
+      inputSchema: saveNotebookInput,
+      annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false },
+    },
+    async (input) => toCallToolResult(await notebooks.saveNotebook(input)),
   );
   return server;
 }

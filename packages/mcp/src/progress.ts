@@ -50,6 +50,15 @@ export class ProgressReporter {
     else if (typeof output.data['text/plain'] === 'string') this.#add(`${stripAnsi(output.data['text/plain'])}\n`);
   };
 
+  /** Sends `message` at once, after any output still waiting to be sent. */
+  note(message: string): void {
+    if (this.#stopped) return;
+    this.#flushTimer?.cancel();
+    this.#flushTimer = undefined;
+    this.#flush();
+    this.#emit(message);
+  }
+
   /** Cancels every timer; nothing is sent after it. */
   stop(): void {
     this.#stopped = true;

@@ -1,4 +1,6 @@
+import { resolve } from 'node:path';
 import { parseOptions } from '@kernelwarden/core';
+import type { MessageTap } from '@kernelwarden/notebook';
 import type { KernelSession, SupervisedKernel } from '@kernelwarden/supervisor';
 import { z } from 'zod/v3';
 import { type KernelToolOptions, type ResolvedKernelToolOptions, resolveKernelToolOptions } from './tool-options.js';
@@ -17,6 +19,17 @@ export interface McpServerOptions<K extends SupervisedKernel = SupervisedKernel,
   session: KernelSession<K, H, L>;
   /** The server name announced to clients. @defaultValue {@link DEFAULT_SERVER_NAME} */
   name?: string;
+  /**
+   * The directory `run_notebook` and `save_notebook` resolve relative paths against: give the session's `cwd`.
+   * @defaultValue `process.cwd()`
+   */
+  cwd?: string;
+  /**
+   * The message tap whose `wrap()` made the session's kernels' WebSocket (`@kernelwarden/notebook`'s
+   * `createMessageTap()`): `run_notebook` then records outputs exactly as nbclient does (display updates,
+   * `clear_output`, the kernel's timestamps). @defaultValue none
+   */
+  notebookTap?: MessageTap;
 }
 
 /** `McpServerOptions` validated, with every default applied. */
@@ -27,6 +40,8 @@ export interface ResolvedMcpServerOptions<
 > {
   readonly session: KernelSession<K, H, L>;
   readonly name: string;
+  readonly cwd: string;
+  readonly notebookTap: MessageTap | undefined;
   readonly tools: ResolvedKernelToolOptions;
 }
 
@@ -38,6 +53,14 @@ const serverSchema = z.object(
       'must be a KernelSession',
     ),
     name: z.string().min(1, 'must be a non-empty string').optional(),
+    cwd: z.string().min(1, 'must be a non-empty string').optional(),
+    notebookTap: z
+      .custom(
+        (value) =>
+          typeof value === 'object' && value !== null && typeof (value as { watch?: unknown }).watch === 'function',
+        'must be a MessageTap (createMessageTap())',
+      )
+      .optional(),
   },
   { message: 'must be an object' },
 );
@@ -50,6 +73,12 @@ export function resolveMcpServerOptions<K extends SupervisedKernel, H, L extends
   options: McpServerOptions<K, H, L>,
 ): ResolvedMcpServerOptions<K, H, L> {
   parseOptions(serverSchema, options, { subject: 'MCP server options', root: 'options' });
-  const { session, name, ...tools } = options;
-  return Object.freeze({ session, name: name ?? DEFAULT_SERVER_NAME, tools: resolveKernelToolOptions(tools) });
+  const { session, name, cwd, notebookTap, ...tools } = options;
+  return Object.freeze({
+    session,
+    name: name ?? DEFAULT_SERVER_NAME,
+    cwd: resolve(cwd ?? process.cwd()),
+    notebookTap,
+    tools: resolveKernelToolOptions(tools),
+  });
 }

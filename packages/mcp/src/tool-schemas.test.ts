@@ -34,6 +34,20 @@ describe('the tool input schemas', () => {
         properties: { exec_id: { type: 'string' }, wait_seconds: { type: 'number', minimum: 0, maximum: 600 } },
         required: ['exec_id'],
       });
+      expect(byName.get('run_notebook')).toMatchObject({
+        properties: {
+          path: { type: 'string' },
+          parameters: { type: 'object' },
+          output_path: { type: 'string' },
+          allow_errors: { type: 'boolean' },
+          timeout_seconds: { type: 'number', exclusiveMinimum: 0 },
+        },
+        required: ['path'],
+      });
+      expect(byName.get('save_notebook')).toMatchObject({
+        properties: { output_path: { type: 'string' }, language: { enum: ['python', 'r'] } },
+        required: ['output_path'],
+      });
     } finally {
       await client.close();
       await server.close();

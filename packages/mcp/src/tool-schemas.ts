@@ -46,6 +46,38 @@ export const cancelCellInput = {
   exec_id: z.string().describe('The id run_code or start_background returned for a cell that is still running.'),
 };
 
+/** The input of `run_notebook`. */
+export const runNotebookInput = {
+  path: z.string().describe("The notebook (.ipynb) to run, relative to the server's working directory or absolute."),
+  parameters: z
+    .record(z.string(), z.unknown())
+    .optional()
+    .describe(
+      'Values injected as papermill does: a cell after the one tagged "parameters" (else at the top) sets them.',
+    ),
+  output_path: z
+    .string()
+    .optional()
+    .describe('Where to write the executed notebook (.ipynb); default: NAME.out.ipynb beside the input.'),
+  allow_errors: z.boolean().optional().describe('Go on after a cell raises (default false: the run stops there).'),
+  timeout_seconds: z
+    .number()
+    .positive()
+    .optional()
+    .describe('Stop a cell after this many seconds; the run then stops. Defaults to the server setting.'),
+};
+
+/** The input of `save_notebook`. */
+export const saveNotebookInput = {
+  output_path: z
+    .string()
+    .describe('Where to write the notebook (.ipynb), relative to the working directory or absolute.'),
+  language: z
+    .enum(['python', 'r'])
+    .optional()
+    .describe("The kernel whose run_code cells to save: 'python' (default) or 'r'."),
+};
+
 /** What each tool tells the model it does. */
 export const TOOL_DESCRIPTIONS = {
   run_code:
@@ -66,4 +98,11 @@ export const TOOL_DESCRIPTIONS = {
   cancel_cell:
     'Interrupt a cell that is still running (an id from run_code or start_background). The kernel keeps its ' +
     'variables when the interrupt works; a cell that ignores it gets its kernel restarted, and the answer says so.',
+  run_notebook:
+    'Run a Jupyter notebook (.ipynb) top to bottom in the persistent kernel of its language (its variables stay ' +
+    'for run_code), optionally with parameters, and write the executed notebook with its outputs. Answers with one ' +
+    'line per code cell (status, the end of its output or its error) and the path written.',
+  save_notebook:
+    'Save the cells run_code has run so far (one language, in order, with their outputs) as a Jupyter notebook ' +
+    '(.ipynb).',
 } as const;

@@ -1,6 +1,6 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { readFile, rename, rm, writeFile } from 'node:fs/promises';
-import { z } from 'zod';
+import { z } from 'zod/v3';
 import { NotebookFormatError, NotebookIOError } from './errors.js';
 import { cloneJson, PyJsonSyntaxError, parsePyJson, splitLinesKeepEnds, stringifyPyJson } from './pyjson.js';
 import type { JsonObject, Notebook, NotebookCell } from './types.js';
@@ -13,60 +13,74 @@ export const NBFORMAT_MINOR = 5;
 const multiline = z.union([z.string(), z.array(z.string())]);
 const jsonObject = z.record(z.string(), z.unknown());
 const output = z.discriminatedUnion('output_type', [
-  z.looseObject({ output_type: z.literal('stream'), name: z.string(), text: multiline }),
-  z.looseObject({ output_type: z.literal('display_data'), data: jsonObject, metadata: jsonObject }),
-  z.looseObject({
-    output_type: z.literal('execute_result'),
-    data: jsonObject,
-    metadata: jsonObject,
-    execution_count: z.number().int().min(0).nullable(),
-  }),
-  z.looseObject({
-    output_type: z.literal('error'),
-    ename: z.string(),
-    evalue: z.string(),
-    traceback: z.array(z.string()),
-  }),
+  z.object({ output_type: z.literal('stream'), name: z.string(), text: multiline }).passthrough(),
+  z.object({ output_type: z.literal('display_data'), data: jsonObject, metadata: jsonObject }).passthrough(),
+  z
+    .object({
+      output_type: z.literal('execute_result'),
+      data: jsonObject,
+      metadata: jsonObject,
+      execution_count: z.number().int().min(0).nullable(),
+    })
+    .passthrough(),
+  z
+    .object({
+      output_type: z.literal('error'),
+      ename: z.string(),
+      evalue: z.string(),
+      traceback: z.array(z.string()),
+    })
+    .passthrough(),
 ]);
 const cellId = z
   .string()
   .min(1)
   .max(64)
   .regex(/^[a-zA-Z0-9-_]+$/, 'must be 1 to 64 letters, digits, "-" or "_"');
-const cellMetadata = z.looseObject({ tags: z.array(z.string()).optional() });
+const cellMetadata = z.object({ tags: z.array(z.string()).optional() }).passthrough();
 const cell = z.discriminatedUnion('cell_type', [
-  z.looseObject({
-    cell_type: z.literal('code'),
-    id: cellId.optional(),
-    metadata: cellMetadata,
-    source: multiline,
-    outputs: z.array(output),
-    execution_count: z.number().int().min(0).nullable(),
-  }),
-  z.looseObject({
-    cell_type: z.literal('markdown'),
-    id: cellId.optional(),
-    metadata: cellMetadata,
-    source: multiline,
-    attachments: z.record(z.string(), jsonObject).optional(),
-  }),
-  z.looseObject({
-    cell_type: z.literal('raw'),
-    id: cellId.optional(),
-    metadata: cellMetadata,
-    source: multiline,
-    attachments: z.record(z.string(), jsonObject).optional(),
-  }),
+  z
+    .object({
+      cell_type: z.literal('code'),
+      id: cellId.optional(),
+      metadata: cellMetadata,
+      source: multiline,
+      outputs: z.array(output),
+      execution_count: z.number().int().min(0).nullable(),
+    })
+    .passthrough(),
+  z
+    .object({
+      cell_type: z.literal('markdown'),
+      id: cellId.optional(),
+      metadata: cellMetadata,
+      source: multiline,
+      attachments: z.record(z.string(), jsonObject).optional(),
+    })
+    .passthrough(),
+  z
+    .object({
+      cell_type: z.literal('raw'),
+      id: cellId.optional(),
+      metadata: cellMetadata,
+      source: multiline,
+      attachments: z.record(z.string(), jsonObject).optional(),
+    })
+    .passthrough(),
 ]);
-const notebookSchema = z.looseObject({
-  nbformat: z.literal(4, { error: 'only nbformat 4 notebooks are supported' }),
-  nbformat_minor: z.number().int().min(0),
-  metadata: z.looseObject({
-    kernelspec: z.looseObject({ name: z.string(), display_name: z.string() }).optional(),
-    language_info: z.looseObject({ name: z.string() }).optional(),
-  }),
-  cells: z.array(cell),
-});
+const notebookSchema = z
+  .object({
+    nbformat: z.literal(4, { errorMap: () => ({ message: 'only nbformat 4 notebooks are supported' }) }),
+    nbformat_minor: z.number().int().min(0),
+    metadata: z
+      .object({
+        kernelspec: z.object({ name: z.string(), display_name: z.string() }).passthrough().optional(),
+        language_info: z.object({ name: z.string() }).passthrough().optional(),
+      })
+      .passthrough(),
+    cells: z.array(cell),
+  })
+  .passthrough();
 
 /** A mimetype whose value is JSON data, left alone by the line splitting (`application/json`, `…+json`). */
 function isJsonMime(mime: string): boolean {

@@ -15,7 +15,7 @@ import {
 } from '@kernelwarden/core';
 import { KernelSupervisor, KernelUnavailableError } from '@kernelwarden/supervisor';
 import { createWatchdog, type Watchdog } from '@kernelwarden/watchdog';
-import { z } from 'zod';
+import { z } from 'zod/v3';
 import {
   NotebookCellError,
   NotebookCellTimeoutError,
@@ -128,43 +128,45 @@ const timeout = z
   .number()
   .refine((n) => !Number.isNaN(n), 'must be a number')
   .refine((n) => n >= 0, 'must be >= 0');
-const optionsSchema = z.strictObject({
-  session: z
-    .custom<NotebookSession>(
-      (v) => v !== null && typeof v === 'object' && typeof (v as NotebookSession).execute === 'function',
-      'must be a session with execute()',
-    )
-    .optional(),
-  kernel: z
-    .custom<KernelHandle>(
-      (v) => v !== null && typeof v === 'object' && typeof (v as KernelHandle).execute === 'function',
-      'must be a kernel with execute()',
-    )
-    .optional(),
-  language: z.string().min(1).optional(),
-  tap: z
-    .custom<MessageTap>(
-      (v) => v !== null && typeof v === 'object' && typeof (v as MessageTap).watch === 'function',
-      'must be a MessageTap (createMessageTap())',
-    )
-    .optional(),
-  parameters: z.union([z.record(z.string(), z.unknown()), z.array(z.tuple([z.string(), z.unknown()]))]).optional(),
-  parameterLanguage: z.enum(['python', 'R']).optional(),
-  allowErrors: z.boolean().optional(),
-  allowErrorNames: z.array(z.string()).optional(),
-  cellTimeoutMs: timeout.optional(),
-  interruptGraceMs: timeout.optional(),
-  killGraceMs: timeout.optional(),
-  mergeStreams: z.boolean().optional(),
-  recordTiming: z.boolean().optional(),
-  outputPath: z.string().min(1).optional(),
-  signal: z.custom<AbortSignal>((v) => v instanceof AbortSignal, 'must be an AbortSignal').optional(),
-  origin: z.string().optional(),
-  clock: z.custom<Clock>((v) => isClock(v), 'must be a Clock').optional(),
-  onCellStart: callback.optional(),
-  onOutput: callback.optional(),
-  onCell: callback.optional(),
-});
+const optionsSchema = z
+  .object({
+    session: z
+      .custom<NotebookSession>(
+        (v) => v !== null && typeof v === 'object' && typeof (v as NotebookSession).execute === 'function',
+        'must be a session with execute()',
+      )
+      .optional(),
+    kernel: z
+      .custom<KernelHandle>(
+        (v) => v !== null && typeof v === 'object' && typeof (v as KernelHandle).execute === 'function',
+        'must be a kernel with execute()',
+      )
+      .optional(),
+    language: z.string().min(1).optional(),
+    tap: z
+      .custom<MessageTap>(
+        (v) => v !== null && typeof v === 'object' && typeof (v as MessageTap).watch === 'function',
+        'must be a MessageTap (createMessageTap())',
+      )
+      .optional(),
+    parameters: z.union([z.record(z.string(), z.unknown()), z.array(z.tuple([z.string(), z.unknown()]))]).optional(),
+    parameterLanguage: z.enum(['python', 'R']).optional(),
+    allowErrors: z.boolean().optional(),
+    allowErrorNames: z.array(z.string()).optional(),
+    cellTimeoutMs: timeout.optional(),
+    interruptGraceMs: timeout.optional(),
+    killGraceMs: timeout.optional(),
+    mergeStreams: z.boolean().optional(),
+    recordTiming: z.boolean().optional(),
+    outputPath: z.string().min(1).optional(),
+    signal: z.custom<AbortSignal>((v) => v instanceof AbortSignal, 'must be an AbortSignal').optional(),
+    origin: z.string().optional(),
+    clock: z.custom<Clock>((v) => isClock(v), 'must be a Clock').optional(),
+    onCellStart: callback.optional(),
+    onOutput: callback.optional(),
+    onCell: callback.optional(),
+  })
+  .strict();
 
 /** The session slot a notebook's cells run in: `'python'`, `'r'`, or the kernel's language as the notebook names it. */
 export function notebookLanguage(nb: Notebook): string {

@@ -1,6 +1,6 @@
 // Type-checked by `tsc --build` and never run: the example needs a Jupyter server. tools/test-env's readme-examples
 // test checks that the README shows each marked block verbatim, with these imports from the published names.
-import { GatewayKernel } from './index.js';
+import { GatewayKernel, GatewaySet } from './index.js';
 
 export async function openingExample(): Promise<void> {
   // readme-example:opening:start
@@ -19,4 +19,16 @@ export async function openingExample(): Promise<void> {
     await kernel.shutdown(); // or `await using kernel = …` where explicit resource management is available
   }
   // readme-example:opening:end
+}
+
+export async function gatewaySetExample(): Promise<void> {
+  // readme-example:gateway-set:start
+  const set = new GatewaySet([
+    { baseUrl: 'http://gw-1.internal:8888', token: process.env.GW1_TOKEN },
+    { baseUrl: 'http://gw-2.internal:8888', token: process.env.GW2_TOKEN },
+  ]);
+  await using kernel = await GatewayKernel.start({ gateway: set }); // on the healthy gateway with the fewest kernels
+  set.on('gateway-down', ({ baseUrl, lostKernels }) => console.warn(`${baseUrl} down, lost ${lostKernels.length}`));
+  console.log((await kernel.execute('print(6 * 7)')).stdout); // 42
+  // readme-example:gateway-set:end
 }

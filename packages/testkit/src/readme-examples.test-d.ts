@@ -47,3 +47,18 @@ export function conformanceExample(
   });
   // readme-example:conformance:end
 }
+
+export async function enterpriseGatewayExample(): Promise<void> {
+  // readme-example:enterprise-gateway:start
+  await using eg = await FakeGateway.start({
+    flavor: 'enterprise-gateway',
+    launchDelayMs: 2_000, // each create blocks this long (a pod starting), on the gateway's clock
+    maxKernels: 4, // 403 "Resource Limit" past it; launches in progress count
+    maxKernelsPerUser: 2, // 403 "A max kernels per user limit has been set to 2 …", by KERNEL_USERNAME
+    launchTimeoutSeconds: 30, // when a create sends no KERNEL_LAUNCH_TIMEOUT (EG_KERNEL_LAUNCH_TIMEOUT)
+    clientEnvs: ['TZ'], // names besides KERNEL_* passed to the kernel (EG's client_envs); ['*'] for all
+    listKernels: false, // GET /api/kernels answers 403 "Forbidden" (EG's list_kernels off)
+  });
+  console.log(eg.baseUrl, eg.token); // a GatewayClient's options, as for the default flavour
+  // readme-example:enterprise-gateway:end
+}

@@ -1,5 +1,5 @@
 import { realpathSync } from 'node:fs';
-import { resolve } from 'node:path';
+import { join, resolve } from 'node:path';
 import { type ExecuteOptions, type ExecuteResult, type Output, withDeadline } from '@kernelwarden/core';
 import { GatewayClient, GatewayKernel } from '@kernelwarden/gateway-client';
 import type { IsolationPolicy, KernelLimits, LimitFacts, LimitName } from '@kernelwarden/isolation';
@@ -8,6 +8,7 @@ import { createRSlot, startIRKernel } from '@kernelwarden/r-kernel';
 import { KernelSession, type SlotFactoryContext } from '@kernelwarden/supervisor';
 import { createWatchdog, type Watchdog } from '@kernelwarden/watchdog';
 import type { Language, StackOptions } from './args.js';
+import { containedWorkspacesPath, readContainedWorkspaces, recordContainedWorkspace } from './contained-workspaces.js';
 import { isolation } from './isolation.js';
 import { LIMIT_FLAG_NAMES } from './limit-flags.js';
 import {
@@ -39,6 +40,8 @@ export interface StackHooks {
    * watchdog restarts — before any cell (`kernelwarden run`'s script bootstrap). A bootstrap that fails is ignored.
    */
   bootstrap?: Partial<Record<Language, string>>;
+  /** Something the user should know, one line without the `kernelwarden: ` prefix (the CLI writes it to stderr). */
+  onNotice?(message: string): void;
 }
 
 /** Options of one cell run through a `Stack`. */
@@ -337,12 +340,27 @@ export async function createStack(
   }
   // The interpreter the user means (--python, VIRTUAL_ENV, a .venv), checked at once: without ipykernel it is
   // refused with the command that installs it, before any gateway or kernel starts.
-  const choice =
-    options.gatewayUrl === undefined
-      ? choosePython({ flag: options.python, env: extra.env ?? process.env, cwd: options.cwd })
-      : undefined;
-  // Sandboxed kernels (--hide, a limit): the interpreter is never run outside the sandbox, only looked at.
   const sandboxed = options.hide.length > 0 || Object.keys(limits).length > 0;
+  let choice: ReturnType<typeof choosePython>;
+  if (options.gatewayUrl === undefined) {
+    // Every workspace a contained kernel gets is recorded before it starts; a .venv found in one (the kernel could
+    // have written it) is never chosen automatically — not by this command either.
+    const record = containedWorkspacesPath(extra.env ?? process.env);
+    if (sandboxed) recordContainedWorkspace(record, options.cwd);
+    choice = choosePython({
+      flag: options.python,
+      env: extra.env ?? process.env,
+      cwd: options.cwd,
+      untrusted: readContainedWorkspaces(record),
+      onPassedOver: (venv, workspace) =>
+        extra.onNotice?.(
+          `not using ${venv}: it lies in ${workspace}, the workspace of a contained kernel (--hide or a limit), ` +
+            "which could have written it; the Python kernel runs the gateway's python3 kernelspec. To use it, " +
+            `pass --python ${join(venv, 'bin', 'python')} or activate it (VIRTUAL_ENV)`,
+        ),
+    });
+  }
+  // Sandboxed kernels (--hide, a limit): the interpreter is never run outside the sandbox, only looked at.
   const interpreter = choice ? { ...checkInterpreter(choice, { run: !sandboxed }), source: choice.source } : undefined;
   const readIsolation = kernelPolicy(options, limits);
   const gateway = await connectGateway(options, extra.env ?? process.env, extra.signal);

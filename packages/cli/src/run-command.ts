@@ -139,6 +139,7 @@ export async function runCommand(source: RunSource, options: StackOptions, io: C
     );
     stack = await createStack(options, {
       env: io.env,
+      onNotice: (message) => io.stderr.write(`kernelwarden: ${message}\n`),
       signal: cell.signal,
       bootstrap: { [options.language]: script.code },
       onKernelStarting: (language) => spinner.start(`starting the ${language === 'r' ? 'R' : 'Python'} kernel…`),

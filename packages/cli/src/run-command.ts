@@ -68,6 +68,17 @@ export async function runCommand(source: RunSource, options: StackOptions, io: C
   };
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
+  // A reader that stops reading (`| head`) closes the pipe: the cell is stopped, the kernel released, and the
+  // command ends quietly with 141, as a program killed by SIGPIPE does.
+  let stdoutClosed = false;
+  const onStdoutError = (error: NodeJS.ErrnoException) => {
+    if (stdoutClosed) return;
+    stdoutClosed = true;
+    cell.abort(new Error(`standard output was closed (${error.code ?? error.message})`));
+  };
+  const stdoutEvents = io.stdout as Partial<NodeJS.EventEmitter>;
+  // Kept until the process ends: writes after the close fail too, and must not surface as uncaught errors.
+  stdoutEvents.on?.('error', onStdoutError);
   let input: StdinInput | undefined;
   let isExit: (error: { ename: string; evalue: string }) => boolean = () => false;
   const printer = new OutputPrinter({
@@ -81,6 +92,7 @@ export async function runCommand(source: RunSource, options: StackOptions, io: C
     maxImageBytes: options.maxImagesBytes,
   });
   const report = (fields: Partial<RunReport> & Pick<RunReport, 'exitCode' | 'status'>): number => {
+    if (stdoutClosed) return ExitCode.stdoutClosed;
     if (options.json) {
       const doc: RunReport = {
         language: options.language,
@@ -106,6 +118,7 @@ export async function runCommand(source: RunSource, options: StackOptions, io: C
     return fields.exitCode;
   };
   const fail = (failure: Failure, status: 'failed' | 'timeout' = 'failed'): number => {
+    if (stdoutClosed) return ExitCode.stdoutClosed;
     io.stderr.write(`kernelwarden: ${failure.message}\n`);
     return report({
       exitCode: failure.exitCode,
@@ -151,7 +164,10 @@ export async function runCommand(source: RunSource, options: StackOptions, io: C
       result = await stack.execute(code, {
         language: options.language,
         cellId,
-        onOutput: printer.onOutput,
+        // Once the reader is gone, what the stopped cell still sends (its KeyboardInterrupt too) is dropped.
+        onOutput: (output) => {
+          if (!stdoutClosed) printer.onOutput(output);
+        },
         onInput: (request) => stdinInput.answer(request, options.language),
         signal: cell.signal,
       });
@@ -161,6 +177,7 @@ export async function runCommand(source: RunSource, options: StackOptions, io: C
       const failure = describeFailure(error);
       return fail(failure, failure.exitCode === ExitCode.timedOut ? 'timeout' : 'failed');
     }
+    if (stdoutClosed) return ExitCode.stdoutClosed;
     printer.finish(result);
     const exitCode = script.exitStatus(result) ?? resultExitCode(result, cell.signal.aborted);
     if (exitCode === ExitCode.timedOut && !options.json) {

@@ -166,20 +166,36 @@ const VARIABLE_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
  * hidden, and credentials in the environment would hand it what the policy hides on disk; a remote gateway gets
  * nothing of this machine's environment. A kernel under limits only (no `--hide`) counts as unisolated: limits change
  * what it may use, not what it may see. Either way the kernel also has the embedded server's few inherited
- * variables (PATH, HOME, locale…), never those of whoever started the server.
+ * variables (PATH, HOME, locale…), never those of whoever started the server. Its `PATH`, wherever it comes from
+ * (this process, `--env`), keeps only absolute entries (`absolutePathEntries`).
  */
 export function kernelEnvironment(
   options: Pick<StackOptions, 'env' | 'tokenEnv'>,
   where: { embedded: boolean; isolated: boolean },
   own: Record<string, string | undefined>,
 ): Record<string, string> {
-  if (!where.embedded || where.isolated) return { ...options.env };
   const env: Record<string, string> = {};
-  const withheld = new Set([...WITHHELD_VARIABLES, options.tokenEnv]);
-  for (const [name, value] of Object.entries(own)) {
-    if (value !== undefined && VARIABLE_NAME.test(name) && !withheld.has(name)) env[name] = value;
+  if (where.embedded && !where.isolated) {
+    const withheld = new Set([...WITHHELD_VARIABLES, options.tokenEnv]);
+    for (const [name, value] of Object.entries(own)) {
+      if (value !== undefined && VARIABLE_NAME.test(name) && !withheld.has(name)) env[name] = value;
+    }
   }
-  return { ...env, ...options.env };
+  const out: Record<string, string> = { ...env, ...options.env };
+  if (out.PATH !== undefined) out.PATH = absolutePathEntries(out.PATH);
+  return out;
+}
+
+/**
+ * `PATH` without its empty and relative entries (`PATH=:$PATH`, `.`, `bin`): those name the kernel's working
+ * directory, so a program it holds would run in place of a tool the kernel calls — R runs `rm -Rf` on its temporary
+ * directory as it exits, an unsandboxed kernel as this user.
+ */
+export function absolutePathEntries(path: string): string {
+  return path
+    .split(':')
+    .filter((dir) => dir.startsWith('/'))
+    .join(':');
 }
 
 /**

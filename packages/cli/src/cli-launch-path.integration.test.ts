@@ -67,4 +67,24 @@ describe('a PATH naming the working directory', () => {
     }
     expect(existsSync(marker) ? readFileSync(marker, 'utf8') : 'nothing ran').toBe('nothing ran');
   });
+
+  it('runs nothing of the current directory in doctor, which looks programs up through absolute entries only', async () => {
+    const { stateDir: state, workDir: work } = cliDirs('cli-doctor-path');
+    const marker = join(work, '..', `${work.split('/').pop()}-planted-ran`);
+    for (const name of ['sh', 'bwrap', 'R', 'jupyter-server', 'python3', 'uname', 'stat']) {
+      const file = join(work, name);
+      writeFileSync(file, `#!/bin/sh\necho "${name}" >> ${JSON.stringify(marker)}\nexit 0\n`);
+      chmodSync(file, 0o755);
+    }
+    const doctor = await runCli(['doctor', '--json'], {
+      stateDir: state,
+      cwd: work,
+      timeoutMs: 120_000,
+      env: { PATH: `:.:bin:${process.env.PATH}` },
+    });
+    // Everything doctor checks is found where it is on this machine (the test environment has all of it).
+    expect(doctor.stdout, doctor.stderr).toContain('"jupyter-server"');
+    expect(doctor.stdout).not.toContain(work);
+    expect(existsSync(marker) ? readFileSync(marker, 'utf8') : 'nothing ran').toBe('nothing ran');
+  });
 });

@@ -11,6 +11,7 @@ import type { Language, StackOptions } from './args.js';
 import { containedWorkspacesPath, readContainedWorkspaces, recordContainedWorkspace } from './contained-workspaces.js';
 import { isolation } from './isolation.js';
 import { LIMIT_FLAG_NAMES } from './limit-flags.js';
+import { absolutePathEntries } from './path-entries.js';
 import {
   checkInterpreter,
   choosePython,
@@ -184,18 +185,6 @@ export function kernelEnvironment(
   const out: Record<string, string> = { ...env, ...options.env };
   if (out.PATH !== undefined) out.PATH = absolutePathEntries(out.PATH);
   return out;
-}
-
-/**
- * `PATH` without its empty and relative entries (`PATH=:$PATH`, `.`, `bin`): those name the kernel's working
- * directory, so a program it holds would run in place of a tool the kernel calls — R runs `rm -Rf` on its temporary
- * directory as it exits, an unsandboxed kernel as this user.
- */
-export function absolutePathEntries(path: string): string {
-  return path
-    .split(':')
-    .filter((dir) => dir.startsWith('/'))
-    .join(':');
 }
 
 /**

@@ -4,6 +4,7 @@ import { detectLimits, type LimitMechanism, type LimitName, type LimitSupport } 
 import { containedWorkspacesPath, readContainedWorkspaces } from './contained-workspaces.js';
 import { ExitCode } from './exit-code.js';
 import { LIMIT_FLAG_NAMES } from './limit-flags.js';
+import { absolutePathEntries } from './path-entries.js';
 import { choosePython, INTERPRETER_PROBE, parseProbe } from './python-interpreter.js';
 
 /** One line of `kernelwarden doctor`: what was checked, what was found, and how to fix it when missing. */
@@ -41,7 +42,10 @@ export interface DoctorProbe {
 /** The real machine. */
 export const systemProbe: DoctorProbe = {
   run(cmd, args) {
-    const r = spawnSync(cmd, [...args], { encoding: 'utf8', timeout: 20_000, stdio: ['ignore', 'pipe', 'pipe'] });
+    // Programs are looked up through PATH's absolute entries only (`sh`, and `command -v` in it): an empty or relative
+    // entry names the current directory, whose programs are not the ones kernels run.
+    const env = { ...process.env, PATH: absolutePathEntries(process.env.PATH ?? '') };
+    const r = spawnSync(cmd, [...args], { encoding: 'utf8', timeout: 20_000, stdio: ['ignore', 'pipe', 'pipe'], env });
     return { status: r.error ? null : r.status, stdout: r.stdout ?? '', stderr: r.stderr ?? '' };
   },
   readFile(path) {

@@ -425,6 +425,11 @@ describe('parseCommand: the other commands', () => {
     expect(parseCommand(['gateway', 'logs', '--kernel', 'all'])).toMatchObject({ action: 'logs', kernel: 'all' });
     expect(parseCommand(['gateway', 'logs', '--kernel', 'ab-12'])).toMatchObject({ kernel: 'ab-12' });
     expect(usage(['gateway', 'logs', '--kernel', '../server']).message).toMatch(/is not a kernel id/);
+    // The ids gateway-client accepts (KERNEL_ID_PATTERN), nothing that names another path.
+    expect(parseCommand(['gateway', 'logs', '--kernel', 'a_b-1'])).toMatchObject({ kernel: 'a_b-1' });
+    for (const bad of ['..', '.', 'a/b', '/etc/passwd', 'x'.repeat(129), '']) {
+      expect(usage(['gateway', 'logs', '--kernel', bad]).message).toMatch(/is not a kernel id/);
+    }
     expect(usage(['gateway', 'status', '--kernel', 'all']).message).toMatch(/--kernel goes with gateway logs/);
   });
 

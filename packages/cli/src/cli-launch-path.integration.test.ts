@@ -42,4 +42,49 @@ describe('a PATH naming the working directory', () => {
     expect(py.stdout).toBe(`${workDir}\n`);
     expect(existsSync(marker) ? readFileSync(marker, 'utf8') : 'nothing ran').toBe('nothing ran');
   });
+
+  it("runs nothing of the workspace when a plain or limits-only R kernel exits (R's rm of its temporary directory)", async () => {
+    const { stateDir: state, workDir: work } = cliDirs('cli-exit-path');
+    const marker = join(work, '..', `${work.split('/').pop()}-planted-ran`);
+    for (const name of ['rm', 'sh', 'sed', 'uname', 'cat']) {
+      const file = join(work, name);
+      writeFileSync(file, `#!/bin/sh\necho "${name}" >> ${JSON.stringify(marker)}\nexec /usr/bin/${name} "$@"\n`);
+      chmodSync(file, 0o755);
+    }
+    const run = (args: string[]) =>
+      runCli(args, { stateDir: state, cwd: work, timeoutMs: 120_000, env: { PATH: `:.:${process.env.PATH}` } });
+    try {
+      const plain = await run(['run', '--lang', 'r', '-c', 'cat(1, "\\n")']);
+      expect(plain.code, plain.stderr).toBe(0);
+      expect(plain.stdout).toBe('1 \n');
+      const limited = await run(['run', '--memory', '1G', '--lang', 'r', '-c', 'cat(Sys.getenv("PATH"), "\\n")']);
+      expect(limited.code, limited.stderr).toBe(0);
+      expect(limited.stdout.split(':').every((dir) => dir.startsWith('/'))).toBe(true);
+    } finally {
+      // The kernels are gone (and R has cleaned up after itself) once the gateway has stopped.
+      const stopped = await runCli(['gateway', 'stop'], { stateDir: state, cwd: work });
+      expect(stopped.code, stopped.stderr).toBe(0);
+    }
+    expect(existsSync(marker) ? readFileSync(marker, 'utf8') : 'nothing ran').toBe('nothing ran');
+  });
+
+  it('runs nothing of the current directory in doctor, which looks programs up through absolute entries only', async () => {
+    const { stateDir: state, workDir: work } = cliDirs('cli-doctor-path');
+    const marker = join(work, '..', `${work.split('/').pop()}-planted-ran`);
+    for (const name of ['sh', 'bwrap', 'R', 'jupyter-server', 'python3', 'uname', 'stat']) {
+      const file = join(work, name);
+      writeFileSync(file, `#!/bin/sh\necho "${name}" >> ${JSON.stringify(marker)}\nexit 0\n`);
+      chmodSync(file, 0o755);
+    }
+    const doctor = await runCli(['doctor', '--json'], {
+      stateDir: state,
+      cwd: work,
+      timeoutMs: 120_000,
+      env: { PATH: `:.:bin:${process.env.PATH}` },
+    });
+    // Everything doctor checks is found where it is on this machine (the test environment has all of it).
+    expect(doctor.stdout, doctor.stderr).toContain('"jupyter-server"');
+    expect(doctor.stdout).not.toContain(work);
+    expect(existsSync(marker) ? readFileSync(marker, 'utf8') : 'nothing ran').toBe('nothing ran');
+  });
 });

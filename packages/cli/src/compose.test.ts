@@ -95,4 +95,20 @@ describe('kernelEnvironment', () => {
       kernelEnvironment({ env: { MPLBACKEND: 'Agg' }, tokenEnv: 'MY_TOKEN' }, { embedded: true, isolated: true }, own),
     ).toEqual({ MPLBACKEND: 'Agg' });
   });
+
+  it('keeps only the absolute entries of PATH, from this process or --env: relative ones name the workspace', () => {
+    const relative = { ...own, PATH: ':bin:/usr/local/bin:.:/usr/bin::../x' };
+    expect(
+      kernelEnvironment({ env: {}, tokenEnv: 'MY_TOKEN' }, { embedded: true, isolated: false }, relative).PATH,
+    ).toBe('/usr/local/bin:/usr/bin');
+    for (const where of [
+      { embedded: true, isolated: false },
+      { embedded: true, isolated: true },
+      { embedded: false, isolated: false },
+    ]) {
+      expect(kernelEnvironment({ env: { PATH: 'bin:/opt/bin:' }, tokenEnv: 'MY_TOKEN' }, where, relative).PATH).toBe(
+        '/opt/bin',
+      );
+    }
+  });
 });

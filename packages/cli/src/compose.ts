@@ -1,5 +1,5 @@
 import { realpathSync } from 'node:fs';
-import { resolve } from 'node:path';
+import { join, resolve } from 'node:path';
 import { type ExecuteOptions, type ExecuteResult, type Output, withDeadline } from '@kernelwarden/core';
 import { GatewayClient, GatewayKernel, type WebSocketClass } from '@kernelwarden/gateway-client';
 import type { IsolationPolicy, KernelLimits, LimitFacts, LimitName } from '@kernelwarden/isolation';
@@ -8,8 +8,10 @@ import { createRSlot, startIRKernel } from '@kernelwarden/r-kernel';
 import { KernelSession, type SlotFactoryContext } from '@kernelwarden/supervisor';
 import { createWatchdog, type Watchdog } from '@kernelwarden/watchdog';
 import type { Language, StackOptions } from './args.js';
+import { containedWorkspacesPath, readContainedWorkspaces, recordContainedWorkspace } from './contained-workspaces.js';
 import { isolation } from './isolation.js';
 import { LIMIT_FLAG_NAMES } from './limit-flags.js';
+import { absolutePathEntries } from './path-entries.js';
 import {
   checkInterpreter,
   choosePython,
@@ -44,6 +46,8 @@ export interface StackHooks {
    * NOTEBOOK.ipynb`'s message tap (`createMessageTap().wrap`).
    */
   wrapWebSocket?(base: WebSocketClass | undefined): WebSocketClass;
+  /** Something the user should know, one line without the `kernelwarden: ` prefix (the CLI writes it to stderr). */
+  onNotice?(message: string): void;
 }
 
 /** Options of one cell run through a `Stack`. */
@@ -173,20 +177,24 @@ const VARIABLE_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
  * hidden, and credentials in the environment would hand it what the policy hides on disk; a remote gateway gets
  * nothing of this machine's environment. A kernel under limits only (no `--hide`) counts as unisolated: limits change
  * what it may use, not what it may see. Either way the kernel also has the embedded server's few inherited
- * variables (PATH, HOME, locale…), never those of whoever started the server.
+ * variables (PATH, HOME, locale…), never those of whoever started the server. Its `PATH`, wherever it comes from
+ * (this process, `--env`), keeps only absolute entries (`absolutePathEntries`).
  */
 export function kernelEnvironment(
   options: Pick<StackOptions, 'env' | 'tokenEnv'>,
   where: { embedded: boolean; isolated: boolean },
   own: Record<string, string | undefined>,
 ): Record<string, string> {
-  if (!where.embedded || where.isolated) return { ...options.env };
   const env: Record<string, string> = {};
-  const withheld = new Set([...WITHHELD_VARIABLES, options.tokenEnv]);
-  for (const [name, value] of Object.entries(own)) {
-    if (value !== undefined && VARIABLE_NAME.test(name) && !withheld.has(name)) env[name] = value;
+  if (where.embedded && !where.isolated) {
+    const withheld = new Set([...WITHHELD_VARIABLES, options.tokenEnv]);
+    for (const [name, value] of Object.entries(own)) {
+      if (value !== undefined && VARIABLE_NAME.test(name) && !withheld.has(name)) env[name] = value;
+    }
   }
-  return { ...env, ...options.env };
+  const out: Record<string, string> = { ...env, ...options.env };
+  if (out.PATH !== undefined) out.PATH = absolutePathEntries(out.PATH);
+  return out;
 }
 
 /**
@@ -347,12 +355,27 @@ export async function createStack(
   }
   // The interpreter the user means (--python, VIRTUAL_ENV, a .venv), checked at once: without ipykernel it is
   // refused with the command that installs it, before any gateway or kernel starts.
-  const choice =
-    options.gatewayUrl === undefined
-      ? choosePython({ flag: options.python, env: extra.env ?? process.env, cwd: options.cwd })
-      : undefined;
-  // Sandboxed kernels (--hide, a limit): the interpreter is never run outside the sandbox, only looked at.
   const sandboxed = options.hide.length > 0 || Object.keys(limits).length > 0;
+  let choice: ReturnType<typeof choosePython>;
+  if (options.gatewayUrl === undefined) {
+    // Every workspace a contained kernel gets is recorded before it starts; a .venv found in one (the kernel could
+    // have written it) is never chosen automatically — not by this command either.
+    const record = containedWorkspacesPath(extra.env ?? process.env);
+    if (sandboxed) recordContainedWorkspace(record, options.cwd);
+    choice = choosePython({
+      flag: options.python,
+      env: extra.env ?? process.env,
+      cwd: options.cwd,
+      untrusted: readContainedWorkspaces(record),
+      onPassedOver: (venv, workspace) =>
+        extra.onNotice?.(
+          `not using ${venv}: it lies in ${workspace}, the workspace of a contained kernel (--hide or a limit), ` +
+            "which could have written it; the Python kernel runs the gateway's python3 kernelspec. To use it, " +
+            `pass --python ${join(venv, 'bin', 'python')} or activate it (VIRTUAL_ENV)`,
+        ),
+    });
+  }
+  // Sandboxed kernels (--hide, a limit): the interpreter is never run outside the sandbox, only looked at.
   const interpreter = choice ? { ...checkInterpreter(choice, { run: !sandboxed }), source: choice.source } : undefined;
   const readIsolation = kernelPolicy(options, limits);
   const gateway = await connectGateway(options, extra.env ?? process.env, extra.signal, extra.wrapWebSocket);

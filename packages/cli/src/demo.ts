@@ -108,6 +108,7 @@ async function tour(options: StackOptions, io: CliIo, outputsDir: string, tempor
     spinner.start('starting the embedded Jupyter server…');
     stack = await createStack(stackOptions, {
       env: io.env,
+      onNotice: (message) => io.stderr.write(`kernelwarden: ${message}\n`),
       onKernelStarting: (language) => {
         mark(`${language === 'r' ? 'R' : 'Python'} kernel starting`);
         spinner.start(`starting the ${language === 'r' ? 'R' : 'Python'} kernel…`);

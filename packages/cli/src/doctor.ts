@@ -1,8 +1,10 @@
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { detectLimits, type LimitMechanism, type LimitName, type LimitSupport } from '@kernelwarden/isolation';
+import { containedWorkspacesPath, readContainedWorkspaces } from './contained-workspaces.js';
 import { ExitCode } from './exit-code.js';
 import { LIMIT_FLAG_NAMES } from './limit-flags.js';
+import { absolutePathEntries } from './path-entries.js';
 import { choosePython, INTERPRETER_PROBE, parseProbe } from './python-interpreter.js';
 
 /** One line of `kernelwarden doctor`: what was checked, what was found, and how to fix it when missing. */
@@ -40,7 +42,10 @@ export interface DoctorProbe {
 /** The real machine. */
 export const systemProbe: DoctorProbe = {
   run(cmd, args) {
-    const r = spawnSync(cmd, [...args], { encoding: 'utf8', timeout: 20_000, stdio: ['ignore', 'pipe', 'pipe'] });
+    // Programs are looked up through PATH's absolute entries only (`sh`, and `command -v` in it): an empty or relative
+    // entry names the current directory, whose programs are not the ones kernels run.
+    const env = { ...process.env, PATH: absolutePathEntries(process.env.PATH ?? '') };
+    const r = spawnSync(cmd, [...args], { encoding: 'utf8', timeout: 20_000, stdio: ['ignore', 'pipe', 'pipe'], env });
     return { status: r.error ? null : r.status, stdout: r.stdout ?? '', stderr: r.stderr ?? '' };
   },
   readFile(path) {
@@ -82,15 +87,35 @@ function serverPython(probe: DoctorProbe, serverPath: string): string | undefine
   return undefined;
 }
 
+/** The workspaces contained kernels were given (`run` passes over a `.venv` in them); none when unknown. */
+function untrustedWorkspaces(env: Record<string, string | undefined>): string[] {
+  try {
+    return readContainedWorkspaces(containedWorkspacesPath(env));
+  } catch {
+    return [];
+  }
+}
+
 /**
  * Which interpreter Python kernels run, and its ipykernel: `VIRTUAL_ENV`'s or the nearest `.venv`'s (as `run` would
  * choose it here), else the python3 kernelspec's own.
  */
 function checkPythonKernel(probe: DoctorProbe, serverPath: string | undefined): DoctorCheck {
   const name = 'python kernel';
-  const choice = choosePython({ flag: undefined, env: probe.env ?? {}, cwd: probe.cwd ?? '/' });
+  let passedOver: string | undefined;
+  const choice = choosePython({
+    flag: undefined,
+    env: probe.env ?? {},
+    cwd: probe.cwd ?? '/',
+    untrusted: untrustedWorkspaces(probe.env ?? {}),
+    onPassedOver: (venv, workspace) => {
+      passedOver = `${venv} is not used: it lies in ${workspace}, a contained kernel's workspace`;
+    },
+  });
   let interpreter = choice?.path;
-  const from = choice ? (choice.source === '.venv' ? 'the nearest .venv' : 'VIRTUAL_ENV') : 'the python3 kernelspec';
+  const from =
+    (choice ? (choice.source === '.venv' ? 'the nearest .venv' : 'VIRTUAL_ENV') : 'the python3 kernelspec') +
+    (passedOver ? `; ${passedOver}` : '');
   if (!interpreter) {
     const python = serverPath ? serverPython(probe, serverPath) : undefined;
     const r = python

@@ -31,6 +31,11 @@ export const ExitCode = {
   timedOut: 124,
   /** The user interrupted the command with Ctrl-C (128 + SIGINT). */
   interrupted: 130,
+  /**
+   * Standard output was closed by its reader (`kernelwarden run … | head`): the cell was stopped and nothing more
+   * is printed, as a program killed by SIGPIPE (128 + SIGPIPE) ends.
+   */
+  stdoutClosed: 141,
 } as const;
 
 /** One of the values of `ExitCode`. */

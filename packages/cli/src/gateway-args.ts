@@ -1,3 +1,4 @@
+import { isKernelId } from '@kernelwarden/gateway-client';
 import type { Command } from './args.js';
 import { parseFlags } from './parse-flags.js';
 import { UsageError } from './usage-error.js';
@@ -37,7 +38,7 @@ export function parseGateway(args: readonly string[]): Command {
   if (kernel !== undefined && action !== 'logs') {
     throw new UsageError('--kernel goes with gateway logs', { command: 'gateway' });
   }
-  if (kernel !== undefined && kernel !== 'all' && !/^[A-Za-z0-9-]{1,64}$/.test(kernel)) {
+  if (kernel !== undefined && kernel !== 'all' && !isKernelId(kernel)) {
     throw new UsageError(`--kernel "${kernel}" is not a kernel id (see gateway status) or "all"`, {
       command: 'gateway',
     });

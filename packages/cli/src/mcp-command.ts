@@ -32,6 +32,7 @@ export async function mcpCommand(options: StackOptions, output: McpOutputOptions
       { ...options, timeoutMs: 0 },
       {
         env: io.env,
+        onNotice: log,
         onKernelStarting: (language) => log(`starting the ${language === 'r' ? 'R' : 'Python'} kernel`),
       },
     );

@@ -2,6 +2,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { ExecuteResult } from '@kernelwarden/core';
+import { MISSING_REPLY_ENAME } from '@kernelwarden/gateway-client';
 import { okResult } from '@kernelwarden/testkit';
 import { afterEach, describe, expect, it } from 'vitest';
 import { OutputPrinter } from './output-printer.js';
@@ -51,6 +52,31 @@ describe('OutputPrinter', () => {
     );
     expect(out.text).toBe('2\n');
     expect(err.text).toBe('warning\nZeroDivisionError Traceback\nZeroDivisionError: division by zero\n');
+  });
+
+  it('names the frame limit when a message over maxFrameBytes was dropped, the iopub rate limit otherwise', () => {
+    const framed = sink();
+    new OutputPrinter({ stdout: sink(), stderr: framed, filePrefix: 'c1' }).finish(
+      result({
+        status: 'error',
+        outputDropped: true,
+        error: {
+          ename: MISSING_REPLY_ENAME,
+          evalue:
+            'the kernel sent a malformed message for the cell, which was dropped: The channels WebSocket of kernel k received a 70000000-byte frame, more than maxFrameBytes (67108864); it was dropped unread',
+          traceback: [],
+        },
+      }),
+    );
+    expect(framed.text).toContain(
+      'kernelwarden: some output was dropped: a message of the kernel was larger than the frame limit (maxFrameBytes)',
+    );
+    expect(framed.text).not.toContain('iopub');
+    const rated = sink();
+    new OutputPrinter({ stdout: sink(), stderr: rated, filePrefix: 'c1' }).finish(result({ outputDropped: true }));
+    expect(rated.text).toBe(
+      "kernelwarden: some output was dropped: the gateway dropped it (its iopub rate limit) or it was lost while the kernel's connection was reopened\n",
+    );
   });
 
   it('prints the reply error when no error output was streamed', () => {

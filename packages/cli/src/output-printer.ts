@@ -10,6 +10,7 @@ import {
 } from 'node:fs';
 import { basename, dirname, join, relative } from 'node:path';
 import type { ExecuteResult, Output } from '@kernelwarden/core';
+import { MISSING_REPLY_ENAME } from '@kernelwarden/gateway-client';
 import { formatSize } from './size.js';
 import { TerminalTextFilter, terminalSafe } from './terminal-text.js';
 
@@ -223,9 +224,7 @@ export class OutputPrinter {
       this.#stdoutEndsWithNewline = true;
     }
     if (!this.#quiet) for (const note of this.notes()) this.#stderr.write(`kernelwarden: ${note}\n`);
-    if (result.outputDropped && !this.#quiet) {
-      this.#stderr.write('kernelwarden: the gateway dropped some output (its iopub rate limit)\n');
-    }
+    if (result.outputDropped && !this.#quiet) this.#stderr.write(`kernelwarden: ${droppedOutputNote(result)}\n`);
     if (this.#dirFd !== undefined && this.#dirFd >= 0) closeSync(this.#dirFd);
     this.#dirFd = undefined;
   }
@@ -351,4 +350,15 @@ function base64Bytes(text: string): number {
   let length = text.length;
   while (length > 0 && /[=\s]/.test(text[length - 1]!)) length--;
   return Math.floor((length * 3) / 4);
+}
+
+/**
+ * Why a cell's output has a hole: a message over the client's frame limit (`maxFrameBytes`) was dropped unread (its
+ * protocol error says so), or the server dropped or lost messages (its iopub rate limit, a reopened connection).
+ */
+function droppedOutputNote(result: ExecuteResult): string {
+  if (result.error?.ename === MISSING_REPLY_ENAME && result.error.evalue.includes('maxFrameBytes')) {
+    return 'some output was dropped: a message of the kernel was larger than the frame limit (maxFrameBytes) and was dropped unread';
+  }
+  return "some output was dropped: the gateway dropped it (its iopub rate limit) or it was lost while the kernel's connection was reopened";
 }

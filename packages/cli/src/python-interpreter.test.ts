@@ -1,7 +1,17 @@
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  realpathSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { readContainedWorkspaces, recordContainedWorkspace } from './contained-workspaces.js';
 import { checkInterpreter, choosePython, interpreterSpecName, PythonInterpreterError } from './python-interpreter.js';
 
 const dirs: string[] = [];
@@ -35,6 +45,32 @@ describe('choosePython', () => {
       source: '.venv',
     });
     expect(choosePython({ flag: undefined, env: {}, cwd: '/' })).toBeUndefined();
+  });
+
+  it("passes over a .venv in or below a contained kernel's workspace, honouring --python and VIRTUAL_ENV", () => {
+    const dir = project();
+    const workspace = realpathSync.native(dir);
+    const deep = join(dir, 'src', 'deep');
+    const passed: string[] = [];
+    const onPassedOver = (venv: string, where: string) => passed.push(`${venv} in ${where}`);
+    expect(choosePython({ flag: undefined, env: {}, cwd: deep, untrusted: [workspace], onPassedOver })).toBeUndefined();
+    expect(passed).toEqual([`${join(dir, '.venv')} in ${workspace}`]);
+    // A workspace below the .venv's directory, or a sibling with a common prefix, does not count.
+    expect(
+      choosePython({ flag: undefined, env: {}, cwd: deep, untrusted: [join(workspace, 'src'), `${workspace}x`] }),
+    ).toEqual({
+      path: join(dir, '.venv', 'bin', 'python'),
+      source: '.venv',
+    });
+    // A .venv linked from outside into the workspace counts as the workspace's.
+    const outside = mkdtempSync(join(tmpdir(), 'kw-python-link-'));
+    dirs.push(outside);
+    symlinkSync(join(dir, '.venv'), join(outside, '.venv'));
+    expect(choosePython({ flag: undefined, env: {}, cwd: outside, untrusted: [workspace] })).toBeUndefined();
+    expect(choosePython({ flag: 'py', env: {}, cwd: deep, untrusted: [workspace] })?.source).toBe('--python');
+    expect(
+      choosePython({ flag: undefined, env: { VIRTUAL_ENV: '/v' }, cwd: deep, untrusted: [workspace] })?.source,
+    ).toBe('VIRTUAL_ENV');
   });
 });
 
@@ -81,5 +117,21 @@ describe('checkInterpreter', () => {
   it('names one spec per interpreter', () => {
     expect(interpreterSpecName('/a/bin/python')).toMatch(/^kw-py-[0-9a-f]{16}$/);
     expect(interpreterSpecName('/a/bin/python')).not.toBe(interpreterSpecName('/b/bin/python'));
+  });
+});
+
+describe('the record of contained workspaces', () => {
+  it('holds each canonical workspace once, 0600 in a 0700 directory', () => {
+    const state = mkdtempSync(join(tmpdir(), 'kw-record-'));
+    dirs.push(state);
+    const file = join(state, 'cli', 'contained-workspaces');
+    expect(readContainedWorkspaces(file)).toEqual([]);
+    const work = project();
+    recordContainedWorkspace(file, join(work, 'src', '..'));
+    recordContainedWorkspace(file, work);
+    expect(readContainedWorkspaces(file)).toEqual([realpathSync.native(work)]);
+    expect(readFileSync(file, 'utf8').split('\n').length).toBe(2);
+    expect(statSync(file).mode & 0o777).toBe(0o600);
+    expect(statSync(join(state, 'cli')).mode & 0o777).toBe(0o700);
   });
 });

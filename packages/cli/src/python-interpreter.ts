@@ -1,8 +1,18 @@
 import { spawnSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  realpathSync,
+  renameSync,
+  writeFileSync,
+} from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { KernelwardenError } from '@kernelwarden/core';
+import { containingWorkspace } from './contained-workspaces.js';
 
 /** Where the Python interpreter of the kernels comes from. */
 export type PythonSource = '--python' | 'VIRTUAL_ENV' | '.venv';
@@ -69,23 +79,58 @@ function venvPython(dir: string): string {
  * (`VIRTUAL_ENV`); a `.venv` directory in `cwd` or the nearest directory above it that has one of this user's (or
  * root's) that no other user can write (`ownVenv`; another's is passed over). Undefined: the
  * gateway's own `python3` kernelspec.
+ *
+ * A `.venv` that lies in one of `untrusted` (canonical directories: the workspaces contained kernels were given,
+ * which they could write) is never chosen automatically: the gateway's own interpreter runs, and `onPassedOver`
+ * says which `.venv` and why. `--python` and `VIRTUAL_ENV` are the user's explicit choice and are honoured.
  */
 export function choosePython(opts: {
   flag: string | undefined;
   env: Record<string, string | undefined>;
   cwd: string;
+  untrusted?: readonly string[];
+  onPassedOver?: (venv: string, workspace: string) => void;
 }): PythonChoice | undefined {
   if (opts.flag !== undefined) return { path: resolve(opts.cwd, opts.flag), source: '--python' };
   const active = opts.env.VIRTUAL_ENV;
   if (active) return { path: venvPython(resolve(opts.cwd, active)), source: 'VIRTUAL_ENV' };
   let dir = resolve(opts.cwd);
   for (;;) {
-    const candidate = venvPython(join(dir, '.venv'));
-    if (existsSync(candidate) && ownVenv(join(dir, '.venv'))) return { path: candidate, source: '.venv' };
+    const venv = join(dir, '.venv');
+    const candidate = venvPython(venv);
+    if (existsSync(candidate) && ownVenv(venv)) {
+      const workspace = untrustedWorkspace(venv, opts.untrusted ?? []);
+      if (workspace !== undefined) {
+        opts.onPassedOver?.(venv, workspace);
+        return undefined;
+      }
+      return { path: candidate, source: '.venv' };
+    }
     const parent = dirname(dir);
     if (parent === dir) return undefined;
     dir = parent;
   }
+}
+
+/**
+ * The untrusted workspace `venv` lies in: its directory, or what it (or its interpreter) resolves to, is at or below
+ * one of `workspaces`. A path that cannot be resolved counts as untrusted when there are any.
+ */
+function untrustedWorkspace(venv: string, workspaces: readonly string[]): string | undefined {
+  if (workspaces.length === 0) return undefined;
+  const paths: string[] = [];
+  for (const path of [dirname(venv), venv, venvPython(venv)]) {
+    try {
+      paths.push(realpathSync.native(path));
+    } catch {
+      return workspaces[0];
+    }
+  }
+  for (const path of paths) {
+    const workspace = containingWorkspace(path, workspaces);
+    if (workspace !== undefined) return workspace;
+  }
+  return undefined;
 }
 
 /** How `choice` is named in messages: `--python /x/bin/python`, `/p/.venv/bin/python (the nearest .venv, in /p)`. */

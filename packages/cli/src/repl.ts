@@ -45,6 +45,7 @@ export async function replCommand(options: StackOptions, io: CliIo): Promise<num
     );
     stack = await createStack(options, {
       env: io.env,
+      onNotice: (message) => io.stderr.write(`kernelwarden: ${message}\n`),
       onKernelStarting: (language) => spinner.start(`starting the ${language === 'r' ? 'R' : 'Python'} kernel…`),
       onKernelStarted: () => spinner.stop(),
     });

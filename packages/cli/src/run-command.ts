@@ -71,6 +71,17 @@ export async function runCommand(source: ScriptSource, options: StackOptions, io
   };
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
+  // A reader that stops reading (`| head`) closes the pipe: the cell is stopped, the kernel released, and the
+  // command ends quietly with 141, as a program killed by SIGPIPE does.
+  let stdoutClosed = false;
+  const onStdoutError = (error: NodeJS.ErrnoException) => {
+    if (stdoutClosed) return;
+    stdoutClosed = true;
+    cell.abort(new Error(`standard output was closed (${error.code ?? error.message})`));
+  };
+  const stdoutEvents = io.stdout as Partial<NodeJS.EventEmitter>;
+  // Kept until the process ends: writes after the close fail too, and must not surface as uncaught errors.
+  stdoutEvents.on?.('error', onStdoutError);
   let input: StdinInput | undefined;
   let isExit: (error: { ename: string; evalue: string }) => boolean = () => false;
   const printer = new OutputPrinter({
@@ -84,6 +95,7 @@ export async function runCommand(source: ScriptSource, options: StackOptions, io
     maxImageBytes: options.maxImagesBytes,
   });
   const report = (fields: Partial<RunReport> & Pick<RunReport, 'exitCode' | 'status'>): number => {
+    if (stdoutClosed) return ExitCode.stdoutClosed;
     if (options.json) {
       const doc: RunReport = {
         language: options.language,
@@ -109,6 +121,7 @@ export async function runCommand(source: ScriptSource, options: StackOptions, io
     return fields.exitCode;
   };
   const fail = (failure: Failure, status: 'failed' | 'timeout' = 'failed'): number => {
+    if (stdoutClosed) return ExitCode.stdoutClosed;
     io.stderr.write(`kernelwarden: ${failure.message}\n`);
     return report({
       exitCode: failure.exitCode,
@@ -142,6 +155,7 @@ export async function runCommand(source: ScriptSource, options: StackOptions, io
     );
     stack = await createStack(options, {
       env: io.env,
+      onNotice: (message) => io.stderr.write(`kernelwarden: ${message}\n`),
       signal: cell.signal,
       bootstrap: { [options.language]: script.code },
       onKernelStarting: (language) => spinner.start(`starting the ${language === 'r' ? 'R' : 'Python'} kernel…`),
@@ -153,7 +167,10 @@ export async function runCommand(source: ScriptSource, options: StackOptions, io
       result = await stack.execute(code, {
         language: options.language,
         cellId,
-        onOutput: printer.onOutput,
+        // Once the reader is gone, what the stopped cell still sends (its KeyboardInterrupt too) is dropped.
+        onOutput: (output) => {
+          if (!stdoutClosed) printer.onOutput(output);
+        },
         onInput: (request) => stdinInput.answer(request, options.language),
         signal: cell.signal,
       });
@@ -163,6 +180,7 @@ export async function runCommand(source: ScriptSource, options: StackOptions, io
       const failure = describeFailure(error);
       return fail(failure, failure.exitCode === ExitCode.timedOut ? 'timeout' : 'failed');
     }
+    if (stdoutClosed) return ExitCode.stdoutClosed;
     printer.finish(result);
     const exitCode = script.exitStatus(result) ?? resultExitCode(result, cell.signal.aborted);
     if (exitCode === ExitCode.timedOut && !options.json) {

@@ -116,6 +116,20 @@ async function jupyterlabSession(manager) {
   };
 }
 
+/** A session's start and each of its cells are capped: a client that hangs is counted, not waited for. */
+const START_CAP_MS = 180_000;
+const CELL_CAP_MS = 60_000;
+const CLOSE_CAP_MS = 30_000;
+
+/** `promise`, or a rejection once `ms` have passed (the timer is cleared either way). */
+function capped(promise, ms, what) {
+  let timer;
+  const late = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} did not finish within ${ms / 1000} s`)), ms);
+  });
+  return Promise.race([promise, late]).finally(() => clearTimeout(timer));
+}
+
 /** Runs `sessions` sessions at once with `open()`; returns the row's figures. */
 async function burst({ sessions, open, serverPid, log, label }) {
   const baselineRss = process.memoryUsage().rss;
@@ -127,33 +141,46 @@ async function burst({ sessions, open, serverPid, log, label }) {
   let startFailures = 0;
   let wrongCells = 0;
   let cellsDone = 0;
+  let hungCells = 0;
   const errors = new Map();
   const opened = [];
   let lastCell = t0;
   await Promise.all(
     Array.from({ length: sessions }, async (_, s) => {
       let session;
+      const opening = open();
       try {
-        session = await open();
+        session = await capped(opening, START_CAP_MS, 'the start');
         startMs.push(performance.now() - t0);
       } catch (error) {
+        // A start that answers after its cap is still closed.
+        opening.then((late) => capped(late.close(), CLOSE_CAP_MS, 'the close')).catch(() => {});
         startFailures++;
         const key = String(error?.message ?? error).slice(0, 120);
         errors.set(key, (errors.get(key) ?? 0) + 1);
         return;
       }
       opened.push(session);
-      for (const cell of loadCells(s)) {
+      const cells = loadCells(s);
+      for (const [index, cell] of cells.entries()) {
         const began = performance.now();
+        let hung = false;
         try {
-          const result = await session.run(cell.code);
+          const result = await capped(session.run(cell.code), CELL_CAP_MS, 'a cell');
           if (!cell.right(result)) wrongCells++;
-        } catch {
+        } catch (error) {
           wrongCells++;
+          hung = /did not finish within/.test(String(error?.message));
         }
         cellMs.push(performance.now() - began);
         cellsDone++;
         lastCell = performance.now();
+        if (hung) {
+          // The session's later cells would queue behind the hung one: counted wrong, not run.
+          hungCells++;
+          wrongCells += cells.length - index - 1;
+          break;
+        }
       }
     }),
   );
@@ -162,7 +189,8 @@ async function burst({ sessions, open, serverPid, log, label }) {
   const clientRss = process.memoryUsage().rss - baselineRss;
   const serverAfter = treeRssKb(serverPid);
   const idle = opened.length;
-  await Promise.all(opened.map((session) => session.close().catch(() => {})));
+  await Promise.all(opened.map((session) => capped(session.close(), CLOSE_CAP_MS, 'the close').catch(() => {})));
+  if (hungCells) log(`load ${label} x${sessions}: ${hungCells} sessions had a cell hang past ${CELL_CAP_MS / 1000} s`);
   const wallS = (lastCell - t0) / 1000;
   if (errors.size)
     log(`load ${label} x${sessions}: start failures ${[...errors].map(([m, n]) => `${n}x ${m}`).join('; ')}`);
@@ -175,7 +203,7 @@ async function burst({ sessions, open, serverPid, log, label }) {
     cpuMsPerSession: (cpu.user + cpu.system) / 1000 / sessions,
     clientRssMbPerSession: idle ? clientRss / 1024 / 1024 / idle : undefined,
     serverRssMbPerKernel: idle ? (serverAfter - serverBefore) / 1024 / idle : undefined,
-    failures: `${startFailures} starts, ${wrongCells} cells`,
+    failures: `${startFailures} starts, ${wrongCells} cells${hungCells ? ` (${hungCells} sessions hung)` : ''}`,
   };
 }
 

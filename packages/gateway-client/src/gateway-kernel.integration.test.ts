@@ -174,8 +174,8 @@ describe('GatewayKernel on the real jupyter-server (python3)', () => {
 
   it('settles a cell within 5 s with KernelDiedError when the kernel process is killed -9, and the very next cell works', async () => {
     // Three rounds: jupyter-server auto-restarts the kernel each time (new ports while it is young), and the first
-    // cell after each recovery must complete — it used to lose its status idle now and then when it ran before the
-    // new socket's iopub subscription reached the kernel.
+    // cell after each recovery must complete, even when it runs before the new socket's iopub subscription reached the
+    // kernel (its status idle could otherwise be lost).
     for (let round = 1; round <= 3; round++) {
       let busy!: () => void;
       const started = new Promise<void>((r) => (busy = r));

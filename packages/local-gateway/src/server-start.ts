@@ -101,119 +101,179 @@ function serverArgs(
   ];
 }
 
+/** One start attempt: its port, secrets and the server process spawned for it. */
+interface StartAttempt {
+  readonly port: number;
+  readonly baseUrl: string;
+  readonly token: string;
+  readonly instance: string;
+  readonly ipcDir: string;
+  readonly configMarker: string;
+  readonly logStart: number;
+  readonly child: SpawnedProcess;
+}
+
+/** Picks a free port, writes the token and configuration files for a new server and spawns it. */
+async function launchServer(
+  { layout, server }: LocatedGateway,
+  opts: ResolvedLocalGatewayOptions,
+  emit: Emit,
+): Promise<StartAttempt> {
+  const port = await freeLoopbackPort();
+  const baseUrl = `http://127.0.0.1:${port}`;
+  const token = randomBytes(32).toString('hex');
+  const instance = randomBytes(8).toString('hex');
+  const ipcDir = makeIpcDir(layout);
+  const configMarker = join(layout.runtime, 'kernelwarden-config-loaded');
+  removeFile(configMarker);
+  writePrivateFileAtomic(layout.tokenFile, token);
+  installPythonPackage(layout);
+  writePrivateFileAtomic(
+    layout.serverConfig,
+    serverConfigFile(layout, {
+      ...opts,
+      instance,
+      ipcDir,
+      kernelLogDir: layout.kernelLogs,
+      loadedMarker: configMarker,
+    }),
+  );
+  rotateLog(layout.log);
+  const logStart = fileSize(layout.log);
+  emit({ type: 'server-starting', port, logFile: layout.log });
+  const child: SpawnedProcess = spawnDetached(
+    server.command,
+    serverArgs(layout, port, { rootDir: opts.rootDir, extra: opts.serverArgs }),
+    { env: serverEnv(layout, opts.jupyterPath, opts.serverEnv), logFile: layout.log, cwd: layout.dir },
+  );
+  return { port, baseUrl, token, instance, ipcDir, configMarker, logStart, child };
+}
+
+/**
+ * Waits until the attempt's server is ready and removes the token file. `'retry'` when its port went to another
+ * process and attempts are left (this attempt's leftovers already cleaned up); throws when the server cannot be used.
+ */
+async function awaitReadiness(
+  started: StartAttempt,
+  layout: GatewayLayout,
+  attempt: number,
+  signal: AbortSignal,
+  emit: Emit,
+): Promise<'ready' | 'retry'> {
+  const { baseUrl, port, token, child, instance, ipcDir, logStart } = started;
+  // Raw fetches until the server is known to be ours and ready: no client (or lease) exists yet.
+  const readiness = await waitUntilReady({ baseUrl, port, token, server: child, signal });
+  removeFile(layout.tokenFile);
+  if ('foreign' in readiness) {
+    emit({ type: 'port-taken', port });
+    if (attempt < PORT_ATTEMPTS) {
+      await stopServerProcess(child.identity, { runtimeDir: layout.runtime, graceMs: 2_000, instance });
+      removeIpcDir(layout, ipcDir);
+      return 'retry';
+    }
+    throw new GatewayUnavailableError(
+      `The local gateway could not start: another process took its port ${port} (${PORT_ATTEMPTS} times); nothing was sent to it`,
+      { url: baseUrl },
+    );
+  }
+  if ('refused' in readiness) {
+    throw new LocalGatewayError(
+      `The local gateway's jupyter-server at ${baseUrl} refused its own token (HTTP ${readiness.refused}): a system-wide jupyter_server_config overrides ServerApp.token; see ${layout.log}`,
+      { code: 'LOCAL_GATEWAY_TOKEN_REFUSED' },
+    );
+  }
+  if (!readiness.ready) {
+    const tail = logTail(layout.log, token, logStart);
+    if (attempt < PORT_ATTEMPTS && /already in use|Address already/i.test(tail)) {
+      removeIpcDir(layout, ipcDir);
+      return 'retry';
+    }
+    throw new GatewayUnavailableError(
+      `The local gateway's jupyter-server exited during start-up (${readiness.ended}); see ${layout.log}:\n${tail}`,
+      { url: baseUrl },
+    );
+  }
+  return 'ready';
+}
+
+/** Refuses a ready server that did not run its own configuration to the end or answers without the token. */
+async function verifySafeguards(started: StartAttempt, layout: GatewayLayout, signal: AbortSignal): Promise<void> {
+  const { baseUrl, token, instance, configMarker, logStart } = started;
+  if (readTextFile(configMarker) !== instance) {
+    throw new LocalGatewayError(
+      `The local gateway's jupyter-server did not run its own configuration to the end, so its kernels would run without their safeguards; refusing to use it. See ${layout.log}:\n${logTail(layout.log, token, logStart)}`,
+      { code: 'LOCAL_GATEWAY_CONFIG' },
+    );
+  }
+  const unauthenticated = await unauthenticatedStatus(baseUrl, signal);
+  if (unauthenticated !== 401 && unauthenticated !== 403) {
+    throw new LocalGatewayError(
+      `The local gateway's jupyter-server at ${baseUrl} answered a request without the token (HTTP ${unauthenticated}); refusing to use it. Check the system-wide jupyter_server_config for a token or auth override.`,
+      { code: 'LOCAL_GATEWAY_INSECURE' },
+    );
+  }
+}
+
+/** Records the verified server in `server.json` and starts its linger watcher. */
+function recordStartedServer(
+  started: StartAttempt,
+  { layout, server }: LocatedGateway,
+  opts: ResolvedLocalGatewayOptions,
+  emit: Emit,
+): ServerInfo {
+  const { baseUrl, port, token, instance, ipcDir, child } = started;
+  const info: ServerInfo = {
+    version: 1,
+    baseUrl,
+    port,
+    token,
+    server: child.identity,
+    command: server.command,
+    interpreter: server.interpreter,
+    startedAt: new Date().toISOString(),
+    lingerMs: opts.lingerMs,
+    instance,
+    ipcDir,
+    listeners: verifiedListenerInodes(port, child.identity.pid),
+  };
+  tightenRuntimeFiles(layout);
+  writeServerInfo(layout.info, info);
+  info.watcher = spawnLingerWatcher({
+    layout,
+    info,
+    defaultLingerMs: opts.lingerMs,
+    graceMs: opts.stopTimeoutMs,
+  }).identity;
+  writeServerInfo(layout.info, info);
+  emit({ type: 'server-ready', baseUrl, pid: child.identity.pid });
+  return info;
+}
+
 /**
  * Starts a new server on a free loopback port and waits until it is ready, its token enforced and its watcher
  * running; records it in `server.json`. The caller holds the lock. On any failure the server is stopped again.
  */
 async function startServer(
-  { layout, server }: LocatedGateway,
+  located: LocatedGateway,
   opts: ResolvedLocalGatewayOptions,
   signal: AbortSignal,
   emit: Emit,
 ): Promise<ServerInfo> {
+  const { layout } = located;
   for (let attempt = 1; ; attempt++) {
-    const port = await freeLoopbackPort();
-    const baseUrl = `http://127.0.0.1:${port}`;
-    const token = randomBytes(32).toString('hex');
-    const instance = randomBytes(8).toString('hex');
-    const ipcDir = makeIpcDir(layout);
-    const configMarker = join(layout.runtime, 'kernelwarden-config-loaded');
-    removeFile(configMarker);
-    writePrivateFileAtomic(layout.tokenFile, token);
-    installPythonPackage(layout);
-    writePrivateFileAtomic(
-      layout.serverConfig,
-      serverConfigFile(layout, {
-        ...opts,
-        instance,
-        ipcDir,
-        kernelLogDir: layout.kernelLogs,
-        loadedMarker: configMarker,
-      }),
-    );
-    rotateLog(layout.log);
-    const logStart = fileSize(layout.log);
-    emit({ type: 'server-starting', port, logFile: layout.log });
-    const child: SpawnedProcess = spawnDetached(
-      server.command,
-      serverArgs(layout, port, { rootDir: opts.rootDir, extra: opts.serverArgs }),
-      { env: serverEnv(layout, opts.jupyterPath, opts.serverEnv), logFile: layout.log, cwd: layout.dir },
-    );
+    const started = await launchServer(located, opts, emit);
     try {
-      // Raw fetches until the server is known to be ours and ready: no client (or lease) exists yet.
-      const readiness = await waitUntilReady({ baseUrl, port, token, server: child, signal });
-      removeFile(layout.tokenFile);
-      if ('foreign' in readiness) {
-        emit({ type: 'port-taken', port });
-        if (attempt < PORT_ATTEMPTS) {
-          await stopServerProcess(child.identity, { runtimeDir: layout.runtime, graceMs: 2_000, instance });
-          removeIpcDir(layout, ipcDir);
-          continue;
-        }
-        throw new GatewayUnavailableError(
-          `The local gateway could not start: another process took its port ${port} (${PORT_ATTEMPTS} times); nothing was sent to it`,
-          { url: baseUrl },
-        );
-      }
-      if ('refused' in readiness) {
-        throw new LocalGatewayError(
-          `The local gateway's jupyter-server at ${baseUrl} refused its own token (HTTP ${readiness.refused}): a system-wide jupyter_server_config overrides ServerApp.token; see ${layout.log}`,
-          { code: 'LOCAL_GATEWAY_TOKEN_REFUSED' },
-        );
-      }
-      if (!readiness.ready) {
-        const tail = logTail(layout.log, token, logStart);
-        if (attempt < PORT_ATTEMPTS && /already in use|Address already/i.test(tail)) {
-          removeIpcDir(layout, ipcDir);
-          continue;
-        }
-        throw new GatewayUnavailableError(
-          `The local gateway's jupyter-server exited during start-up (${readiness.ended}); see ${layout.log}:\n${tail}`,
-          { url: baseUrl },
-        );
-      }
-      if (readTextFile(configMarker) !== instance) {
-        throw new LocalGatewayError(
-          `The local gateway's jupyter-server did not run its own configuration to the end, so its kernels would run without their safeguards; refusing to use it. See ${layout.log}:\n${logTail(layout.log, token, logStart)}`,
-          { code: 'LOCAL_GATEWAY_CONFIG' },
-        );
-      }
-      const unauthenticated = await unauthenticatedStatus(baseUrl, signal);
-      if (unauthenticated !== 401 && unauthenticated !== 403) {
-        throw new LocalGatewayError(
-          `The local gateway's jupyter-server at ${baseUrl} answered a request without the token (HTTP ${unauthenticated}); refusing to use it. Check the system-wide jupyter_server_config for a token or auth override.`,
-          { code: 'LOCAL_GATEWAY_INSECURE' },
-        );
-      }
-      const info: ServerInfo = {
-        version: 1,
-        baseUrl,
-        port,
-        token,
-        server: child.identity,
-        command: server.command,
-        interpreter: server.interpreter,
-        startedAt: new Date().toISOString(),
-        lingerMs: opts.lingerMs,
-        instance,
-        ipcDir,
-        listeners: verifiedListenerInodes(port, child.identity.pid),
-      };
-      tightenRuntimeFiles(layout);
-      writeServerInfo(layout.info, info);
-      info.watcher = spawnLingerWatcher({
-        layout,
-        info,
-        defaultLingerMs: opts.lingerMs,
-        graceMs: opts.stopTimeoutMs,
-      }).identity;
-      writeServerInfo(layout.info, info);
-      emit({ type: 'server-ready', baseUrl, pid: child.identity.pid });
-      return info;
+      if ((await awaitReadiness(started, layout, attempt, signal, emit)) === 'retry') continue;
+      await verifySafeguards(started, layout, signal);
+      return recordStartedServer(started, located, opts, emit);
     } catch (error) {
       removeFile(layout.tokenFile);
-      await stopServerProcess(child.identity, { runtimeDir: layout.runtime, graceMs: 2_000, instance });
-      removeIpcDir(layout, ipcDir);
+      await stopServerProcess(started.child.identity, {
+        runtimeDir: layout.runtime,
+        graceMs: 2_000,
+        instance: started.instance,
+      });
+      removeIpcDir(layout, started.ipcDir);
       throw error;
     }
   }

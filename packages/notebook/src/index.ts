@@ -1,5 +1,6 @@
 export type { CellsToNotebookOptions, SessionCell } from './build.js';
 export { cellsToNotebook } from './build.js';
+export { START_ALLOWANCE_MS } from './cell-executor.js';
 export {
   NotebookCellError,
   NotebookCellTimeoutError,
@@ -41,8 +42,8 @@ export {
   translateValue,
 } from './parameters.js';
 export { compareCodePoints, PyFloat, parsePyJson, pyFloatRepr, splitLinesKeepEnds, stringifyPyJson } from './pyjson.js';
-export type { CellStartEvent, NotebookSession, RunNotebookOptions } from './run.js';
-export { notebookLanguage, RAISES_EXCEPTION_TAG, runNotebook, SKIP_EXECUTION_TAG, START_ALLOWANCE_MS } from './run.js';
+export { notebookLanguage, RAISES_EXCEPTION_TAG, runNotebook, SKIP_EXECUTION_TAG } from './run.js';
+export type { CellStartEvent, NotebookSession, RunNotebookOptions } from './run-options.js';
 export type { MessageTap, TapListener, TappedMessage } from './tap.js';
 export { createMessageTap } from './tap.js';
 export type {

@@ -29,109 +29,117 @@ export class PyJsonSyntaxError extends SyntaxError {
   }
 }
 
-/**
- * Parses JSON as Python's `json.loads` does: `NaN`, `Infinity` and `-Infinity` are accepted; an integer that does not
- * fit a double exactly becomes a `bigint`; a float with a whole-number value becomes a `PyFloat`.
- */
-export function parsePyJson(text: string): unknown {
-  let at = 0;
-  const fail = (what: string): never => {
-    throw new PyJsonSyntaxError(`${what} at position ${at}`, at);
-  };
-  const ws = () => {
+/** The single-character escapes of a JSON string (`\uXXXX` is read apart). */
+const UNESCAPES: ReadonlyMap<string | undefined, string> = new Map([
+  ['"', '"'],
+  ['\\', '\\'],
+  ['/', '/'],
+  ['b', '\b'],
+  ['f', '\f'],
+  ['n', '\n'],
+  ['r', '\r'],
+  ['t', '\t'],
+]);
+
+/** The literals JSON (with Python's extensions) has, and their values. */
+const LITERALS: ReadonlyArray<readonly [string, unknown]> = [
+  ['null', null],
+  ['true', true],
+  ['false', false],
+  ['NaN', Number.NaN],
+  ['Infinity', Number.POSITIVE_INFINITY],
+  ['-Infinity', Number.NEGATIVE_INFINITY],
+];
+
+const NUMBER = /-?(?:0|[1-9]\d*)(\.\d+)?([eE][-+]?\d+)?/y;
+
+/** A recursive-descent reader of one JSON text, with Python's error messages and number types. */
+class PyJsonReader {
+  #at = 0;
+
+  constructor(readonly text: string) {}
+
+  /** The whole text's value: nothing but whitespace may follow it. */
+  document(): unknown {
+    const result = this.#value();
+    this.#ws();
+    if (this.#at !== this.text.length) this.#fail('Extra data');
+    return result;
+  }
+
+  #fail(what: string): never {
+    throw new PyJsonSyntaxError(`${what} at position ${this.#at}`, this.#at);
+  }
+
+  #ws(): void {
     for (;;) {
-      const c = text.charCodeAt(at);
-      if (c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09) at++;
+      const c = this.text.charCodeAt(this.#at);
+      if (c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09) this.#at++;
       else return;
     }
-  };
-  const value = (): unknown => {
-    ws();
-    const c = text[at];
-    if (c === '{') {
-      at++;
-      const out: Record<string, unknown> = {};
-      ws();
-      if (text[at] === '}') {
-        at++;
-        return out;
-      }
-      for (;;) {
-        ws();
-        if (text[at] !== '"') fail('Expecting property name enclosed in double quotes');
-        const key = string();
-        ws();
-        if (text[at] !== ':') fail("Expecting ':' delimiter");
-        at++;
-        const v = value();
-        Object.defineProperty(out, key, { value: v, enumerable: true, writable: true, configurable: true });
-        ws();
-        if (text[at] === ',') {
-          at++;
-          continue;
-        }
-        if (text[at] === '}') {
-          at++;
-          return out;
-        }
-        fail("Expecting ',' delimiter");
+  }
+
+  /** Consumes `c` when it is next. */
+  #eat(c: string): boolean {
+    if (this.text[this.#at] !== c) return false;
+    this.#at++;
+    return true;
+  }
+
+  #value(): unknown {
+    this.#ws();
+    const c = this.text[this.#at];
+    if (c === '{') return this.#object();
+    if (c === '[') return this.#array();
+    if (c === '"') return this.#string();
+    for (const [word, value] of LITERALS) {
+      if (this.text.startsWith(word, this.#at)) {
+        this.#at += word.length;
+        return value;
       }
     }
-    if (c === '[') {
-      at++;
-      const out: unknown[] = [];
-      ws();
-      if (text[at] === ']') {
-        at++;
-        return out;
-      }
-      for (;;) {
-        out.push(value());
-        ws();
-        if (text[at] === ',') {
-          at++;
-          continue;
-        }
-        if (text[at] === ']') {
-          at++;
-          return out;
-        }
-        fail("Expecting ',' delimiter");
-      }
+    return this.#number();
+  }
+
+  #object(): Record<string, unknown> {
+    this.#at++;
+    const out: Record<string, unknown> = {};
+    this.#ws();
+    if (this.#eat('}')) return out;
+    for (;;) {
+      this.#ws();
+      if (this.text[this.#at] !== '"') this.#fail('Expecting property name enclosed in double quotes');
+      const key = this.#string();
+      this.#ws();
+      if (!this.#eat(':')) this.#fail("Expecting ':' delimiter");
+      const v = this.#value();
+      Object.defineProperty(out, key, { value: v, enumerable: true, writable: true, configurable: true });
+      this.#ws();
+      if (this.#eat(',')) continue;
+      if (this.#eat('}')) return out;
+      this.#fail("Expecting ',' delimiter");
     }
-    if (c === '"') return string();
-    if (text.startsWith('null', at)) {
-      at += 4;
-      return null;
+  }
+
+  #array(): unknown[] {
+    this.#at++;
+    const out: unknown[] = [];
+    this.#ws();
+    if (this.#eat(']')) return out;
+    for (;;) {
+      out.push(this.#value());
+      this.#ws();
+      if (this.#eat(',')) continue;
+      if (this.#eat(']')) return out;
+      this.#fail("Expecting ',' delimiter");
     }
-    if (text.startsWith('true', at)) {
-      at += 4;
-      return true;
-    }
-    if (text.startsWith('false', at)) {
-      at += 5;
-      return false;
-    }
-    if (text.startsWith('NaN', at)) {
-      at += 3;
-      return Number.NaN;
-    }
-    if (text.startsWith('Infinity', at)) {
-      at += 8;
-      return Number.POSITIVE_INFINITY;
-    }
-    if (text.startsWith('-Infinity', at)) {
-      at += 9;
-      return Number.NEGATIVE_INFINITY;
-    }
-    return number();
-  };
-  const NUMBER = /-?(?:0|[1-9]\d*)(\.\d+)?([eE][-+]?\d+)?/y;
-  const number = (): unknown => {
-    NUMBER.lastIndex = at;
-    const m = NUMBER.exec(text);
-    if (!m) return fail('Expecting value');
-    at = NUMBER.lastIndex;
+  }
+
+  #number(): unknown {
+    NUMBER.lastIndex = this.#at;
+    const m = NUMBER.exec(this.text);
+    if (!m) return this.#fail('Expecting value');
+    this.#at = NUMBER.lastIndex;
     const lexeme = m[0];
     if (m[1] === undefined && m[2] === undefined) {
       const n = Number(lexeme);
@@ -140,70 +148,56 @@ export function parsePyJson(text: string): unknown {
     }
     const n = Number(lexeme);
     return Number.isInteger(n) || Object.is(n, -0) ? new PyFloat(n) : n;
-  };
-  const string = (): string => {
-    at++; // opening quote
+  }
+
+  #string(): string {
+    const text = this.text;
+    this.#at++; // opening quote
     let out = '';
-    let start = at;
+    let start = this.#at;
     for (;;) {
-      if (at >= text.length) fail('Unterminated string starting');
-      const c = text.charCodeAt(at);
+      if (this.#at >= text.length) this.#fail('Unterminated string starting');
+      const c = text.charCodeAt(this.#at);
       if (c === 0x22) {
-        out += text.slice(start, at);
-        at++;
+        out += text.slice(start, this.#at);
+        this.#at++;
         return out;
       }
-      if (c < 0x20) fail('Invalid control character');
+      if (c < 0x20) this.#fail('Invalid control character');
       if (c === 0x5c) {
-        out += text.slice(start, at);
-        const e = text[at + 1];
-        at += 2;
-        switch (e) {
-          case '"':
-            out += '"';
-            break;
-          case '\\':
-            out += '\\';
-            break;
-          case '/':
-            out += '/';
-            break;
-          case 'b':
-            out += '\b';
-            break;
-          case 'f':
-            out += '\f';
-            break;
-          case 'n':
-            out += '\n';
-            break;
-          case 'r':
-            out += '\r';
-            break;
-          case 't':
-            out += '\t';
-            break;
-          case 'u': {
-            const hex = text.slice(at, at + 4);
-            if (!/^[0-9a-fA-F]{4}$/.test(hex)) fail('Invalid \\uXXXX escape');
-            out += String.fromCharCode(Number.parseInt(hex, 16));
-            at += 4;
-            break;
-          }
-          default:
-            at -= 2;
-            fail('Invalid \\escape');
-        }
-        start = at;
+        out += text.slice(start, this.#at) + this.#escape();
+        start = this.#at;
         continue;
       }
-      at++;
+      this.#at++;
     }
-  };
-  const result = value();
-  ws();
-  if (at !== text.length) fail('Extra data');
-  return result;
+  }
+
+  /** The character of the escape sequence at the reader's position (a backslash), consumed. */
+  #escape(): string {
+    const e = this.text[this.#at + 1];
+    this.#at += 2;
+    if (e === 'u') {
+      const hex = this.text.slice(this.#at, this.#at + 4);
+      if (!/^[0-9a-fA-F]{4}$/.test(hex)) this.#fail('Invalid \\uXXXX escape');
+      this.#at += 4;
+      return String.fromCharCode(Number.parseInt(hex, 16));
+    }
+    const char = UNESCAPES.get(e);
+    if (char === undefined) {
+      this.#at -= 2;
+      this.#fail('Invalid \\escape');
+    }
+    return char;
+  }
+}
+
+/**
+ * Parses JSON as Python's `json.loads` does: `NaN`, `Infinity` and `-Infinity` are accepted; an integer that does not
+ * fit a double exactly becomes a `bigint`; a float with a whole-number value becomes a `PyFloat`.
+ */
+export function parsePyJson(text: string): unknown {
+  return new PyJsonReader(text).document();
 }
 
 /** Python's `repr(float)`: the shortest digits that round-trip, in Python's layout (`1e+16`, `1e-05`, `1.0`). */

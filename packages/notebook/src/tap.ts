@@ -68,54 +68,71 @@ function toBytes(data: unknown): string | Uint8Array | undefined {
 
 const OUTPUT_TYPES = new Set(['execute_result', 'display_data', 'update_display_data']);
 
-/** Makes a `MessageTap` (see there). */
-export function createMessageTap(): MessageTap {
+const formatOf = (socket: Socket): WireFormat => (socket.protocol === V1_SUBPROTOCOL ? 'v1' : 'legacy');
+
+/** The decoded Jupyter message of a frame, if it is one. */
+function decodeMessage(frame: string | Uint8Array, format: WireFormat): JupyterMessage | undefined {
+  try {
+    return decodeFrame(frame, format);
+  } catch {
+    return undefined;
+  }
+}
+
+/** The watched cells, and the `execute_request`s that sent them. */
+class WatchedCells {
   /** cell id → listener */
-  const byCell = new Map<string, TapListener>();
+  readonly #byCell = new Map<string, TapListener>();
   /** cell id → called when its request is sent */
-  const sent = new Map<string, () => void>();
+  readonly #sent = new Map<string, () => void>();
   /** execute_request msg_id → cell id */
-  const byMsg = new Map<string, string>();
+  readonly #byMsg = new Map<string, string>();
 
-  const formatOf = (socket: Socket): WireFormat => (socket.protocol === V1_SUBPROTOCOL ? 'v1' : 'legacy');
+  get size(): number {
+    return this.#byCell.size;
+  }
 
-  const outgoing = (socket: Socket, data: unknown) => {
-    if (byCell.size === 0) return;
+  watch(cellId: string, listener: TapListener, onSent?: () => void): () => void {
+    this.#byCell.set(cellId, listener);
+    if (onSent) this.#sent.set(cellId, onSent);
+    return () => {
+      if (this.#byCell.get(cellId) !== listener) return;
+      this.#byCell.delete(cellId);
+      this.#sent.delete(cellId);
+      for (const [msgId, id] of this.#byMsg) if (id === cellId) this.#byMsg.delete(msgId);
+    };
+  }
+
+  /** A frame a socket sends: a watched cell's `execute_request` is remembered and its `onSent` called. */
+  outgoing(socket: Socket, data: unknown): void {
+    if (this.#byCell.size === 0) return;
     const frame = toBytes(data);
     if (frame === undefined) return;
-    let msg: JupyterMessage;
-    try {
-      msg = decodeFrame(frame, formatOf(socket));
-    } catch {
-      return;
-    }
-    if (msg.header.msg_type !== 'execute_request') return;
+    const msg = decodeMessage(frame, formatOf(socket));
+    if (msg === undefined || msg.header.msg_type !== 'execute_request') return;
     const cellId = msg.metadata.cellId;
-    if (typeof cellId === 'string' && byCell.has(cellId)) {
-      byMsg.set(msg.header.msg_id, cellId);
+    if (typeof cellId === 'string' && this.#byCell.has(cellId)) {
+      this.#byMsg.set(msg.header.msg_id, cellId);
       try {
-        sent.get(cellId)?.();
+        this.#sent.get(cellId)?.();
       } catch {
         // as for listeners
       }
     }
-  };
+  }
 
-  const incoming = (socket: Socket, data: unknown) => {
-    if (byMsg.size === 0) return;
+  /** A frame a socket receives: a reply to a watched cell's request goes to its listener. */
+  incoming(socket: Socket, data: unknown): void {
+    if (this.#byMsg.size === 0) return;
     const frame = toBytes(data);
     if (frame === undefined) return;
     const format = formatOf(socket);
-    let msg: JupyterMessage;
-    try {
-      msg = decodeFrame(frame, format);
-    } catch {
-      return;
-    }
+    const msg = decodeMessage(frame, format);
+    if (msg === undefined) return;
     const parent = msg.parent_header.msg_id;
     if (typeof parent !== 'string') return;
-    const cellId = byMsg.get(parent);
-    const listener = cellId === undefined ? undefined : byCell.get(cellId);
+    const cellId = this.#byMsg.get(parent);
+    const listener = cellId === undefined ? undefined : this.#byCell.get(cellId);
     if (!listener) return;
     const content = OUTPUT_TYPES.has(msg.header.msg_type) ? exactContent(frame, format, msg.content) : msg.content;
     try {
@@ -123,48 +140,50 @@ export function createMessageTap(): MessageTap {
     } catch {
       // a throwing listener must not break the socket
     }
-  };
+  }
+}
 
+/** A subclass of `Base` whose sockets report what they send and receive to `cells`. */
+function tappedWebSocketClass(Base: WebSocketClass, cells: WatchedCells): WebSocketClass {
+  const BaseClass = Base as unknown as new (...args: unknown[]) => object;
+  const proto = BaseClass.prototype as object;
+  // Accessors and methods are looked up on the base's prototype chain at call time: `DefaultWebSocket` links
+  // its prototype to the `ws` package's only when the first socket is made.
+  class TappedWebSocket extends BaseClass {
+    send(data: unknown, ...rest: unknown[]): void {
+      cells.outgoing(this as unknown as Socket, data);
+      Reflect.apply(Reflect.get(proto, 'send', this) as (...args: unknown[]) => void, this, [data, ...rest]);
+    }
+    get onmessage(): unknown {
+      return Reflect.get(proto, 'onmessage', this);
+    }
+    set onmessage(handler: unknown) {
+      const socket = this as unknown as Socket;
+      const wrapped =
+        typeof handler === 'function'
+          ? (event: MessageEvent) => {
+              cells.incoming(socket, event.data);
+              return (handler as (event: MessageEvent) => unknown).call(socket, event);
+            }
+          : handler;
+      Reflect.set(proto, 'onmessage', wrapped, this);
+    }
+  }
+  return TappedWebSocket as unknown as WebSocketClass;
+}
+
+/** Makes a `MessageTap` (see there). */
+export function createMessageTap(): MessageTap {
+  const cells = new WatchedCells();
   return {
     get watching() {
-      return byCell.size;
+      return cells.size;
     },
     watch(cellId, listener, onSent) {
-      byCell.set(cellId, listener);
-      if (onSent) sent.set(cellId, onSent);
-      return () => {
-        if (byCell.get(cellId) !== listener) return;
-        byCell.delete(cellId);
-        sent.delete(cellId);
-        for (const [msgId, id] of byMsg) if (id === cellId) byMsg.delete(msgId);
-      };
+      return cells.watch(cellId, listener, onSent);
     },
     wrap(Base = DefaultWebSocket as unknown as WebSocketClass) {
-      const BaseClass = Base as unknown as new (...args: unknown[]) => object;
-      const proto = BaseClass.prototype as object;
-      // Accessors and methods are looked up on the base's prototype chain at call time: `DefaultWebSocket` links
-      // its prototype to the `ws` package's only when the first socket is made.
-      class TappedWebSocket extends BaseClass {
-        send(data: unknown, ...rest: unknown[]): void {
-          outgoing(this as unknown as Socket, data);
-          Reflect.apply(Reflect.get(proto, 'send', this) as (...args: unknown[]) => void, this, [data, ...rest]);
-        }
-        get onmessage(): unknown {
-          return Reflect.get(proto, 'onmessage', this);
-        }
-        set onmessage(handler: unknown) {
-          const socket = this as unknown as Socket;
-          const wrapped =
-            typeof handler === 'function'
-              ? (event: MessageEvent) => {
-                  incoming(socket, event.data);
-                  return (handler as (event: MessageEvent) => unknown).call(socket, event);
-                }
-              : handler;
-          Reflect.set(proto, 'onmessage', wrapped, this);
-        }
-      }
-      return TappedWebSocket as unknown as WebSocketClass;
+      return tappedWebSocketClass(Base, cells);
     },
   };
 }

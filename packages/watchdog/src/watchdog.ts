@@ -168,16 +168,37 @@ class CellWatch {
     return Promise.race([promise, this.#stopped]);
   }
 
+  /**
+   * Climbs the escalation ladder on `lease` for `reason`: interrupt, kill, restart, bootstrap. Resolves with the cell's
+   * result when a rung settles it (or a session stop ends the watch), else rejects with the rung's failure.
+   */
   async #escalate(lease: Lease<any>, reason: EscalationReason, execution: Promise<Settled>): Promise<ExecuteResult> {
-    const { supervisor } = this.#req;
     if (this.#settled) return this.#finish(this.#settled, reason);
     // A session stop breaks the ladder off between and during its rungs: the kernel is about to be shut down, so
     // killing, restarting or bootstrapping it would only delay the stop.
+    const interrupted = await this.#interrupt(lease, reason, execution);
+    if (interrupted) return interrupted;
+    const kill = await this.#kill(lease, reason, execution);
+    if ('result' in kill) return kill.result;
+    const restart = await this.#restart(lease, reason, kill.freshAfterKill);
+    if ('result' in restart) return restart.result;
+    const stopped = await this.#bootstrap(lease, reason, restart.restarted);
+    if (stopped) return stopped;
+    throw this.#failure(reason, lease, CellTimeoutError);
+  }
 
-    // Interrupt. The grace starts when the interrupt is sent, so a slow interrupt request eats into it rather than
-    // extending it. An undelivered interrupt (a failed request) still gets its grace: the cell may finish on its own,
-    // and the contract promises the kernel that much time before a kill. Only a lease that is no longer current
-    // skips it, since no step can act on it any more.
+  /**
+   * The interrupt rung; resolves with the cell's result when it ends the ladder. The grace starts when the interrupt
+   * is sent, so a slow interrupt request eats into it rather than extending it. An undelivered interrupt (a failed
+   * request) still gets its grace: the cell may finish on its own, and the contract promises the kernel that much time
+   * before a kill. Only a lease that is no longer current skips it, since no step can act on it any more.
+   */
+  async #interrupt(
+    lease: Lease<any>,
+    reason: EscalationReason,
+    execution: Promise<Settled>,
+  ): Promise<ExecuteResult | undefined> {
+    const { supervisor } = this.#req;
     const interruptGrace = this.#grace(this.#policy.interruptGraceMs);
     try {
       const delivered = await this.#unlessStopped(
@@ -193,9 +214,21 @@ class CellWatch {
     }
     if (this.#stopping) return this.#release(reason);
     if (this.#settled) return this.#finish(this.#settled, reason);
+    return undefined;
+  }
 
-    // Kill. The kill grace bounds how long the cell may take to settle once the kill is sent; the kill request
-    // itself may go on up to killTimeoutMs (a gateway kernel's kill is a server-side restart that takes seconds).
+  /**
+   * The kill rung: resolves with the cell's result when it ends the ladder, else with whether the kill already left a
+   * fresh interpreter; rejects when the kernel had to be given up. The kill grace bounds how long the cell may take to
+   * settle once the kill is sent; the kill request itself may go on up to killTimeoutMs (a gateway kernel's kill is a
+   * server-side restart that takes seconds).
+   */
+  async #kill(
+    lease: Lease<any>,
+    reason: EscalationReason,
+    execution: Promise<Settled>,
+  ): Promise<{ result: ExecuteResult } | { freshAfterKill: boolean }> {
+    const { supervisor } = this.#req;
     const killGrace = this.#grace(this.#policy.killGraceMs);
     const killTimeout = this.#grace(this.#policy.killTimeoutMs);
     let killed: boolean | undefined;
@@ -212,7 +245,7 @@ class CellWatch {
       killTimeout.cancel();
     }
     this.#emit('kill', reason, lease, killed === true);
-    if (this.#stopping) return this.#release(reason);
+    if (this.#stopping) return { result: this.#release(reason) };
     if (!this.#settled || killed === undefined) {
       // Still stuck (or the kill itself hangs): give the lease up; the next ensure builds a fresh kernel.
       const abandoned = await attempt(() => supervisor.shutdownIfCurrent(lease, 'watchdog_abandoned'));
@@ -220,16 +253,28 @@ class CellWatch {
       throw this.#failure(reason, lease, abandoned ? CellTimeoutAbandonedError : CellTimeoutLeaseReplacedError);
     }
     // Nothing was killed (a stale lease, or a kernel the supervisor could not kill): the cell's own answer stands.
-    if (!killed) return this.#finish(this.#settled, reason);
+    if (!killed) return { result: this.#finish(this.#settled, reason) };
+    return { freshAfterKill };
+  }
 
-    // A kill that already left a fresh interpreter (a Jupyter server's kill is a restart) needs no second restart:
-    // only the next generation is published. Any other kill is followed by the kernel's own restart.
+  /**
+   * The restart rung: resolves with the next generation's lease, or with the cell's result when a session stop ends
+   * the watch; rejects when the restart failed or the lease was replaced. A kill that already left a fresh interpreter
+   * (a Jupyter server's kill is a restart) needs no second restart: only the next generation is published. Any other
+   * kill is followed by the kernel's own restart.
+   */
+  async #restart(
+    lease: Lease<any>,
+    reason: EscalationReason,
+    freshAfterKill: boolean,
+  ): Promise<{ result: ExecuteResult } | { restarted: Lease<any> }> {
+    const { supervisor } = this.#req;
     let restarted: Lease<any> | undefined;
     try {
       const outcome = await this.#unlessStopped(
         supervisor.restartIfCurrent(lease, freshAfterKill ? { alreadyRestarted: true } : {}),
       );
-      if (outcome === STOPPED) return this.#release(reason);
+      if (outcome === STOPPED) return { result: this.#release(reason) };
       restarted = outcome;
     } catch (error) {
       this.#emit('restart', reason, lease, false, { error });
@@ -244,21 +289,31 @@ class CellWatch {
       restarted ? { replacement: { leaseId: restarted.id, generation: restarted.generation } } : {},
     );
     if (!restarted) throw this.#failure(reason, lease, CellTimeoutLeaseReplacedError);
+    return { restarted };
+  }
 
-    const { bootstrap } = this.#req;
+  /**
+   * The bootstrap rung on the restarted lease: resolves with the cell's result when a session stop ends the watch,
+   * else with nothing; rejects when the bootstrap failed.
+   */
+  async #bootstrap(
+    lease: Lease<any>,
+    reason: EscalationReason,
+    restarted: Lease<any>,
+  ): Promise<ExecuteResult | undefined> {
+    const { supervisor, bootstrap } = this.#req;
     if (this.#stopping) return this.#release(reason);
-    if (bootstrap) {
-      try {
-        if ((await this.#unlessStopped(bootstrap(restarted))) === STOPPED) return this.#release(reason);
-      } catch (error) {
-        if (this.#stopping) return this.#release(reason);
-        this.#emit('bootstrap', reason, restarted, false, { error });
-        await attempt(() => supervisor.shutdownIfCurrent(restarted, 'bootstrap_failed'));
-        throw this.#failure(reason, lease, CellTimeoutBootstrapFailedError, error);
-      }
-      this.#emit('bootstrap', reason, restarted, true);
+    if (!bootstrap) return undefined;
+    try {
+      if ((await this.#unlessStopped(bootstrap(restarted))) === STOPPED) return this.#release(reason);
+    } catch (error) {
+      if (this.#stopping) return this.#release(reason);
+      this.#emit('bootstrap', reason, restarted, false, { error });
+      await attempt(() => supervisor.shutdownIfCurrent(restarted, 'bootstrap_failed'));
+      throw this.#failure(reason, lease, CellTimeoutBootstrapFailedError, error);
     }
-    throw this.#failure(reason, lease, CellTimeoutError);
+    this.#emit('bootstrap', reason, restarted, true);
+    return undefined;
   }
 
   /** A grace period on the watchdog's clock: `elapsed` resolves when it ends; `0` ends at once. */

@@ -64,7 +64,21 @@ export function createMcpServer<K extends SupervisedKernel, H, L extends string>
   const notebooks = new NotebookTools(session, toolOptions, tools.record, { cwd, tap: notebookTap });
   const store = new KernelTaskStore();
   const server = new KernelMcpServer(name, store);
+  registerRunCode(server, tools, store);
+  registerCellTools(server, tools);
+  registerNotebookTools(server, notebooks);
+  return server;
+}
 
+/**
+ * `run_code`, a tool with optional task support: a plain call is answered after `max_wait_seconds` at most, a task
+ * the client asks for runs the cell to its end.
+ */
+function registerRunCode<K extends SupervisedKernel, H, L extends string>(
+  server: McpServer,
+  tools: KernelTools<K, H, L>,
+  store: KernelTaskStore,
+): void {
   server.experimental.tasks.registerToolTask(
     'run_code',
     {
@@ -102,6 +116,13 @@ export function createMcpServer<K extends SupervisedKernel, H, L extends string>
       getTaskResult: async (_input, extra) => (await extra.taskStore.getTaskResult(extra.taskId)) as CallToolResult,
     },
   );
+}
+
+/** The tools on a session's kernels and cells: `restart_kernel`, `start_background`, `check_background`, `cancel_cell`. */
+function registerCellTools<K extends SupervisedKernel, H, L extends string>(
+  server: McpServer,
+  tools: KernelTools<K, H, L>,
+): void {
   server.registerTool(
     'restart_kernel',
     {
@@ -145,6 +166,13 @@ export function createMcpServer<K extends SupervisedKernel, H, L extends string>
     },
     async (input, extra) => toCallToolResult(await tools.cancelCell(input.exec_id, extra.signal)),
   );
+}
+
+/** The notebook tools: `run_notebook` and `save_notebook`. */
+function registerNotebookTools<K extends SupervisedKernel, H, L extends string>(
+  server: McpServer,
+  notebooks: NotebookTools<K, H, L>,
+): void {
   server.registerTool(
     'run_notebook',
     {
@@ -166,7 +194,6 @@ export function createMcpServer<K extends SupervisedKernel, H, L extends string>
     },
     async (input) => toCallToolResult(await notebooks.saveNotebook(input)),
   );
-  return server;
 }
 
 /** Sends progress notifications for the request of `extra`, when it carries a progress token. */

@@ -91,6 +91,118 @@ function describeCgroup(c: CgroupController): string {
   return `a cgroup ${c.version === 1 ? 'v1' : 'v2'} ${c.controller} controller (kernels' cgroups in ${c.base})`;
 }
 
+const NO_PRLIMIT = 'no prlimit (util-linux) is installed to set rlimits';
+
+function controllerOf(facts: LimitFacts, name: 'memory' | 'pids'): CgroupController | undefined {
+  return facts.cgroups.controllers.find((c) => c.controller === name);
+}
+
+/** The control files that cap a kernel's memory at `bytes` (and its swap, where the controller has the file). */
+function memorySettings(memory: CgroupController, bytes: string): [string, string][] {
+  if (memory.version === 1) {
+    return [
+      ['memory.limit_in_bytes', bytes],
+      ...(memory.files.includes('memory.memsw.limit_in_bytes')
+        ? [['memory.memsw.limit_in_bytes', bytes] as [string, string]]
+        : []),
+    ];
+  }
+  return [
+    ['memory.max', bytes],
+    ...(memory.files.includes('memory.swap.max') ? [['memory.swap.max', '0'] as [string, string]] : []),
+  ];
+}
+
+/** `memoryBytes`: a memory cgroup, with RLIMIT_DATA on each process where prlimit is; else RLIMIT_DATA alone. */
+function decideMemory(value: number | boolean, facts: LimitFacts): Decision {
+  const memory = controllerOf(facts, 'memory');
+  const rlimit = facts.prlimitPath ? { name: 'data' as const, value: Number(value) } : undefined;
+  if (memory) {
+    return {
+      ok: true,
+      mechanisms: rlimit ? [cgroupMechanism(memory), 'rlimit'] : [cgroupMechanism(memory)],
+      detail: `${describeCgroup(memory)} for the kernel and all it starts${rlimit ? ', and RLIMIT_DATA on each process' : ` (no RLIMIT_DATA: ${NO_PRLIMIT})`}`,
+      cgroup: { controller: memory, limit: 'memoryBytes', settings: memorySettings(memory, String(value)) },
+      ...(rlimit ? { rlimit } : {}),
+    };
+  }
+  if (rlimit) {
+    return {
+      ok: true,
+      mechanisms: ['rlimit'],
+      detail: `RLIMIT_DATA on each process of the kernel, separately (no writable memory cgroup: ${facts.cgroups.problems.memory ?? 'none found'})`,
+      rlimit,
+    };
+  }
+  return {
+    ok: false,
+    why: `no writable memory cgroup (${facts.cgroups.problems.memory ?? 'none found'}) and ${NO_PRLIMIT}`,
+  };
+}
+
+/** `maxProcesses`: a pids cgroup; else RLIMIT_NPROC, which root is not held to. */
+function decideProcesses(value: number | boolean, facts: LimitFacts): Decision {
+  const pids = controllerOf(facts, 'pids');
+  if (pids) {
+    return {
+      ok: true,
+      mechanisms: [cgroupMechanism(pids)],
+      detail: `${describeCgroup(pids)}, counting every process and thread of the kernel`,
+      cgroup: { controller: pids, limit: 'maxProcesses', settings: [['pids.max', String(value)]] },
+    };
+  }
+  const why = `no writable pids cgroup (${facts.cgroups.problems.pids ?? 'none found'})`;
+  if (facts.root) {
+    return {
+      ok: false,
+      why: `${why}, and Linux does not enforce RLIMIT_NPROC for root: run kernelwarden as a non-root user, or where it can write a pids cgroup`,
+    };
+  }
+  if (!facts.prlimitPath) return { ok: false, why: `${why} and ${NO_PRLIMIT}` };
+  return {
+    ok: true,
+    mechanisms: ['rlimit'],
+    detail: `RLIMIT_NPROC, which counts every process and thread of the user, not only the kernel's (${why})`,
+    rlimit: { name: 'nproc', value: Number(value) },
+  };
+}
+
+/** `cpuSeconds`: RLIMIT_CPU. */
+function decideCpu(value: number | boolean, facts: LimitFacts): Decision {
+  if (!facts.prlimitPath) return { ok: false, why: NO_PRLIMIT };
+  return {
+    ok: true,
+    mechanisms: ['rlimit'],
+    detail: 'RLIMIT_CPU on each process of the kernel: the CPU time of its whole life, each process separately',
+    rlimit: { name: 'cpu', value: Math.ceil(Number(value)) },
+  };
+}
+
+/** `network: false`: bubblewrap's network namespace. */
+function decideNetwork(value: number | boolean, facts: LimitFacts): Decision {
+  if (value !== false) return { ok: true, mechanisms: [], detail: 'the network is shared' };
+  if (!facts.networkNamespace.available) {
+    return {
+      ok: false,
+      why: `bubblewrap cannot make a network namespace here: ${facts.networkNamespace.message ?? ''}`,
+    };
+  }
+  return {
+    ok: true,
+    mechanisms: ['network-namespace'],
+    detail: 'a network namespace of its own with only loopback (bubblewrap --unshare-net)',
+    unshareNet: true,
+  };
+}
+
+const DECIDERS: Record<LimitName, (value: number | boolean, facts: LimitFacts) => Decision> = {
+  memoryBytes: decideMemory,
+  maxProcesses: decideProcesses,
+  cpuSeconds: decideCpu,
+  network: decideNetwork,
+};
+
+/** How `limit` at `value` is enforced on a machine with `facts`, or why it cannot be: every limit needs the sandbox. */
 function decide(limit: LimitName, value: number | boolean, facts: LimitFacts): Decision {
   if (!facts.sandbox.available) {
     return {
@@ -98,97 +210,7 @@ function decide(limit: LimitName, value: number | boolean, facts: LimitFacts): D
       why: `it needs the bubblewrap sandbox (without it the kernel could lift its limits): ${facts.sandbox.message ?? 'unavailable'}`,
     };
   }
-  const controller = (name: 'memory' | 'pids') => facts.cgroups.controllers.find((c) => c.controller === name);
-  const noPrlimit = 'no prlimit (util-linux) is installed to set rlimits';
-  switch (limit) {
-    case 'memoryBytes': {
-      const bytes = String(value);
-      const memory = controller('memory');
-      const rlimit = facts.prlimitPath ? { name: 'data' as const, value: Number(value) } : undefined;
-      if (memory) {
-        const settings: [string, string][] =
-          memory.version === 1
-            ? [
-                ['memory.limit_in_bytes', bytes],
-                ...(memory.files.includes('memory.memsw.limit_in_bytes')
-                  ? [['memory.memsw.limit_in_bytes', bytes] as [string, string]]
-                  : []),
-              ]
-            : [
-                ['memory.max', bytes],
-                ...(memory.files.includes('memory.swap.max') ? [['memory.swap.max', '0'] as [string, string]] : []),
-              ];
-        return {
-          ok: true,
-          mechanisms: rlimit ? [cgroupMechanism(memory), 'rlimit'] : [cgroupMechanism(memory)],
-          detail: `${describeCgroup(memory)} for the kernel and all it starts${rlimit ? ', and RLIMIT_DATA on each process' : ` (no RLIMIT_DATA: ${noPrlimit})`}`,
-          cgroup: { controller: memory, limit, settings },
-          ...(rlimit ? { rlimit } : {}),
-        };
-      }
-      if (rlimit) {
-        return {
-          ok: true,
-          mechanisms: ['rlimit'],
-          detail: `RLIMIT_DATA on each process of the kernel, separately (no writable memory cgroup: ${facts.cgroups.problems.memory ?? 'none found'})`,
-          rlimit,
-        };
-      }
-      return {
-        ok: false,
-        why: `no writable memory cgroup (${facts.cgroups.problems.memory ?? 'none found'}) and ${noPrlimit}`,
-      };
-    }
-    case 'maxProcesses': {
-      const pids = controller('pids');
-      if (pids) {
-        return {
-          ok: true,
-          mechanisms: [cgroupMechanism(pids)],
-          detail: `${describeCgroup(pids)}, counting every process and thread of the kernel`,
-          cgroup: { controller: pids, limit, settings: [['pids.max', String(value)]] },
-        };
-      }
-      const why = `no writable pids cgroup (${facts.cgroups.problems.pids ?? 'none found'})`;
-      if (facts.root) {
-        return {
-          ok: false,
-          why: `${why}, and Linux does not enforce RLIMIT_NPROC for root: run kernelwarden as a non-root user, or where it can write a pids cgroup`,
-        };
-      }
-      if (!facts.prlimitPath) return { ok: false, why: `${why} and ${noPrlimit}` };
-      return {
-        ok: true,
-        mechanisms: ['rlimit'],
-        detail: `RLIMIT_NPROC, which counts every process and thread of the user, not only the kernel's (${why})`,
-        rlimit: { name: 'nproc', value: Number(value) },
-      };
-    }
-    case 'cpuSeconds': {
-      if (!facts.prlimitPath) return { ok: false, why: noPrlimit };
-      return {
-        ok: true,
-        mechanisms: ['rlimit'],
-        detail: 'RLIMIT_CPU on each process of the kernel: the CPU time of its whole life, each process separately',
-        rlimit: { name: 'cpu', value: Math.ceil(Number(value)) },
-      };
-    }
-    case 'network': {
-      if (value !== false) return { ok: true, mechanisms: [], detail: 'the network is shared' };
-      if (!facts.networkNamespace.available) {
-        return {
-          ok: false,
-          why: `bubblewrap cannot make a network namespace here: ${facts.networkNamespace.message ?? ''}`,
-        };
-      }
-      return {
-        ok: true,
-        mechanisms: ['network-namespace'],
-        detail: 'a network namespace of its own with only loopback (bubblewrap --unshare-net)',
-        unshareNet: true,
-      };
-    }
-  }
+  return DECIDERS[limit](value, facts);
 }
 
 /**

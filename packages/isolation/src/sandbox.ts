@@ -53,23 +53,21 @@ function describe(result: { code: number | null; signal: string | null; stderr: 
   return said ? `${how}: ${said}` : how;
 }
 
+/** Why the sandbox cannot be used. */
+type Unavailable = Extract<SandboxStatus, { available: false }>;
+
+/** The executables the sandbox runs with. */
+interface SandboxTools {
+  bwrapPath: string;
+  envPath: string;
+  statPath: string;
+}
+
 /**
- * Checks whether read isolation can be enforced here: Linux, `bwrap` on the search path, GNU `env` with signal
- * control, `stat`, and a trivial sandbox that actually runs (its user, PID and mount namespaces are allowed, and it
- * can drop every capability). Never throws for an unavailable
- * sandbox; answers with `available: false`, a `reason` and a message. A working result is cached per executable.
- *
- * Use it to report the capability (`kernelwarden doctor`); use `assertSandbox()` before launching.
+ * `bwrap` on the search path, GNU `env` (from /usr/bin or /bin first) and `stat` (next to that `env` first), or why
+ * one is missing.
  */
-export async function detectSandbox(opts: DetectSandboxOptions = {}): Promise<SandboxStatus> {
-  if (process.platform !== 'linux') {
-    return {
-      available: false,
-      reason: 'unsupported-platform',
-      message: `Read isolation needs Linux with bubblewrap; this is ${process.platform}`,
-    };
-  }
-  const searchPath = opts.searchPath ?? process.env.PATH;
+function locateSandboxTools(searchPath: string | undefined): SandboxTools | Unavailable {
   const bwrapPath = findExecutable('bwrap', searchPath);
   if (!bwrapPath) {
     return {
@@ -83,10 +81,6 @@ export async function detectSandbox(opts: DetectSandboxOptions = {}): Promise<Sa
     (envPath ? findExecutable('stat', dirname(envPath)) : undefined) ??
     findExecutable('stat', '/usr/bin:/bin') ??
     findExecutable('stat', searchPath);
-  const key = `${bwrapPath}\0${envPath}\0${statPath}`;
-  const cached = working.get(key);
-  if (cached) return cached;
-  const timeoutMs = opts.timeoutMs ?? 10_000;
   if (!envPath) {
     return { available: false, reason: 'no-signal-control', message: 'No env executable was found' };
   }
@@ -97,10 +91,19 @@ export async function detectSandbox(opts: DetectSandboxOptions = {}): Promise<Sa
       message: 'No stat executable was found (coreutils): isolated kernels check their directories with it at launch',
     };
   }
+  return { bwrapPath, envPath, statPath };
+}
+
+/** Runs `env`'s signal control and a trivial sandbox; says why either failed, nothing when both ran. */
+async function trySandbox(
+  { bwrapPath, envPath }: SandboxTools,
+  signal: AbortSignal | undefined,
+  timeoutMs: number,
+): Promise<Unavailable | undefined> {
   const signals = await runProcess(
     [envPath, '--ignore-signal=INT', '--default-signal=INT', '/bin/sh', '-c', 'exit 0'],
     {
-      signal: opts.signal,
+      signal,
       timeoutMs,
     },
   );
@@ -126,7 +129,7 @@ export async function detectSandbox(opts: DetectSandboxOptions = {}): Promise<Sa
       '-c',
       'exit 0',
     ],
-    { signal: opts.signal, timeoutMs },
+    { signal, timeoutMs },
   );
   if (trial.code !== 0) {
     return {
@@ -135,6 +138,34 @@ export async function detectSandbox(opts: DetectSandboxOptions = {}): Promise<Sa
       message: `${bwrapPath} could not create its sandbox here (${describe(trial)}); user namespaces may be disabled`,
     };
   }
+  return undefined;
+}
+
+/**
+ * Checks whether read isolation can be enforced here: Linux, `bwrap` on the search path, GNU `env` with signal
+ * control, `stat`, and a trivial sandbox that actually runs (its user, PID and mount namespaces are allowed, and it
+ * can drop every capability). Never throws for an unavailable
+ * sandbox; answers with `available: false`, a `reason` and a message. A working result is cached per executable.
+ *
+ * Use it to report the capability (`kernelwarden doctor`); use `assertSandbox()` before launching.
+ */
+export async function detectSandbox(opts: DetectSandboxOptions = {}): Promise<SandboxStatus> {
+  if (process.platform !== 'linux') {
+    return {
+      available: false,
+      reason: 'unsupported-platform',
+      message: `Read isolation needs Linux with bubblewrap; this is ${process.platform}`,
+    };
+  }
+  const tools = locateSandboxTools(opts.searchPath ?? process.env.PATH);
+  if ('reason' in tools) return tools;
+  const { bwrapPath, envPath, statPath } = tools;
+  const key = `${bwrapPath}\0${envPath}\0${statPath}`;
+  const cached = working.get(key);
+  if (cached) return cached;
+  const timeoutMs = opts.timeoutMs ?? 10_000;
+  const refused = await trySandbox(tools, opts.signal, timeoutMs);
+  if (refused) return refused;
   const version = await runProcess([bwrapPath, '--version'], { signal: opts.signal, timeoutMs });
   const status: SandboxStatus = {
     available: true,

@@ -1,4 +1,4 @@
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
@@ -6,7 +6,9 @@ import { type Clock, sleep, systemClock } from '@kernelwarden/core';
 import { V1_SUBPROTOCOL, type WireFormat } from '@kernelwarden/jupyter-protocol';
 import { WebSocketServer } from 'ws';
 import { FakeChannels } from './fake-gateway-channels.js';
+import { checkLaunch } from './fake-gateway-enterprise.js';
 import { queryOf, readBody, routeOf } from './fake-gateway-http.js';
+import { authOf, kernelSpecsModel, parseBody, writeJson } from './fake-gateway-rest.js';
 import type {
   FakeGatewayOptions,
   FakeGatewayRoute,
@@ -17,8 +19,6 @@ import type {
 } from './fake-gateway-types.js';
 import { FakeKernel, type KernelHost } from './fake-kernel.js';
 import { pythonLikeScript } from './fake-kernel-script.js';
-
-const UUID_V4 = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 
 /**
  * A real HTTP + WebSocket server on 127.0.0.1 (port 0) that speaks the Jupyter Server REST API and the kernel
@@ -179,15 +179,7 @@ export class FakeGateway implements AsyncDisposable {
     const url = new URL(req.url ?? '/', this.baseUrl);
     const method = (req.method ?? 'GET').toUpperCase();
     const { route, kernelId } = routeOf(method, url.pathname);
-    const raw = await readBody(req);
-    let body: unknown;
-    if (raw.length) {
-      try {
-        body = JSON.parse(raw.toString('utf8'));
-      } catch {
-        body = raw.toString('utf8');
-      }
-    }
+    const body = parseBody(await readBody(req));
     const record: RecordedRequest = {
       method,
       path: url.pathname,
@@ -259,7 +251,7 @@ export class FakeGateway implements AsyncDisposable {
       case 'api':
         return [200, { version: '1.23.3' }];
       case 'kernelspecs':
-        return [200, this.#kernelSpecs()];
+        return [200, kernelSpecsModel(this.#specs, this.#defaultName)];
       case 'list':
         return [200, [...this.#kernels.values()].map((k) => k.model(this.connections(k.id)))];
       case 'get':
@@ -305,44 +297,12 @@ export class FakeGateway implements AsyncDisposable {
     const opts = this.#opts;
     const b = (body && typeof body === 'object' ? body : {}) as Record<string, unknown>;
     const fail = (status: number, reason: string, message = '') => this.#json(res, record, status, { reason, message });
-    if (opts.maxKernels !== undefined && this.#kernels.size + this.#launching.size >= opts.maxKernels) {
-      return fail(403, 'Forbidden', 'Resource Limit');
-    }
-    if (b.env !== undefined && (typeof b.env !== 'object' || b.env === null || Array.isArray(b.env))) {
-      return fail(400, 'Bad Request');
-    }
-    const given = (b.env ?? {}) as Record<string, unknown>;
-    const allowed = opts.clientEnvs ?? [];
-    const env: Record<string, string> = {};
-    for (const [key, value] of Object.entries(given)) {
-      if (!key.startsWith('KERNEL_') && !allowed.includes('*') && !allowed.includes(key)) continue;
-      if (typeof value !== 'string')
-        return fail(400, 'Bad Request', `Environment variable '${key}' value must be a string`);
-      if (value.length > 4096) return fail(400, 'Bad Request', `Environment variable '${key}' exceeds maximum length`);
-      if (/[$`\r\n\0]/.test(value)) {
-        return fail(400, 'Bad Request', `Environment variable '${key}' contains prohibited characters`);
-      }
-      env[key] = value;
-    }
-    const username = env.KERNEL_USERNAME ?? 'enterprise-gateway';
-    env.KERNEL_USERNAME = username;
-    if (env.KERNEL_ID !== undefined && !UUID_V4.test(env.KERNEL_ID)) {
-      return fail(500, 'Internal Server Error', `Invalid v4 UUID value detected in ['env']['KERNEL_ID']`);
-    }
-    const id = env.KERNEL_ID ?? randomUUID();
-    env.KERNEL_ID = id;
-    if (opts.maxKernelsPerUser !== undefined) {
-      const mine =
-        [...this.#kernels.values()].filter((k) => k.launchEnv.KERNEL_USERNAME === username).length +
-        [...this.#launching.values()].filter((u) => u === username).length;
-      if (mine >= opts.maxKernelsPerUser) {
-        return fail(
-          403,
-          'Forbidden',
-          `A max kernels per user limit has been set to ${opts.maxKernelsPerUser} and user '${username}' currently has ${mine} active and pending ${mine === 1 ? 'kernel' : 'kernels'}.`,
-        );
-      }
-    }
+    const checked = checkLaunch(b, opts, {
+      kernelUsers: [...this.#kernels.values()].map((k) => k.launchEnv.KERNEL_USERNAME),
+      launchingUsers: [...this.#launching.values()],
+    });
+    if ('refused' in checked) return fail(checked.status, checked.reason, checked.message);
+    const { id, username, env } = checked;
     const name = typeof b.name === 'string' && b.name ? b.name : this.#defaultName;
     const spec = this.#specs[name];
     if (!spec) return fail(404, 'Not Found', `Kernel spec '${name}' not found`);
@@ -382,42 +342,12 @@ export class FakeGateway implements AsyncDisposable {
   readonly #launching = new Map<symbol, string>();
   readonly #closing = new AbortController();
 
-  #kernelSpecs(): Record<string, unknown> {
-    const kernelspecs: Record<string, unknown> = {};
-    for (const [name, spec] of Object.entries(this.#specs)) {
-      kernelspecs[name] = {
-        name,
-        spec: {
-          argv: spec.argv ?? ['python', '-m', 'ipykernel_launcher', '-f', '{connection_file}'],
-          env: spec.env ?? {},
-          display_name: spec.displayName ?? name,
-          language: spec.language ?? 'python',
-          interrupt_mode: 'signal',
-          metadata: {},
-        },
-        resources: {},
-      };
-    }
-    return { default: this.#defaultName, kernelspecs };
-  }
-
   #auth(req: IncomingMessage, url: URL): RecordedRequest['auth'] {
-    const header = req.headers.authorization;
-    const query = url.searchParams.get('token');
-    if (header !== undefined) return header === `token ${this.token}` ? 'header' : 'bad';
-    if (query !== null) return query === this.token ? 'query' : 'bad';
-    return 'none';
+    return authOf(req, url, this.token);
   }
 
   #json(res: ServerResponse, record: RecordedRequest, status: number, body: unknown): void {
-    record.answer = status;
-    if (res.destroyed) return;
-    if (status === 204 || body === undefined) {
-      res.writeHead(status).end();
-      return;
-    }
-    const text = JSON.stringify(body);
-    res.writeHead(status, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(text) }).end(text);
+    writeJson(res, record, status, body);
   }
 
   // ---- channels ---------------------------------------------------------------------------------------------------

@@ -71,7 +71,7 @@ export class KernelSession<K extends SupervisedKernel = SupervisedKernel, H = un
     supervisor.on('ended', (event) => {
       if (event.reason === 'idle_ttl') this.#emit('ended', event.slot, 'idle_ttl');
     });
-    this.#python.configurePool();
+    this.#python.configureSpares();
   }
 
   /** The session's supervisor: its Python slot is `'python'`; each language slot keeps its kernel here too. */
@@ -235,7 +235,7 @@ export class KernelSession<K extends SupervisedKernel = SupervisedKernel, H = un
 
   /**
    * Ends the session: cancels the running turn, shuts down every kernel — slots, language slots, background cells
-   * and the warm pool — waits until cancelled builds are shut down too, and emits `kernel_status: ended`
+   * and the spares — waits until cancelled builds are shut down too, and emits `kernel_status: ended`
    * (`endedReason: 'session_closed'`). Idempotent. Aborting `signal` only stops waiting: the close runs to its end.
    */
   close(opts: { signal?: AbortSignal } = {}): Promise<void> {

@@ -140,7 +140,7 @@ async function startServer(
       { env: serverEnv(layout, opts.jupyterPath, opts.serverEnv), logFile: layout.log, cwd: layout.dir },
     );
     try {
-      // Raw fetches until the server is known to be ours and ready: no client (or lease) exists yet.
+      // Raw fetches until the server is known to be ours and ready: no client (or ticket) exists yet.
       const readiness = await waitUntilReady({ baseUrl, port, token, server: child, signal });
       removeFile(layout.tokenFile);
       if ('foreign' in readiness) {

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { GatewayClient, GatewayKernel } from '@kernelwarden/gateway-client';
-import { LocalGateway, type LocalGatewayLease } from '@kernelwarden/local-gateway';
+import { LocalGateway, type LocalGatewayTicket } from '@kernelwarden/local-gateway';
 import { KernelSession } from '@kernelwarden/supervisor';
 import { kernelPids, testGateway } from '@kernelwarden/test-env';
 import { createWatchdog } from '@kernelwarden/watchdog';
@@ -12,7 +12,7 @@ import { createMessageTap, runNotebook } from './index.js';
 describe("runNotebook on the embedded gateway, the tap wrapping the lease's guarded WebSocket", () => {
   const stateDir = join(testGateway().root, `notebook-${randomBytes(4).toString('hex')}`);
   const kernels: GatewayKernel[] = [];
-  let lease: LocalGatewayLease;
+  let lease: LocalGatewayTicket;
   let session: KernelSession<GatewayKernel>;
   const tap = createMessageTap();
 

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { GatewayKernel } from '@kernelwarden/gateway-client';
-import { LocalGateway, type LocalGatewayLease } from '@kernelwarden/local-gateway';
+import { LocalGateway, type LocalGatewayTicket } from '@kernelwarden/local-gateway';
 import { KernelSession } from '@kernelwarden/supervisor';
 import { kernelPids, testGateway } from '@kernelwarden/test-env';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -14,7 +14,7 @@ describe('the watchdog on the embedded gateway with a warm pool (python3)', () =
   const stateDir = join(testGateway().root, `watchdog-pool-${randomBytes(4).toString('hex')}`);
   const rungs: WatchdogEvent[] = [];
   const kernels: GatewayKernel[] = [];
-  let lease: LocalGatewayLease;
+  let lease: LocalGatewayTicket;
   let session: KernelSession<GatewayKernel>;
 
   /** Resolves once the pool has `count` ready kernels. */

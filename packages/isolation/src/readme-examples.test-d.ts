@@ -28,19 +28,19 @@ export async function openingExample(): Promise<void> {
   // readme-example:opening:end
 }
 
-export function sessionExample(lease: LocalGatewayTicket): unknown {
+export function sessionExample(ticket: LocalGatewayTicket): unknown {
   // readme-example:session:start
   const python = async (ctx: SlotFactoryContext) => {
     const kernelName = ctx.readIsolation
       ? await prepareIsolatedKernel({
-          gateway: lease,
+          gateway: ticket,
           policy: ctx.readIsolation,
           workspace: ctx.cwd!,
-          hide: [lease.stateDir],
+          hide: [ticket.stateDir],
           signal: ctx.signal,
         })
       : 'python3';
-    return GatewayKernel.start({ gateway: lease, kernelName, cwd: ctx.cwd, signal: ctx.signal });
+    return GatewayKernel.start({ gateway: ticket, kernelName, cwd: ctx.cwd, signal: ctx.signal });
   };
   // readme-example:session:end
   return python;

@@ -38,11 +38,11 @@ async function gateway() {
     return { gateway: { baseUrl, ...(token ? { token } : {}) }, close: async () => {} };
   }
   const stateDir = mkdtempSync(join(tmpdir(), 'kw-supervisor-bench-'));
-  const lease = await LocalGateway.acquire({ stateDir, lingerMs: 0 });
+  const ticket = await LocalGateway.acquire({ stateDir, lingerMs: 0 });
   return {
-    gateway: { baseUrl: lease.baseUrl, token: lease.token, ownership: lease.ownership },
+    gateway: { baseUrl: ticket.baseUrl, token: ticket.token, ownership: ticket.ownership },
     close: async () => {
-      await lease.release();
+      await ticket.release();
       rmSync(stateDir, { recursive: true, force: true });
     },
   };

@@ -1,8 +1,9 @@
 import { lazy } from '@kernelwarden/core';
-import { defaultWebSocketClass } from './default-websocket.js';
-import type { KernelLimitReading } from './limit-deaths.js';
+import { defaultWebSocketClass, type WebSocketClass } from './default-websocket.js';
 import { parseOptions } from './validation.js';
 import { zod } from './zod.js';
+
+export type { WebSocketClass };
 
 /**
  * Told which kernels this process created and deleted, so an embedded gateway can clean up after a process that
@@ -20,6 +21,14 @@ export interface KernelOwnership {
   creating?(id: string): void;
   /** The create that asked for `id` made no kernel under it: refused, or the server named its kernel otherwise. */
   notCreated?(id: string): void;
+}
+
+/** What a gateway's diagnostics say about the resource limits of one kernel (its cgroups), when they know. */
+export interface KernelLimitReading {
+  /** Processes of the kernel killed for memory so far (over every launch of the kernel). */
+  oomKills: number;
+  /** The kernel's memory limit, when it has one. */
+  memoryLimitBytes?: number | undefined;
 }
 
 /**
@@ -59,13 +68,6 @@ export interface KernelProcesses {
   /** Kills every process of kernel `kernelId` (SIGKILL) and says whether any was found. */
   kill(kernelId: string): boolean;
 }
-
-/** A WHATWG-style WebSocket class (the `ws` package's class, the global one, or a test fake). */
-export type WebSocketClass = new (
-  url: string,
-  protocols?: string | string[],
-  options?: { headers?: Record<string, string> },
-) => WebSocket;
 
 /** What a `request` transport answers: the HTTP status and the body's text. */
 export interface GatewayAnswer {

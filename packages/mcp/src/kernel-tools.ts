@@ -9,8 +9,9 @@ import { CellTimeoutError } from '@kernelwarden/watchdog';
 import { CellRun, type KernelLanguage, MAX_TIMER_MS } from './cell-run.js';
 import { CellTranscript, type KernelToolResult } from './cell-transcript.js';
 import { CellRecord } from './notebook-tools.js';
-import { ProgressReporter, type ProgressUpdate } from './progress.js';
+import { ProgressReporter } from './progress.js';
 import { sourceProblem } from './source-check.js';
+import type { KernelToolCall } from './tool-call.js';
 import type { ResolvedKernelToolOptions } from './tool-options.js';
 
 export type { KernelLanguage } from './cell-run.js';
@@ -27,14 +28,6 @@ export interface RunCodeInput {
    * (the cell goes on); `0` waits for the end. Overrides the `maxWaitMs` option.
    */
   max_wait_seconds?: number | undefined;
-}
-
-/** What a tool call brings besides its input: the caller's abort signal and, when wanted, a progress sink. */
-export interface KernelToolCall {
-  /** Aborting it interrupts the cell (and lets the watchdog kill and restart a kernel that ignores that). */
-  signal?: AbortSignal | undefined;
-  /** Receives progress while the cell runs; absent = no progress is computed. */
-  onProgress?: ((update: ProgressUpdate) => void) | undefined;
 }
 
 /** How `runCode` answers: wait up to the input's (or the option's) `max_wait`, or for the end whatever it says. */

@@ -2,11 +2,12 @@ import { isAbsolute, parse, resolve } from 'node:path';
 import { type ExecuteResult, stripAnsi } from '@kernelwarden/core';
 import type { CellReport, MessageTap, NotebookRun, Parameters } from '@kernelwarden/notebook';
 import type { KernelSession, SupervisedKernel } from '@kernelwarden/supervisor';
+import type { KernelLanguage } from './cell-run.js';
 import type { KernelToolResult } from './cell-transcript.js';
-import type { KernelLanguage, KernelToolCall } from './kernel-tools.js';
 import { notebookModule } from './notebook-module.js';
 import { ProgressReporter } from './progress.js';
 import { HeadTailText } from './text-cap.js';
+import type { KernelToolCall } from './tool-call.js';
 import type { ResolvedKernelToolOptions } from './tool-options.js';
 
 /** Cells `save_notebook` can save per language, at most: the oldest go first. */

@@ -25,7 +25,7 @@ export class KernelShutdowns<K extends SupervisedKernel> {
     this.#timeoutMs = timeoutMs;
   }
 
-  /** Records that a factory handed `kernel` over: from now on it is a kernel to shut down, even if it was before. */
+  /** Records that a factory handed `kernel` over: from then on it is a kernel to shut down, even one shut down earlier. */
   handOver(kernel: K): K {
     if (typeof kernel === 'object' && kernel !== null)
       this.#handOvers.set(kernel, (this.#handOvers.get(kernel) ?? 0) + 1);

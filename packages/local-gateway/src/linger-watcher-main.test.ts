@@ -37,7 +37,7 @@ async function waitFor(what: string, check: () => boolean, timeoutMs = 15_000): 
 }
 
 /**
- * A stand-in for this gateway's jupyter-server: a long-running process in a session of its own, started with the
+ * A stand-in for this gateway's jupyter-server: a long-running process in a process group of its own, started with the
  * gateway's config dir in its environment (what the watcher checks before it signals a recorded server).
  */
 async function fakeServer(): Promise<ProcessIdentity> {
@@ -107,7 +107,7 @@ describe('the linger watcher process', () => {
     recordServer(server, instance);
     // A holder that died without releasing: its ticket file names a process that is gone.
     writeFileSync(join(layout.tickets, 'gone.json'), JSON.stringify({ pid: server.pid, startTime: 'long-gone' }));
-    // What a kernel of this run started, in a session of its own: only the marker in its environment names it.
+    // What a kernel of this run started, in a process group of its own: only the marker in its environment names it.
     const leftover = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000)'], {
       detached: true,
       stdio: 'ignore',

@@ -458,7 +458,7 @@ describe('LocalGateway kernels: environment, logs and descendants', () => {
     expect(said.trim().split('\n')).toEqual(['0', 'True']);
   });
 
-  it('leaves no process a kernel started, in a session of its own or not, once the kernel is shut down', async () => {
+  it('leaves no process a kernel started, in a process group of its own or not, once the kernel is shut down', async () => {
     const kernel = await start();
     const pids = (
       await text(

@@ -81,8 +81,8 @@ function treeRssKb(pid) {
 }
 
 /** A GatewayKernel session: its results normalised for `loadCells`. */
-async function kernelwardenSession(GatewayKernel, lease) {
-  const kernel = await GatewayKernel.start({ gateway: lease });
+async function kernelwardenSession(GatewayKernel, ticket) {
+  const kernel = await GatewayKernel.start({ gateway: ticket });
   return {
     async run(code) {
       const r = await kernel.execute(code);
@@ -223,20 +223,20 @@ export async function loadSection({ root, stock, sizes = [8, 32, 64], log, crash
     const stateDir = join(root, `load-gateway-${sessions}`);
     try {
       log(`load: ${sessions} kernelwarden sessions on the embedded gateway`);
-      const lease = await LocalGateway.acquire({ stateDir, lingerMs: 0 });
+      const ticket = await LocalGateway.acquire({ stateDir, lingerMs: 0 });
       try {
         // The warm pool fills before the burst, as on a gateway that has been up a while.
         await new Promise((r) => setTimeout(r, 3_000));
         const r = await burst({
           sessions,
-          open: () => kernelwardenSession(GatewayKernel, lease),
-          serverPid: lease.pid,
+          open: () => kernelwardenSession(GatewayKernel, ticket),
+          serverPid: ticket.pid,
           log,
           label: 'kernelwarden',
         });
         body.push(['kernelwarden (GatewayKernel)', 'embedded (LocalGateway)', sessions, r]);
       } finally {
-        await lease.release();
+        await ticket.release();
         await LocalGateway.stop({ stateDir, stopTimeoutMs: 5_000 });
       }
     } catch (error) {

@@ -1,6 +1,12 @@
 import { lazyModule } from '@kernelwarden/core';
 import type * as Ws from 'ws';
-import type { WebSocketClass } from './gateway-client-options.js';
+
+/** A WHATWG-style WebSocket class (the `ws` package's class, the global one, or a test fake). */
+export type WebSocketClass = new (
+  url: string,
+  protocols?: string | string[],
+  options?: { headers?: Record<string, string> },
+) => WebSocket;
 
 // The literal require() is what a bundler inlines for an application bundled into one file (see lazyModule).
 const wsLibrary = lazyModule<typeof Ws>('ws', import.meta.url, () => require('ws'));

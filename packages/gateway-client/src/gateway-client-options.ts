@@ -1,12 +1,13 @@
 import { lazy } from '@kernelwarden/core';
-import { defaultWebSocketClass } from './default-websocket.js';
-import type { KernelLimitReading } from './limit-deaths.js';
+import { defaultWebSocketClass, type WebSocketClass } from './default-websocket.js';
 import { parseOptions } from './validation.js';
 import { zod } from './zod.js';
 
+export type { WebSocketClass };
+
 /**
  * Told which kernels this process created and deleted, so an embedded gateway can clean up after a process that
- * died (`LocalGateway` leases provide one).
+ * died (`LocalGateway` tickets provide one).
  */
 export interface KernelOwnership {
   /** Called after each successful create, with the new kernel's id. */
@@ -22,8 +23,16 @@ export interface KernelOwnership {
   notCreated?(id: string): void;
 }
 
+/** What a gateway's diagnostics say about the resource limits of one kernel (its cgroups), when they know. */
+export interface KernelLimitReading {
+  /** Processes of the kernel killed for memory so far (over every launch of the kernel). */
+  oomKills: number;
+  /** The kernel's memory limit, when it has one. */
+  memoryLimitBytes?: number | undefined;
+}
+
 /**
- * What a gateway on this machine can tell about one of its kernels beyond REST (`LocalGateway` leases provide it).
+ * What a gateway on this machine can tell about one of its kernels beyond REST (`LocalGateway` tickets provide it).
  * `GatewayKernel.start()` uses it to notice at once that a starting kernel's process exited, and to say why.
  */
 export interface KernelDiagnostics {
@@ -40,7 +49,7 @@ export interface KernelDiagnostics {
 }
 
 /**
- * Kernels a gateway on this machine started ahead of demand (`LocalGateway` leases provide one): `GatewayKernel.start()`
+ * Kernels a gateway on this machine started ahead of demand (`LocalGateway` tickets provide one): `GatewayKernel.start()`
  * claims one of the kernelspec it wants instead of creating a kernel, and applies `cwd`, `env` and the prelude to it.
  */
 export interface KernelPool {
@@ -52,20 +61,13 @@ export interface KernelPool {
 }
 
 /**
- * The processes of a gateway's kernels, when the gateway runs on this machine (`LocalGateway` leases provide it).
+ * The processes of a gateway's kernels, when the gateway runs on this machine (`LocalGateway` tickets provide it).
  * `GatewayKernel.kill()` uses it to kill a kernel at once instead of asking the server for a graceful restart.
  */
 export interface KernelProcesses {
   /** Kills every process of kernel `kernelId` (SIGKILL) and says whether any was found. */
   kill(kernelId: string): boolean;
 }
-
-/** A WHATWG-style WebSocket class (the `ws` package's class, the global one, or a test fake). */
-export type WebSocketClass = new (
-  url: string,
-  protocols?: string | string[],
-  options?: { headers?: Record<string, string> },
-) => WebSocket;
 
 /** What a `request` transport answers: the HTTP status and the body's text. */
 export interface GatewayAnswer {
@@ -74,7 +76,7 @@ export interface GatewayAnswer {
 }
 
 /**
- * A REST transport lighter than `fetch`, for a gateway on this machine: a `LocalGateway` lease gives one over
+ * A REST transport lighter than `fetch`, for a gateway on this machine: a `LocalGateway` ticket gives one over
  * `node:http`, which spares a short-lived process the ~20 ms Node takes to load its `fetch` (undici) on first use.
  * When given, `GatewayClient` sends every request through it instead of `fetch`. It must reject when `init.signal`
  * aborts, and when the gateway cannot be reached. `init.maxResponseBytes` is the client's body limit: a transport
@@ -120,7 +122,7 @@ export interface GatewayClientOptions {
   token?: string;
   /** The fetch to use. @defaultValue globalThis.fetch (looked up at each call, so test hooks apply) */
   fetch?: typeof fetch;
-  /** A lighter REST transport than `fetch`, used instead of it when given (a `LocalGateway` lease has one). */
+  /** A lighter REST transport than `fetch`, used instead of it when given (a `LocalGateway` ticket has one). */
   request?: GatewayRequest;
   /**
    * The WebSocket class for kernel channels.
@@ -146,7 +148,7 @@ export interface GatewayClientOptions {
   /** The gateway's kernel processes, for an immediate `GatewayKernel.kill()`. */
   processes?: KernelProcesses;
   /**
-   * The gateway starts kernels in turn from a fair queue (the embedded gateway's start queue; a `LocalGateway` lease
+   * The gateway starts kernels in turn from a fair queue (the embedded gateway's start queue; a `LocalGateway` ticket
    * says so): the time a create waits for its turn does not count toward a start's `startupTimeoutMs` and is
    * bounded by `timeoutMs` instead (the gateway answers `GatewayBusyError` past it).
    */

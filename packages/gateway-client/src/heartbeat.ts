@@ -30,7 +30,7 @@ export interface HeartbeatOptions {
  * Notices a connection that hangs without closing (half-open TCP, a stalled proxy): nothing arrives and no close
  * event ever comes, so pending cells would wait for their timeout. While cells are in flight, a socket silent for
  * `silentMs` (counted from the last message, pong or open, and at most from when the cells started) is pinged; if
- * neither the pong nor any message arrives within `silentMs` more, it is taken for hung and reopened (same session:
+ * neither the pong nor any message arrives within `silentMs` more, it is taken for hung and reopened (same session id:
  * the server replays what it buffered). jupyter-server answers pings itself, so a long silent cell on a healthy
  * connection costs one ping per `silentMs`. It has its own timer, due exactly when the next check is: nothing per
  * message.

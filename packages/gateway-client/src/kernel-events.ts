@@ -17,7 +17,7 @@ export interface GatewayKernelEventMap {
   'protocol-error': { error: ProtocolError; cellId?: string };
   /** The channels socket dropped; attempt `attempt` to reopen it starts after `delayMs`. */
   reconnecting: { attempt: number; delayMs: number };
-  /** The channels socket is open again (same session: the server replays what it buffered). */
+  /** The channels socket is open again (same session id: the server replays what it buffered). */
   reconnected: Record<string, never>;
   /** The channels socket could not be reopened; pending executions failed with `KernelDiedError`. */
   'connection-lost': { error: Error };

@@ -1,12 +1,6 @@
-import type { KernelDiagnostics } from './gateway-client-options.js';
+import type { KernelDiagnostics, KernelLimitReading } from './gateway-client-options.js';
 
-/** What a gateway's diagnostics say about the resource limits of one kernel (its cgroups), when they know. */
-export interface KernelLimitReading {
-  /** Processes of the kernel killed for memory so far (over every launch of the kernel). */
-  oomKills: number;
-  /** The kernel's memory limit, when it has one. */
-  memoryLimitBytes?: number | undefined;
-}
+export type { KernelLimitReading };
 
 /** Formats a byte count the way a user wrote it: `512 MiB`, `2 GiB`. */
 export function formatBytes(bytes: number): string {

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { GatewayKernel } from '@kernelwarden/gateway-client';
-import { LocalGateway, type LocalGatewayLease } from '@kernelwarden/local-gateway';
+import { LocalGateway, type LocalGatewayTicket } from '@kernelwarden/local-gateway';
 import { testGateway } from '@kernelwarden/test-env';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type BaseKernelSpec, installIsolatedKernelSpec } from './kernelspec.js';
@@ -15,7 +15,7 @@ import { createKernelPolicy } from './policy.js';
 let base: string;
 let home: string;
 let ws: string;
-let lease: LocalGatewayLease;
+let lease: LocalGatewayTicket;
 const installed: string[] = [];
 const hostBinary = `/usr/local/bin/kw-contained-probe-${randomBytes(4).toString('hex')}`;
 

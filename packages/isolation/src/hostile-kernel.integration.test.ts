@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { GatewayKernel, KernelDiedError, KernelStartError } from '@kernelwarden/gateway-client';
-import { LocalGateway, type LocalGatewayLease } from '@kernelwarden/local-gateway';
+import { LocalGateway, type LocalGatewayTicket } from '@kernelwarden/local-gateway';
 import { kernelPids, processesMentioning, testGateway } from '@kernelwarden/test-env';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type BaseKernelSpec, installIsolatedKernelSpec } from './kernelspec.js';
@@ -14,7 +14,7 @@ import { createReadIsolationPolicy } from './policy.js';
 
 let base: string;
 let systmp: string;
-let lease: LocalGatewayLease;
+let lease: LocalGatewayTicket;
 let specs: Record<string, BaseKernelSpec>;
 
 beforeAll(async () => {

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { LocalGateway, type LocalGatewayLease } from '@kernelwarden/local-gateway';
+import { LocalGateway, type LocalGatewayTicket } from '@kernelwarden/local-gateway';
 import { kernelPids, processesMentioning, startTestServer, testGateway } from '@kernelwarden/test-env';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
@@ -130,7 +130,7 @@ async function waitUntil(check: () => boolean, timeoutMs: number): Promise<boole
 // LocalGateway (its state under the test root), whose kernelSpecDir receives the isolated kernelspecs.
 
 let base: string;
-let server: LocalGatewayLease;
+let server: LocalGatewayTicket;
 let kernelSpecDir: string;
 let policy: IsolationPolicy;
 let specs: Record<string, BaseKernelSpec>;

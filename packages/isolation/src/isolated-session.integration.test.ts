@@ -2,7 +2,7 @@ import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { ReadIsolationPolicy } from '@kernelwarden/core';
 import { GatewayKernel } from '@kernelwarden/gateway-client';
-import { LocalGateway, type LocalGatewayLease } from '@kernelwarden/local-gateway';
+import { LocalGateway, type LocalGatewayTicket } from '@kernelwarden/local-gateway';
 import { KernelSession, PYTHON_SLOT, type SlotFactoryContext } from '@kernelwarden/supervisor';
 import { kernelPids, testGateway } from '@kernelwarden/test-env';
 import { createWatchdog } from '@kernelwarden/watchdog';
@@ -15,7 +15,7 @@ import { createReadIsolationPolicy } from './policy.js';
 // installs the isolated kernelspec into the lease's kernelSpecDir -> GatewayKernel, with the watchdog as executor.
 
 let base: string;
-let lease: LocalGatewayLease;
+let lease: LocalGatewayTicket;
 let policy: ReadIsolationPolicy;
 let ws: string;
 let systmp: string;

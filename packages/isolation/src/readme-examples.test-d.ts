@@ -2,7 +2,7 @@
 // readme-examples test checks that the README shows each marked block verbatim, with these imports from the published
 // names.
 import { GatewayKernel } from '@kernelwarden/gateway-client';
-import { LocalGateway, type LocalGatewayLease } from '@kernelwarden/local-gateway';
+import { LocalGateway, type LocalGatewayTicket } from '@kernelwarden/local-gateway';
 import type { SlotFactoryContext } from '@kernelwarden/supervisor';
 import {
   createKernelPolicy,
@@ -28,25 +28,25 @@ export async function openingExample(): Promise<void> {
   // readme-example:opening:end
 }
 
-export function sessionExample(lease: LocalGatewayLease): unknown {
+export function sessionExample(ticket: LocalGatewayTicket): unknown {
   // readme-example:session:start
   const python = async (ctx: SlotFactoryContext) => {
     const kernelName = ctx.readIsolation
       ? await prepareIsolatedKernel({
-          gateway: lease,
+          gateway: ticket,
           policy: ctx.readIsolation,
           workspace: ctx.cwd!,
-          hide: [lease.stateDir],
+          hide: [ticket.stateDir],
           signal: ctx.signal,
         })
       : 'python3';
-    return GatewayKernel.start({ gateway: lease, kernelName, cwd: ctx.cwd, signal: ctx.signal });
+    return GatewayKernel.start({ gateway: ticket, kernelName, cwd: ctx.cwd, signal: ctx.signal });
   };
   // readme-example:session:end
   return python;
 }
 
-export async function limitsExample(gateway: LocalGatewayLease): Promise<string> {
+export async function limitsExample(gateway: LocalGatewayTicket): Promise<string> {
   // readme-example:limits:start
   const policy = createKernelPolicy({ memoryBytes: 512 * 2 ** 20, maxProcesses: 64, cpuSeconds: 600, network: false });
   const kernelName = await prepareIsolatedKernel({

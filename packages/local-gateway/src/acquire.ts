@@ -4,13 +4,13 @@ import { locateGateway, prepareGatewayDir } from './gateway-dir.js';
 import { serverClient } from './guarded-transport.js';
 import type { ServerInfo } from './info-file.js';
 import { writePoolConfig } from './kernel-pool.js';
-import { type LeaseRelease, type LocalGatewayLease, makeLease, releaseLease } from './lease.js';
-import { addLease, clearExpiredIdle } from './leases.js';
 import { acquireLock, type HeldLock } from './lock.js';
 import { DEFAULT_STOP_TIMEOUT_MS, type LocalGatewayOptions, resolveLocalGatewayOptions } from './options.js';
 import { reapOrphanKernels } from './ownership.js';
 import { ensureServer } from './server-start.js';
 import { readTextFile } from './state-dir.js';
+import { type LocalGatewayTicket, makeTicket, releaseTicket, type TicketRelease } from './ticket.js';
+import { addTicket, clearExpiredIdle } from './tickets.js';
 
 function lockTimeoutError(scopeMs: number, lockPath: string, cause: unknown): DeadlineExceededError {
   const owner = readTextFile(lockPath);
@@ -27,10 +27,10 @@ function lockTimeoutError(scopeMs: number, lockPath: string, cause: unknown): De
 }
 
 /**
- * `LocalGateway.acquire()`: under the gateway lock, reuse or start the server and record this process's lease;
- * then, without the lock, reap the kernels of dead processes. A failure after the lease was recorded gives it back.
+ * `LocalGateway.acquire()`: under the gateway lock, reuse or start the server and record this process's ticket;
+ * then, without the lock, reap the kernels of dead processes. A failure after the ticket was recorded gives it back.
  */
-export async function acquireLease(options: LocalGatewayOptions): Promise<LocalGatewayLease> {
+export async function acquireTicket(options: LocalGatewayOptions): Promise<LocalGatewayTicket> {
   const opts = resolveLocalGatewayOptions(options);
   const located = locateGateway(opts);
   const { layout } = located;
@@ -42,7 +42,7 @@ export async function acquireLease(options: LocalGatewayOptions): Promise<LocalG
     timeoutMessage: `The local gateway did not become available within ${opts.startupTimeoutMs} ms; see ${layout.log}`,
   });
   let lock: HeldLock | undefined;
-  let ending: LeaseRelease | undefined;
+  let ending: TicketRelease | undefined;
   try {
     try {
       lock = await acquireLock(layout.lock, {
@@ -58,8 +58,8 @@ export async function acquireLease(options: LocalGatewayOptions): Promise<LocalG
     let reused: boolean;
     try {
       ({ info, reused } = await ensureServer(located, opts, options.lingerMs, scope.signal, emit));
-      const leaseFile = addLease(layout.leases, opts.lingerMs);
-      ending = { leaseFile, lingerMs: opts.lingerMs, graceMs: opts.stopTimeoutMs, emit };
+      const ticketFile = addTicket(layout.tickets, opts.lingerMs);
+      ending = { ticketFile, lingerMs: opts.lingerMs, graceMs: opts.stopTimeoutMs, emit };
       clearExpiredIdle(layout.idle);
       // The last acquire's pool counts are the running server's: its watcher keeps the pool at them.
       writePoolConfig(layout, opts.pool);
@@ -73,9 +73,9 @@ export async function acquireLease(options: LocalGatewayOptions): Promise<LocalG
       onReaped: (kernelId, owner) => emit({ type: 'kernel-reaped', kernelId, ownerPid: owner.pid }),
       onFailed: (kernelId, message) => emit({ type: 'reap-failed', kernelId, message }),
     });
-    return makeLease(layout, info, reused, ending, { timeoutMs: opts.startQueueTimeoutMs });
+    return makeTicket(layout, info, reused, ending, { timeoutMs: opts.startQueueTimeoutMs });
   } catch (error) {
-    if (ending) await releaseLease(layout, { ...ending, graceMs: DEFAULT_STOP_TIMEOUT_MS }, undefined);
+    if (ending) await releaseTicket(layout, { ...ending, graceMs: DEFAULT_STOP_TIMEOUT_MS }, undefined);
     throw error;
   } finally {
     scope.dispose();

@@ -5,7 +5,7 @@ import type { ExecuteResult } from '@kernelwarden/core';
 import { GatewayClient, GatewayKernel, KernelDiedError, MISSING_REPLY_ENAME } from '@kernelwarden/gateway-client';
 import { cuttableProxy, testGateway } from '@kernelwarden/test-env';
 import { afterEach, describe, expect, it } from 'vitest';
-import { LocalGateway, type LocalGatewayLease } from './index.js';
+import { LocalGateway, type LocalGatewayTicket } from './index.js';
 import { readServerInfo } from './info-file.js';
 import { processesCarrying } from './kernel-processes.js';
 
@@ -145,10 +145,10 @@ function describeOutcome(outcome: Outcome): string {
   return `status ${r.status}${r.error ? ` ${r.error.ename}: ${r.error.evalue}` : ''}, timedOut ${r.timedOut}, stdout ${r.stdout.length} B`;
 }
 
-const leases: LocalGatewayLease[] = [];
+const tickets: LocalGatewayTicket[] = [];
 const stateDirs: string[] = [];
 afterEach(async () => {
-  for (const lease of leases.splice(0)) await lease.release().catch(() => {});
+  for (const ticket of tickets.splice(0)) await ticket.release().catch(() => {});
   for (const stateDir of stateDirs.splice(0)) await LocalGateway.stop({ stateDir, stopTimeoutMs: 2_000 });
 });
 
@@ -162,12 +162,12 @@ describe(`chaos on the real stack (seed ${SEED}; replay with KERNELWARDEN_CHAOS_
     const stateDir = join(testGateway().root, `chaos-${randomBytes(4).toString('hex')}`);
     mkdirSync(stateDir, { recursive: true });
     stateDirs.push(stateDir);
-    const lease = await LocalGateway.acquire({ stateDir, lingerMs: 0, pool: {} });
-    leases.push(lease);
-    const proxy = await cuttableProxy(Number(new URL(lease.baseUrl).port));
-    const instance = readServerInfo(join(lease.stateDir, 'server.json'))?.instance;
+    const ticket = await LocalGateway.acquire({ stateDir, lingerMs: 0, pool: {} });
+    tickets.push(ticket);
+    const proxy = await cuttableProxy(Number(new URL(ticket.baseUrl).port));
+    const instance = readServerInfo(join(ticket.stateDir, 'server.json'))?.instance;
     expect(instance).toBeTruthy();
-    const client = new GatewayClient({ baseUrl: proxy.baseUrl, token: lease.token, ownership: lease.ownership });
+    const client = new GatewayClient({ baseUrl: proxy.baseUrl, token: ticket.token, ownership: ticket.ownership });
     const wrong: string[] = [];
     const counts: Record<Fault, number> = { none: 0, kill: 0, cut: 0, interrupt: 0, timeout: 0 };
     try {
@@ -195,7 +195,7 @@ describe(`chaos on the real stack (seed ${SEED}; replay with KERNELWARDEN_CHAOS_
               note(`cell ${index} (${cell.kind}) sent; fault ${cell.fault} at ${cell.delayMs} ms`);
               const fault = setTimeout(() => {
                 note(`fault ${cell.fault}`);
-                if (cell.fault === 'kill') lease.processes.kill(kernel.id);
+                if (cell.fault === 'kill') ticket.processes.kill(kernel.id);
                 else if (cell.fault === 'cut') proxy.cut(kernel.id);
                 else if (cell.fault === 'interrupt') void kernel.interrupt().catch(() => {});
               }, cell.delayMs);
@@ -236,7 +236,7 @@ describe(`chaos on the real stack (seed ${SEED}; replay with KERNELWARDEN_CHAOS_
     console.log(`chaos seed ${SEED}: faults ${JSON.stringify(counts)}`);
     expect(wrong, `replay with KERNELWARDEN_CHAOS_SEED=${SEED}`).toEqual([]);
     // Nothing leaks: no kernel listed, no kernel process left (the server's restarts included).
-    expect(await new GatewayClient(lease).listKernels()).toEqual([]);
+    expect(await new GatewayClient(ticket).listKernels()).toEqual([]);
     const marker = `KERNELWARDEN_KERNEL=${instance}:`;
     const until = Date.now() + 60_000;
     while (processesCarrying(marker).length > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 100));

@@ -80,7 +80,7 @@ export function prepareGatewayDir(layout: GatewayLayout): void {
   }
   for (const dir of [
     layout.dir,
-    layout.leases,
+    layout.tickets,
     layout.owners,
     layout.runtime,
     layout.kernelSpecDir,

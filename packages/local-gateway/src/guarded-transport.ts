@@ -13,7 +13,7 @@ import { listenerOwnership } from './listener.js';
 
 /**
  * Throws `GatewayUnavailableError` unless the server process `pid` itself still listens on `127.0.0.1:port`. Called
- * before every request and socket a lease makes: if the server has gone and someone else took its port, they get
+ * before every request and socket a ticket makes: if the server has gone and someone else took its port, they get
  * nothing — no token, no code.
  */
 export function assertServerListening(baseUrl: string, port: number, pid: number): void {
@@ -29,7 +29,7 @@ export function assertServerListening(baseUrl: string, port: number, pid: number
 
 /**
  * One HTTP/1.1 request to the loopback server with `node:http` (already loaded by `ws`), the whole body read before
- * it resolves. What GatewayClient sends through a lease: Node's `fetch` costs a command ~20 ms to load on first use.
+ * it resolves. What GatewayClient sends through a ticket: Node's `fetch` costs a command ~20 ms to load on first use.
  * A body longer than `init.maxResponseBytes` (by its `Content-Length` or as it arrives) is not read further: the
  * connection is closed and the request rejects with `GatewayResponseTooLargeError`.
  */
@@ -76,7 +76,7 @@ export const loopbackRequest: GatewayRequest = (url, init) =>
   });
 
 /**
- * The transport of a lease — `fetch`, a lighter `request` (what GatewayClient uses when given) and the WebSocket
+ * The transport of a ticket — `fetch`, a lighter `request` (what GatewayClient uses when given) and the WebSocket
  * class — each checking the listener first.
  */
 export function guardedTransport(

@@ -2,7 +2,6 @@ export type { LocalGatewayErrorCode } from './errors.js';
 export { LocalGatewayError } from './errors.js';
 export type { LocalGatewayEvent } from './events.js';
 export { KEPT_POOL_MS, MAX_KEPT_POOLS } from './kernel-pool.js';
-export type { LocalGatewayLease, LocalGatewayPool } from './lease.js';
 export { LocalGateway } from './local-gateway.js';
 export type {
   LocalGatewayLocation,
@@ -35,3 +34,4 @@ export {
   KERNEL_MEMORY_BUDGET_BYTES,
 } from './start-capacity.js';
 export type { LocalGatewayStatus } from './status.js';
+export type { LocalGatewayPool, LocalGatewayTicket } from './ticket.js';

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { GatewayKernel } from '@kernelwarden/gateway-client';
 import { processesMentioning, testGateway } from '@kernelwarden/test-env';
 import { afterEach, describe, expect, it } from 'vitest';
-import { LocalGateway, type LocalGatewayLease } from './index.js';
+import { LocalGateway, type LocalGatewayTicket } from './index.js';
 import { processesCarrying } from './kernel-processes.js';
 
 /** A directory for this file's state, under the run's root (so the leak teardown sees what we start). */
@@ -39,37 +39,37 @@ function markedProcesses(): number[] {
   return processesCarrying('KERNELWARDEN_KERNEL=');
 }
 
-const leases: LocalGatewayLease[] = [];
+const tickets: LocalGatewayTicket[] = [];
 const stateDirs: string[] = [];
 afterEach(async () => {
-  for (const lease of leases.splice(0)) await lease.release().catch(() => {});
+  for (const ticket of tickets.splice(0)) await ticket.release().catch(() => {});
   for (const stateDir of stateDirs.splice(0)) await LocalGateway.stop({ stateDir, stopTimeoutMs: 2_000 });
 });
 
 async function acquire(
   name: string,
   pool: Record<string, number>,
-): Promise<{ lease: LocalGatewayLease; stateDir: string }> {
+): Promise<{ ticket: LocalGatewayTicket; stateDir: string }> {
   const stateDir = freshDir(name);
   stateDirs.push(stateDir);
-  const lease = await LocalGateway.acquire({ stateDir, lingerMs: 0, pool });
-  leases.push(lease);
-  return { lease, stateDir };
+  const ticket = await LocalGateway.acquire({ stateDir, lingerMs: 0, pool });
+  tickets.push(ticket);
+  return { ticket, stateDir };
 }
 
-/** A child process that claims a kernel through its own lease at `at` (epoch ms) and prints what it got. */
+/** A child process that claims a kernel through its own ticket at `at` (epoch ms) and prints what it got. */
 function claimingChild(stateDir: string, at: number): Promise<{ id: string; pooled: boolean; pid: number }> {
   const program = `
     const { LocalGateway } = await import(${JSON.stringify(new URL('../dist/index.js', import.meta.url).href)});
     const { GatewayKernel } = await import('@kernelwarden/gateway-client');
-    const lease = await LocalGateway.acquire({ stateDir: ${JSON.stringify(stateDir)}, lingerMs: 0, pool: { python3: 2 } });
+    const ticket = await LocalGateway.acquire({ stateDir: ${JSON.stringify(stateDir)}, lingerMs: 0, pool: { python3: 2 } });
     const before = new Set((await LocalGateway.status({ stateDir: ${JSON.stringify(stateDir)} })).kernels.filter((k) => k.pooled).map((k) => k.id));
     await new Promise((r) => setTimeout(r, Math.max(0, ${at} - Date.now())));
-    const kernel = await GatewayKernel.start({ gateway: lease });
+    const kernel = await GatewayKernel.start({ gateway: ticket });
     const pid = (await kernel.execute('import os; print(os.getpid())')).stdout.trim();
     process.stdout.write(JSON.stringify({ id: kernel.id, pooled: before.has(kernel.id), pid: Number(pid) }) + '\\n');
     await kernel.shutdown();
-    await lease.release();
+    await ticket.release();
   `;
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, ['--input-type=module', '-e', program], {
@@ -105,12 +105,12 @@ describe("LocalGateway's warm pool (real jupyter-server)", () => {
   });
 
   it("applies the claimant's cwd and env to a claimed kernel, which carries nothing of the pool's", async () => {
-    const { lease, stateDir } = await acquire('claim-env', { python3: 1 });
+    const { ticket, stateDir } = await acquire('claim-env', { python3: 1 });
     const [pooled] = await pooledKernels(stateDir, 1);
     const cwd = realpathSync(freshDir('claim-cwd'));
-    const kernel = await GatewayKernel.start({ gateway: lease, cwd, env: { KW_POOL_PROBE: 'claimed' } });
+    const kernel = await GatewayKernel.start({ gateway: ticket, cwd, env: { KW_POOL_PROBE: 'claimed' } });
     // A kernel created cold on the same server, without the pool: what a claimed kernel must look like.
-    const cold = await GatewayKernel.start({ gateway: { baseUrl: lease.baseUrl, token: lease.token } });
+    const cold = await GatewayKernel.start({ gateway: { baseUrl: ticket.baseUrl, token: ticket.token } });
     const namespace = "print(sorted(n for n in dir() if not n.startswith('_')), len(In))";
     try {
       expect(kernel.id).toBe(pooled);
@@ -129,9 +129,9 @@ describe("LocalGateway's warm pool (real jupyter-server)", () => {
   });
 
   it('refills the pool in the background after a claim, with a new kernel', async () => {
-    const { lease, stateDir } = await acquire('refill', { python3: 1 });
+    const { ticket, stateDir } = await acquire('refill', { python3: 1 });
     const [first] = await pooledKernels(stateDir, 1);
-    const kernel = await GatewayKernel.start({ gateway: lease });
+    const kernel = await GatewayKernel.start({ gateway: ticket });
     try {
       expect(kernel.id).toBe(first);
       const [next] = await pooledKernels(stateDir, 1);
@@ -143,15 +143,15 @@ describe("LocalGateway's warm pool (real jupyter-server)", () => {
   });
 
   it('starts no kernel with a pool of 0, and empties the pool when a later acquire asks for 0', async () => {
-    const { lease, stateDir } = await acquire('off', { python3: 1 });
+    const { ticket, stateDir } = await acquire('off', { python3: 1 });
     const [pooled] = await pooledKernels(stateDir, 1);
     const second = await LocalGateway.acquire({ stateDir, lingerMs: 0, pool: { python3: 0 } });
-    leases.push(second);
+    tickets.push(second);
     await waitFor('the pooled kernel to be deleted', async () => {
       const status = await LocalGateway.status({ stateDir });
       return status.kernels.every((k) => k.id !== pooled) || undefined;
     });
-    const kernel = await GatewayKernel.start({ gateway: lease });
+    const kernel = await GatewayKernel.start({ gateway: ticket });
     try {
       expect(kernel.id).not.toBe(pooled);
       expect((await LocalGateway.status({ stateDir })).kernels.map((k) => k.id)).toEqual([kernel.id]);
@@ -171,12 +171,12 @@ describe("LocalGateway's warm pool (real jupyter-server)", () => {
   });
 
   it("reaps the pool's kernels when the server is killed (SIGKILL)", async () => {
-    const { lease, stateDir } = await acquire('killed', { python3: 1 });
+    const { ticket, stateDir } = await acquire('killed', { python3: 1 });
     await pooledKernels(stateDir, 1);
     const gatewayDir = (await LocalGateway.status({ stateDir })).stateDir;
     const kernelsBefore = processesMentioning(join(gatewayDir, 'runtime')).filter((p) => /ipykernel/.test(p.cmdline));
     expect(kernelsBefore.length).toBeGreaterThan(0);
-    process.kill(lease.pid, 'SIGKILL');
+    process.kill(ticket.pid, 'SIGKILL');
     await waitFor('the pooled kernel processes to be reaped', () =>
       kernelsBefore.every((p) => !processesMentioning(gatewayDir).some((q) => q.pid === p.pid)) ? true : undefined,
     );

@@ -36,7 +36,7 @@ export function kernelMarker(instance: string, kernelId: string): string {
 
 /**
  * Kills every process of one kernel at once — SIGKILL to each process carrying its marker, the kernel, its
- * children and whatever left its session — until none is left (a process forking meanwhile is caught by the next
+ * children and whatever left its process group — until none is left (a process forking meanwhile is caught by the next
  * round). Says whether any was found. Used for an immediate kill: no shutdown request, no grace.
  */
 export function killKernelProcesses(instance: string, kernelId: string): boolean {

@@ -10,9 +10,9 @@ export interface GatewayLayout {
   info: string;
   /** Read once by jupyter-server at start-up (`JUPYTER_TOKEN_FILE`), removed once it is ready. */
   tokenFile: string;
-  /** One file per lease holder. */
-  leases: string;
-  /** Written when the last lease is released: when the linger started and how long it is. */
+  /** One file per ticket holder. */
+  tickets: string;
+  /** Written when the last ticket is released: when the linger started and how long it is. */
   idle: string;
   /** One file per kernel, named by kernel id, holding the creating process. */
   owners: string;
@@ -52,7 +52,7 @@ export function gatewayLayout(dir: string): GatewayLayout {
     lock: join(dir, 'lock'),
     info: join(dir, 'server.json'),
     tokenFile: join(dir, 'token'),
-    leases: join(dir, 'leases'),
+    tickets: join(dir, 'tickets'),
     idle: join(dir, 'idle.json'),
     owners: join(dir, 'owners'),
     runtime: join(dir, 'runtime'),

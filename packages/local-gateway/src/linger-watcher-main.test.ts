@@ -5,16 +5,16 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { writeServerInfo } from './info-file.js';
 import { type GatewayLayout, gatewayLayout } from './layout.js';
-import { addLease, markIdle } from './leases.js';
 import { spawnLingerWatcher } from './linger-watcher.js';
 import { identityOf, isProcessAlive, type ProcessIdentity } from './process-identity.js';
+import { addTicket, markIdle } from './tickets.js';
 
 let layout: GatewayLayout;
 const started: ChildProcess[] = [];
 
 beforeEach(() => {
   layout = gatewayLayout(mkdtempSync(join(tmpdir(), 'kw-watcher-')));
-  for (const dir of [layout.leases, layout.owners, layout.runtime]) mkdirSync(dir, { recursive: true });
+  for (const dir of [layout.tickets, layout.owners, layout.runtime]) mkdirSync(dir, { recursive: true });
 });
 
 afterEach(async () => {
@@ -37,7 +37,7 @@ async function waitFor(what: string, check: () => boolean, timeoutMs = 15_000): 
 }
 
 /**
- * A stand-in for this gateway's jupyter-server: a long-running process in a session of its own, started with the
+ * A stand-in for this gateway's jupyter-server: a long-running process in a process group of its own, started with the
  * gateway's config dir in its environment (what the watcher checks before it signals a recorded server).
  */
 async function fakeServer(): Promise<ProcessIdentity> {
@@ -70,7 +70,7 @@ describe('the linger watcher process', () => {
   it('waits while a holder lives, then stops the server after the linger, taking over a stale lock', async () => {
     const server = await fakeServer();
     recordServer(server);
-    const lease = addLease(layout.leases, 0);
+    const ticket = addTicket(layout.tickets, 0);
     // A lock left by a process that no longer exists: the watcher must take it over to stop the server.
     writeFileSync(layout.lock, JSON.stringify({ pid: server.pid, startTime: 'long-gone', acquiredAt: 'then' }));
     const watcher = spawnLingerWatcher({ layout, info: { server }, defaultLingerMs: 0, graceMs: 2_000 });
@@ -78,7 +78,7 @@ describe('the linger watcher process', () => {
     await waitFor('the watcher to start', () => existsSync(layout.watcherLog));
     expect(isProcessAlive(server)).toBe(true);
 
-    rmSync(lease);
+    rmSync(ticket);
     markIdle(layout.idle, 100);
     markIdle(layout.idle, 10); // a shorter linger never cuts the promise of a longer one
     expect(await watcher.exited).toBe('exit code 0');
@@ -105,9 +105,9 @@ describe('the linger watcher process', () => {
     const server = await fakeServer();
     const instance = 'a1b2c3d4e5f60718';
     recordServer(server, instance);
-    // A holder that died without releasing: its lease file names a process that is gone.
-    writeFileSync(join(layout.leases, 'gone.json'), JSON.stringify({ pid: server.pid, startTime: 'long-gone' }));
-    // What a kernel of this run started, in a session of its own: only the marker in its environment names it.
+    // A holder that died without releasing: its ticket file names a process that is gone.
+    writeFileSync(join(layout.tickets, 'gone.json'), JSON.stringify({ pid: server.pid, startTime: 'long-gone' }));
+    // What a kernel of this run started, in a process group of its own: only the marker in its environment names it.
     const leftover = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000)'], {
       detached: true,
       stdio: 'ignore',
@@ -120,7 +120,7 @@ describe('the linger watcher process', () => {
     expect(await watcher.exited).toBe('exit code 0');
     expect(isProcessAlive(server)).toBe(false);
     expect(isProcessAlive(kernel)).toBe(false);
-    expect(readdirSync(layout.leases)).toEqual([]);
+    expect(readdirSync(layout.tickets)).toEqual([]);
     expect(existsSync(layout.info)).toBe(false);
     expect(readFileSync(layout.watcherLog, 'utf8')).toMatch(/no holder, and the linger ran out/);
   });
@@ -128,7 +128,7 @@ describe('the linger watcher process', () => {
   it('exits and clears the info file when the server dies on its own', async () => {
     const server = await fakeServer();
     recordServer(server);
-    addLease(layout.leases, 60_000);
+    addTicket(layout.tickets, 60_000);
     const watcher = spawnLingerWatcher({ layout, info: { server }, defaultLingerMs: 60_000, graceMs: 2_000 });
     started.push(watcher.child);
     await waitFor('the watcher to start', () => existsSync(layout.watcherLog));

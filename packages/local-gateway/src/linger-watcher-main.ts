@@ -17,13 +17,13 @@ import {
   takeSurplus,
 } from './kernel-pool.js';
 import { gatewayLayout } from './layout.js';
-import { lingerUntil, liveLeases, watchLeaseReleases } from './leases.js';
 import { lingerWatcher, parseWatcherConfig, type WatcherWorld } from './linger-watcher.js';
 import { tryAcquireLock } from './lock.js';
 import { DEFAULT_REQUEST_TIMEOUT_MS, DEFAULT_STARTUP_TIMEOUT_MS } from './options.js';
 import { poolKeeper } from './pool-keeper.js';
 import { isProcessAlive } from './process-identity.js';
 import { stopRecordedServer } from './server-shutdown.js';
+import { lingerUntil, liveTickets, watchTicketReleases } from './tickets.js';
 
 const config = parseWatcherConfig(process.argv[2]);
 const layout = gatewayLayout(config.dir);
@@ -45,7 +45,7 @@ const world: WatcherWorld = {
   now: () => Date.now(),
   serverAlive: () => isProcessAlive(config.server),
   recordNamesServer,
-  liveHolders: () => liveLeases(layout.leases).length,
+  liveHolders: () => liveTickets(layout.tickets).length,
   lingerUntil: () => lingerUntil(layout.idle),
   tryLock: () => tryAcquireLock(layout.lock),
   async stopServer(reason) {
@@ -108,8 +108,8 @@ async function look(): Promise<void> {
     pruneKernelLogs(layout);
   }
 }
-// A command that ends has its claimed kernel replaced soon after (see watchLeaseReleases), not at the next look.
-watchLeaseReleases(layout.leases, () => pool.tick());
+// A command that ends has its claimed kernel replaced soon after (see watchTicketReleases), not at the next look.
+watchTicketReleases(layout.tickets, () => pool.tick());
 log(`watching server pid ${config.server.pid}`);
 setInterval(() => void look(), config.pollMs);
 void look();

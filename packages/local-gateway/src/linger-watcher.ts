@@ -55,7 +55,7 @@ export interface WatcherWorld {
   serverAlive(): boolean;
   /** `server.json` still names the watched server (no other server replaced it). */
   recordNamesServer(): boolean;
-  /** How many lease holders are alive (the files of dead ones are pruned). */
+  /** How many ticket holders are alive (the files of dead ones are pruned). */
   liveHolders(): number;
   /** The linger promise of the last release (`idle.json`), epoch ms; undefined when none was made. */
   lingerUntil(): number | undefined;

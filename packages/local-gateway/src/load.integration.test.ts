@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { GatewayClient, GatewayKernel } from '@kernelwarden/gateway-client';
 import { mixedCells, testGateway } from '@kernelwarden/test-env';
 import { afterEach, describe, expect, it } from 'vitest';
-import { DEFAULT_POOL, LocalGateway, type LocalGatewayLease } from './index.js';
+import { DEFAULT_POOL, LocalGateway, type LocalGatewayTicket } from './index.js';
 
 /** Sessions started at once (`KERNELWARDEN_LOAD_SESSIONS` lowers it while developing on a shared machine). */
 const SESSIONS = Number(process.env.KERNELWARDEN_LOAD_SESSIONS ?? 64);
@@ -12,10 +12,10 @@ const CELLS = 20;
 /** Generous: 64 interpreters booting on two cores, then 1,280 cells. */
 const BOUND_MS = 15 * 60_000;
 
-const leases: LocalGatewayLease[] = [];
+const tickets: LocalGatewayTicket[] = [];
 const stateDirs: string[] = [];
 afterEach(async () => {
-  for (const lease of leases.splice(0)) await lease.release().catch(() => {});
+  for (const ticket of tickets.splice(0)) await ticket.release().catch(() => {});
   for (const stateDir of stateDirs.splice(0)) await LocalGateway.stop({ stateDir, stopTimeoutMs: 2_000 });
 });
 
@@ -27,13 +27,13 @@ describe(`${SESSIONS} sessions started at once on the embedded gateway, default 
       mkdirSync(stateDir, { recursive: true });
       stateDirs.push(stateDir);
       // Default options; the warm pool as a user gets it (the integration project turns it off by default).
-      const lease = await LocalGateway.acquire({ stateDir, pool: { ...DEFAULT_POOL }, lingerMs: 0 });
-      leases.push(lease);
+      const ticket = await LocalGateway.acquire({ stateDir, pool: { ...DEFAULT_POOL }, lingerMs: 0 });
+      tickets.push(ticket);
       const startMs: number[] = [];
       const outcomes = await Promise.all(
         Array.from({ length: SESSIONS }, async (_, session) => {
           const began = performance.now();
-          const kernel = await GatewayKernel.start({ gateway: lease }).catch((error: unknown) => error as Error);
+          const kernel = await GatewayKernel.start({ gateway: ticket }).catch((error: unknown) => error as Error);
           startMs.push(performance.now() - began);
           if (kernel instanceof Error) return { session, start: `${kernel.name}: ${kernel.message}`, wrong: [] };
           const wrong: string[] = [];
@@ -54,7 +54,7 @@ describe(`${SESSIONS} sessions started at once on the embedded gateway, default 
       );
       expect(outcomes.filter((o) => o.start !== undefined)).toEqual([]);
       expect(outcomes.filter((o) => o.wrong.length > 0)).toEqual([]);
-      const client = new GatewayClient(lease);
+      const client = new GatewayClient(ticket);
       // Only the warm pool's kernels remain.
       const left = (await client.listKernels()).length;
       expect(left).toBeLessThanOrEqual(DEFAULT_POOL.python3 ?? 0);

@@ -52,8 +52,8 @@ function liveProcessesMentioning(dir: string): { pid: number; cmdline: string }[
   return processesMentioning(dir).filter((p) => isProcessAlive(identityOf(p.pid)));
 }
 
-async function listKernelIds(lease: { baseUrl: string; token: string }): Promise<string[]> {
-  const res = await fetch(`${lease.baseUrl}/api/kernels`, { headers: { Authorization: `token ${lease.token}` } });
+async function listKernelIds(ticket: { baseUrl: string; token: string }): Promise<string[]> {
+  const res = await fetch(`${ticket.baseUrl}/api/kernels`, { headers: { Authorization: `token ${ticket.token}` } });
   expect(res.status).toBe(200);
   return ((await res.json()) as { id: string }[]).map((k) => k.id);
 }
@@ -126,20 +126,20 @@ beforeAll(async () => {
     childScript,
     `const { LocalGateway } = await import(process.env.LG_BUNDLE);
 const [mode, stateDir, linger] = process.argv.slice(2);
-const lease = await LocalGateway.acquire({ stateDir, lingerMs: Number(linger) });
+const ticket = await LocalGateway.acquire({ stateDir, lingerMs: Number(linger) });
 let kernelId;
 if (mode === 'kernel') {
-  const res = await fetch(lease.baseUrl + '/api/kernels', {
+  const res = await fetch(ticket.baseUrl + '/api/kernels', {
     method: 'POST',
-    headers: { Authorization: 'token ' + lease.token, 'Content-Type': 'application/json' },
+    headers: { Authorization: 'token ' + ticket.token, 'Content-Type': 'application/json' },
     body: '{"name":"python3"}',
   });
   kernelId = (await res.json()).id;
-  lease.ownership.created(kernelId);
+  ticket.ownership.created(kernelId);
 }
-process.stdout.write(JSON.stringify({ baseUrl: lease.baseUrl, pid: lease.pid, reused: lease.reused, kernelId }) + '\\n');
+process.stdout.write(JSON.stringify({ baseUrl: ticket.baseUrl, pid: ticket.pid, reused: ticket.reused, kernelId }) + '\\n');
 await new Promise((r) => { process.stdin.on('data', () => {}); process.stdin.once('end', r); });
-await lease.release();
+await ticket.release();
 `,
   );
 });
@@ -192,54 +192,54 @@ describe('LocalGateway on a real jupyter-server (one shared server)', () => {
 
   it('answers 403 to a request without the token, keeps the info file 0600, and never shows the token', async () => {
     const events: LocalGatewayEvent[] = [];
-    const lease = await LocalGateway.acquire({ stateDir, onEvent: (e) => events.push(e) });
+    const ticket = await LocalGateway.acquire({ stateDir, onEvent: (e) => events.push(e) });
     try {
-      expect((await fetch(`${lease.baseUrl}/api/kernels`)).status).toBe(403);
-      const wrong = await fetch(`${lease.baseUrl}/api/kernels`, { headers: { Authorization: 'token nope' } });
+      expect((await fetch(`${ticket.baseUrl}/api/kernels`)).status).toBe(403);
+      const wrong = await fetch(`${ticket.baseUrl}/api/kernels`, { headers: { Authorization: 'token nope' } });
       expect(wrong.status).toBe(403);
-      expect(await listKernelIds(lease)).toEqual([]);
+      expect(await listKernelIds(ticket)).toEqual([]);
 
-      const info = join(lease.stateDir, 'server.json');
+      const info = join(ticket.stateDir, 'server.json');
       expect(statSync(info).mode & 0o777).toBe(0o600);
       // The server's listening sockets, recorded for later processes to check cheaply: ones the server holds.
       const { listeners } = JSON.parse(readFileSync(info, 'utf8')) as { listeners?: string[] };
       expect(listeners?.length).toBeGreaterThan(0);
-      const held = socketInodes(lease.pid);
+      const held = socketInodes(ticket.pid);
       for (const inode of listeners ?? []) expect(held.has(inode)).toBe(true);
-      expect(statSync(lease.stateDir).mode & 0o777).toBe(0o700);
-      for (const name of readdirSync(lease.stateDir)) {
-        const st = statSync(join(lease.stateDir, name));
+      expect(statSync(ticket.stateDir).mode & 0o777).toBe(0o700);
+      for (const name of readdirSync(ticket.stateDir)) {
+        const st = statSync(join(ticket.stateDir, name));
         expect(st.mode & 0o077, name).toBe(0);
       }
 
-      const { token } = lease;
+      const { token } = ticket;
       expect(token.length).toBeGreaterThanOrEqual(32);
       const status = await LocalGateway.status({ stateDir });
-      const mentioning = processesMentioning(lease.stateDir);
-      expect(mentioning.some((p) => p.pid === lease.pid)).toBe(true); // the server names its state dir
+      const mentioning = processesMentioning(ticket.stateDir);
+      expect(mentioning.some((p) => p.pid === ticket.pid)).toBe(true); // the server names its state dir
       const places: [string, string][] = [
-        ['server command line', readFileSync(`/proc/${lease.pid}/cmdline`, 'utf8')],
-        ['server environment', readFileSync(`/proc/${lease.pid}/environ`, 'utf8')],
+        ['server command line', readFileSync(`/proc/${ticket.pid}/cmdline`, 'utf8')],
+        ['server environment', readFileSync(`/proc/${ticket.pid}/environ`, 'utf8')],
         ['command lines of every process of the gateway', JSON.stringify(mentioning)],
-        ['server log', readFileSync(join(lease.stateDir, 'server.log'), 'utf8')],
-        ['linger watcher log', readFileSync(join(lease.stateDir, 'linger-watcher.log'), 'utf8')],
+        ['server log', readFileSync(join(ticket.stateDir, 'server.log'), 'utf8')],
+        ['linger watcher log', readFileSync(join(ticket.stateDir, 'linger-watcher.log'), 'utf8')],
         ['events', JSON.stringify(events)],
-        ['JSON of the lease', JSON.stringify(lease)],
-        ['inspect of the lease', inspect(lease)],
+        ['JSON of the ticket', JSON.stringify(ticket)],
+        ['inspect of the ticket', inspect(ticket)],
         ['status', JSON.stringify(status)],
       ];
       for (const [where, text] of places) expect(text.includes(token), where).toBe(false);
-      expect(existsSync(join(lease.stateDir, 'token'))).toBe(false);
-      expect(events.map((e) => e.type)).toContain(lease.reused ? 'server-reused' : 'server-ready');
+      expect(existsSync(join(ticket.stateDir, 'token'))).toBe(false);
+      expect(events.map((e) => e.type)).toContain(ticket.reused ? 'server-reused' : 'server-ready');
     } finally {
-      await lease.release();
+      await ticket.release();
     }
   });
 
   it('launches a kernelspec written into kernelSpecDir by name at once, and replaces a dead watcher, which prunes old kernel logs', async () => {
-    const lease = await LocalGateway.acquire({ stateDir });
+    const ticket = await LocalGateway.acquire({ stateDir });
     try {
-      const spec = join(lease.kernelSpecDir, 'kw-written');
+      const spec = join(ticket.kernelSpecDir, 'kw-written');
       mkdirSync(spec, { recursive: true });
       writeFileSync(
         join(spec, 'kernel.json'),
@@ -249,42 +249,42 @@ describe('LocalGateway on a real jupyter-server (one shared server)', () => {
           language: 'python',
         }),
       );
-      const headers = { Authorization: `token ${lease.token}`, 'Content-Type': 'application/json' };
-      const specs = (await (await fetch(`${lease.baseUrl}/api/kernelspecs`, { headers })).json()) as {
+      const headers = { Authorization: `token ${ticket.token}`, 'Content-Type': 'application/json' };
+      const specs = (await (await fetch(`${ticket.baseUrl}/api/kernelspecs`, { headers })).json()) as {
         kernelspecs: Record<string, unknown>;
       };
       expect(Object.keys(specs.kernelspecs)).toContain('kw-written');
-      const created = await fetch(`${lease.baseUrl}/api/kernels`, {
+      const created = await fetch(`${ticket.baseUrl}/api/kernels`, {
         method: 'POST',
         headers,
         body: JSON.stringify({ name: 'kw-written' }),
       });
       expect(created.status).toBe(201);
       const { id } = (await created.json()) as { id: string };
-      const deleted = await fetch(`${lease.baseUrl}/api/kernels/${id}`, { method: 'DELETE', headers });
+      const deleted = await fetch(`${ticket.baseUrl}/api/kernels/${id}`, { method: 'DELETE', headers });
       expect(deleted.status).toBe(204);
 
-      const info = () => JSON.parse(readFileSync(join(lease.stateDir, 'server.json'), 'utf8'));
+      const info = () => JSON.parse(readFileSync(join(ticket.stateDir, 'server.json'), 'utf8'));
       const watcher = identityOf(info().watcher.pid);
       process.kill(watcher.pid, 'SIGKILL');
       await waitFor('the watcher to die', () => !isProcessAlive(watcher));
       // Kernel logs: one not written for two hours, one just written. The new watcher's first look prunes the old.
-      const oldLog = join(lease.stateDir, 'kernel-logs', 'gone-two-hours.log');
-      const freshLog = join(lease.stateDir, 'kernel-logs', 'written-now.log');
+      const oldLog = join(ticket.stateDir, 'kernel-logs', 'gone-two-hours.log');
+      const freshLog = join(ticket.stateDir, 'kernel-logs', 'written-now.log');
       writeFileSync(oldLog, 'old\n');
       writeFileSync(freshLog, 'fresh\n');
       const twoHoursAgo = new Date(Date.now() - 2 * 3_600_000);
       utimesSync(oldLog, twoHoursAgo, twoHoursAgo);
       const again = await LocalGateway.acquire({ stateDir });
       await again.release();
-      expect(again.pid).toBe(lease.pid);
+      expect(again.pid).toBe(ticket.pid);
       expect(info().watcher.pid).not.toBe(watcher.pid);
       expect(isProcessAlive(info().watcher)).toBe(true);
       await waitFor('the new watcher to prune the old kernel log', () => !existsSync(oldLog));
       expect(existsSync(freshLog)).toBe(true);
       rmSync(freshLog);
     } finally {
-      await lease.release();
+      await ticket.release();
     }
   });
 
@@ -301,12 +301,12 @@ describe('LocalGateway on a real jupyter-server (one shared server)', () => {
     });
 
     const events: LocalGatewayEvent[] = [];
-    const lease = await LocalGateway.acquire({ stateDir, startupTimeoutMs: 20_000, onEvent: (e) => events.push(e) });
+    const ticket = await LocalGateway.acquire({ stateDir, startupTimeoutMs: 20_000, onEvent: (e) => events.push(e) });
     try {
       expect(events).toContainEqual({ type: 'lock-takeover', previousOwnerPid: owner.pid });
       expect(existsSync(join(dir, 'lock'))).toBe(false); // released after use
     } finally {
-      await lease.release();
+      await ticket.release();
     }
   });
 
@@ -322,25 +322,27 @@ describe('LocalGateway on a real jupyter-server (one shared server)', () => {
     await child.exit;
 
     const events: LocalGatewayEvent[] = [];
-    const lease = await LocalGateway.acquire({ stateDir, onEvent: (e) => events.push(e) });
+    const ticket = await LocalGateway.acquire({ stateDir, onEvent: (e) => events.push(e) });
     try {
       expect(events).toContainEqual({ type: 'kernel-reaped', kernelId, ownerPid: child.proc.pid });
-      expect(await listKernelIds(lease)).not.toContain(kernelId);
+      expect(await listKernelIds(ticket)).not.toContain(kernelId);
       expect(existsSync(join(dir, 'owners', kernelId!))).toBe(false);
       await waitFor('the kernel process to exit', () => kernelPids(kernelId!).length === 0, 15_000);
     } finally {
-      await lease.release();
+      await ticket.release();
     }
   });
 
-  it('serves GatewayKernel through a lease: ownership is recorded, and all of a 20 MB cell arrives', async () => {
-    const lease = await LocalGateway.acquire({ stateDir });
-    const kernel = await GatewayKernel.start({ gateway: lease, startupTimeoutMs: 60_000 }).catch(async (e: unknown) => {
-      await lease.release();
-      throw e;
-    });
+  it('serves GatewayKernel through a ticket: ownership is recorded, and all of a 20 MB cell arrives', async () => {
+    const ticket = await LocalGateway.acquire({ stateDir });
+    const kernel = await GatewayKernel.start({ gateway: ticket, startupTimeoutMs: 60_000 }).catch(
+      async (e: unknown) => {
+        await ticket.release();
+        throw e;
+      },
+    );
     try {
-      expect(existsSync(join(lease.stateDir, 'owners', kernel.id))).toBe(true);
+      expect(existsSync(join(ticket.stateDir, 'owners', kernel.id))).toBe(true);
       let chars = 0;
       let lines = 0;
       const result = await kernel.execute("for i in range(200000): print('x'*99)", {
@@ -357,10 +359,10 @@ describe('LocalGateway on a real jupyter-server (one shared server)', () => {
       expect(chars).toBe(200_000 * 100);
     } finally {
       const shutdown = await kernel.shutdown();
-      await lease.release();
+      await ticket.release();
       expect(shutdown).toEqual({ confirmed: true });
     }
-    expect(existsSync(join(lease.stateDir, 'owners', kernel.id))).toBe(false);
+    expect(existsSync(join(ticket.stateDir, 'owners', kernel.id))).toBe(false);
   });
 
   it('puts the log tail of a server that dies at start-up in the error, with the token masked', async () => {
@@ -509,15 +511,15 @@ describe('LocalGateway lifetime', () => {
 describe("LocalGateway's server options", () => {
   it("are all known to the running jupyter-server's version: its log has no 'not recognized' or 'deprecated' line", async () => {
     const stateDir = freshDir('options');
-    const lease = await LocalGateway.acquire({ stateDir, lingerMs: 0 });
+    const ticket = await LocalGateway.acquire({ stateDir, lingerMs: 0 });
     try {
       // A kernel's channels socket makes the server configure its websocket connection (the iopub limits) too.
-      await using kernel = await GatewayKernel.start({ gateway: lease, startupTimeoutMs: 60_000 });
+      await using kernel = await GatewayKernel.start({ gateway: ticket, startupTimeoutMs: 60_000 });
       expect(await kernel.execute('print(1)')).toMatchObject({ status: 'ok', stdout: '1\n' });
     } finally {
-      await lease.release();
+      await ticket.release();
     }
-    const log = readFileSync(join(lease.stateDir, 'server.log'), 'utf8');
+    const log = readFileSync(join(ticket.stateDir, 'server.log'), 'utf8');
     expect(log).toMatch(/Jupyter Server \d+\.\d+\.\d+ is running at/);
     expect(log.split('\n').filter((line) => /not recognized|deprecated/i.test(line))).toEqual([]);
   });

@@ -20,7 +20,7 @@ import { dirname, join } from 'node:path';
 import { GatewayClient, GatewayKernel, GatewayUnavailableError } from '@kernelwarden/gateway-client';
 import { createOtherUser, type OtherUser, testGateway } from '@kernelwarden/test-env';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { LocalGateway, type LocalGatewayLease } from './index.js';
+import { LocalGateway, type LocalGatewayTicket } from './index.js';
 import { parseLoopbackListeners, socketInodes } from './listener.js';
 import { identityOf, isProcessAlive } from './process-identity.js';
 
@@ -205,8 +205,8 @@ describe('LocalGateway against another local user', () => {
     try {
       await lineMatching(thief, /^ready/);
       const error = await LocalGateway.acquire({ stateDir, rootDir, startupTimeoutMs: 60_000 }).then(
-        async (lease) => {
-          await lease.release();
+        async (ticket) => {
+          await ticket.release();
           return undefined;
         },
         (e: unknown) => e,
@@ -222,25 +222,25 @@ describe('LocalGateway against another local user', () => {
 
   it('sends nothing to a process that takes the port of a server that died, and starts a new one', async () => {
     const stateDir = freshDir('died');
-    const lease = await LocalGateway.acquire({ stateDir, lingerMs: 0 });
+    const ticket = await LocalGateway.acquire({ stateDir, lingerMs: 0 });
     const log = other.file('died.log', '', 0o666);
     let thief: ChildProcess | undefined;
     try {
-      process.kill(-lease.pid, 'SIGKILL');
-      await waitFor('the server to exit', () => !isProcessAlive(identityOf(lease.pid)));
-      const port = Number(new URL(lease.baseUrl).port);
+      process.kill(-ticket.pid, 'SIGKILL');
+      await waitFor('the server to exit', () => !isProcessAlive(identityOf(ticket.pid)));
+      const port = Number(new URL(ticket.baseUrl).port);
       thief = other.spawn(['/usr/bin/python3', other.file('died.py', PORT_THIEF), 'unused-marker', log, String(port)]);
       await lineMatching(thief, /^took/);
-      const listing = await new GatewayClient(lease).listKernels().then(
+      const listing = await new GatewayClient(ticket).listKernels().then(
         () => undefined,
         (e: unknown) => e,
       );
       expect(GatewayUnavailableError.isInstance(listing), String(listing)).toBe(true);
-      await expect(GatewayKernel.start({ gateway: lease, startupTimeoutMs: 10_000 })).rejects.toThrow();
+      await expect(GatewayKernel.start({ gateway: ticket, startupTimeoutMs: 10_000 })).rejects.toThrow();
       const fresh = await LocalGateway.acquire({ stateDir, lingerMs: 0 });
       try {
         expect(fresh.reused).toBe(false);
-        expect(fresh.baseUrl).not.toBe(lease.baseUrl);
+        expect(fresh.baseUrl).not.toBe(ticket.baseUrl);
         expect(await new GatewayClient(fresh).listKernels()).toEqual([]);
       } finally {
         await fresh.release();
@@ -248,15 +248,15 @@ describe('LocalGateway against another local user', () => {
       expect(readFileSync(log, 'utf8')).toBe('');
     } finally {
       thief?.kill('SIGKILL');
-      await lease.release().catch(() => undefined);
+      await ticket.release().catch(() => undefined);
       await LocalGateway.stop({ stateDir });
     }
   });
 
   it("keeps every kernel's channels out of another user's reach: no TCP listener, iopub unreadable", async () => {
     const stateDir = freshDir('iopub');
-    const lease = await LocalGateway.acquire({ stateDir, lingerMs: 0 });
-    const kernel = await GatewayKernel.start({ gateway: lease });
+    const ticket = await LocalGateway.acquire({ stateDir, lingerMs: 0 });
+    const kernel = await GatewayKernel.start({ gateway: ticket });
     let listener: ChildProcess | undefined;
     try {
       const connection = JSON.parse(
@@ -281,13 +281,13 @@ describe('LocalGateway against another local user', () => {
     } finally {
       listener?.kill('SIGKILL');
       await kernel.shutdown();
-      await lease.release();
+      await ticket.release();
     }
   });
   it("keeps ipykernel's fork-output pipe out of another user's reach: nothing they send reaches a running cell, and a forked child's output still does", async () => {
     const stateDir = freshDir('fork-pipe');
-    const lease = await LocalGateway.acquire({ stateDir, lingerMs: 0 });
-    const kernel = await GatewayKernel.start({ gateway: lease });
+    const ticket = await LocalGateway.acquire({ stateDir, lingerMs: 0 });
+    const kernel = await GatewayKernel.start({ gateway: ticket });
     try {
       const pid = Number(await text(kernel, 'import os; print(os.getpid())'));
       const connection = JSON.parse(
@@ -331,7 +331,7 @@ describe('LocalGateway against another local user', () => {
       expect(forked.stdout).toContain('parent done\n');
     } finally {
       await kernel.shutdown();
-      await lease.release();
+      await ticket.release();
     }
   });
 
@@ -344,8 +344,8 @@ describe('LocalGateway against another local user', () => {
     expect(linked.code, linked.stderr).toBe(0);
     expect(realpathSync(join(theirs, 'st'))).toBe(ours);
     const error = await LocalGateway.acquire({ stateDir: join(theirs, 'st'), lingerMs: 0 }).then(
-      async (lease) => {
-        await lease.release();
+      async (ticket) => {
+        await ticket.release();
         return undefined;
       },
       (e: unknown) => e,
@@ -364,7 +364,7 @@ describe('LocalGateway against another local user', () => {
 
 describe('LocalGateway kernels: environment, logs and descendants', () => {
   let stateDir: string;
-  let lease: LocalGatewayLease;
+  let ticket: LocalGatewayTicket;
   const started: GatewayKernel[] = [];
 
   beforeAll(async () => {
@@ -375,7 +375,7 @@ describe('LocalGateway kernels: environment, logs and descendants', () => {
     process.env.KERNELWARDEN_GATEWAY_TOKEN = 'kw-starter-gateway-token';
     process.env.JUPYTER_TOKEN = 'kw-starter-jupyter-token';
     try {
-      lease = await LocalGateway.acquire({ stateDir, lingerMs: 0 });
+      ticket = await LocalGateway.acquire({ stateDir, lingerMs: 0 });
     } finally {
       for (const name of ['AWS_SECRET_ACCESS_KEY', 'KERNELWARDEN_GATEWAY_TOKEN', 'JUPYTER_TOKEN']) {
         if (saved[name] === undefined) delete process.env[name];
@@ -387,12 +387,12 @@ describe('LocalGateway kernels: environment, logs and descendants', () => {
     for (const kernel of started.splice(0)) await kernel.shutdown();
   });
   afterAll(async () => {
-    await lease.release();
+    await ticket.release();
     await LocalGateway.stop({ stateDir });
   });
 
   async function start(kernelName = 'python3', env?: Record<string, string>): Promise<GatewayKernel> {
-    const kernel = await GatewayKernel.start({ gateway: lease, kernelName, ...(env ? { env } : {}) });
+    const kernel = await GatewayKernel.start({ gateway: ticket, kernelName, ...(env ? { env } : {}) });
     started.push(kernel);
     return kernel;
   }
@@ -406,19 +406,19 @@ describe('LocalGateway kernels: environment, logs and descendants', () => {
     expect(pyEnv.KW_MINE).toBe('mine');
     const leaked = JSON.stringify(pyEnv);
     expect(leaked).not.toContain('kw-starter-');
-    expect(leaked).not.toContain(lease.token);
+    expect(leaked).not.toContain(ticket.token);
     expect(Object.keys(pyEnv)).not.toContain('KERNELWARDEN_GATEWAY_TOKEN');
     expect(Object.keys(pyEnv)).not.toContain('JUPYTER_TOKEN');
     // The process's own initial environment (what a subprocess of it would inherit) is just as clean.
     const initial = await text(python, "print(open('/proc/self/environ').read())");
     expect(initial).not.toContain('kw-starter-');
-    expect(initial).not.toContain(lease.token);
+    expect(initial).not.toContain(ticket.token);
 
     const r = await start('ir', { KW_MINE: 'mine-r' });
     const rEnv = await text(r, 'e <- Sys.getenv(); cat(paste(names(e), e, sep = "=", collapse = "\\n"))');
     expect(rEnv).toContain('KW_MINE=mine-r');
     expect(rEnv).not.toContain('kw-starter-');
-    expect(rEnv).not.toContain(lease.token);
+    expect(rEnv).not.toContain(ticket.token);
   });
 
   it("writes a kernel's stdout and stderr to a log of its own: it cannot reach or forge the server's log", async () => {
@@ -458,7 +458,7 @@ describe('LocalGateway kernels: environment, logs and descendants', () => {
     expect(said.trim().split('\n')).toEqual(['0', 'True']);
   });
 
-  it('leaves no process a kernel started, in a session of its own or not, once the kernel is shut down', async () => {
+  it('leaves no process a kernel started, in a process group of its own or not, once the kernel is shut down', async () => {
     const kernel = await start();
     const pids = (
       await text(
@@ -504,8 +504,8 @@ describe('LocalGateway state on disk', () => {
     const open = freshDir('open-parent');
     chmodSync(open, 0o777);
     const error = await LocalGateway.acquire({ stateDir: join(open, 'state') }).then(
-      async (lease) => {
-        await lease.release();
+      async (ticket) => {
+        await ticket.release();
         return undefined;
       },
       (e: unknown) => e,
@@ -518,8 +518,8 @@ describe('LocalGateway state on disk', () => {
     const shared = freshDir('sticky');
     chmodSync(shared, 0o1777);
     const error = await LocalGateway.acquire({ stateDir: shared }).then(
-      async (lease) => {
-        await lease.release();
+      async (ticket) => {
+        await ticket.release();
         return undefined;
       },
       (e: unknown) => e,
@@ -533,18 +533,18 @@ describe('LocalGateway state on disk', () => {
     const canonical = freshDir('canonical');
     const link = join(freshDir('links'), 'state');
     symlinkSync(canonical, link);
-    const lease = await LocalGateway.acquire({ stateDir: link, lingerMs: 0 });
+    const ticket = await LocalGateway.acquire({ stateDir: link, lingerMs: 0 });
     try {
-      expect(lease.stateDir).toBe(gatewayDir(canonical));
-      expect(lease.kernelSpecDir.startsWith(`${canonical}/`)).toBe(true);
+      expect(ticket.stateDir).toBe(gatewayDir(canonical));
+      expect(ticket.kernelSpecDir.startsWith(`${canonical}/`)).toBe(true);
       // The server's own paths (command line, environment, working directory) name the canonical directory only.
-      const cmdline = readFileSync(`/proc/${lease.pid}/cmdline`, 'utf8');
-      const environ = readFileSync(`/proc/${lease.pid}/environ`, 'utf8');
+      const cmdline = readFileSync(`/proc/${ticket.pid}/cmdline`, 'utf8');
+      const environ = readFileSync(`/proc/${ticket.pid}/environ`, 'utf8');
       expect(cmdline).toContain(canonical);
       expect(`${cmdline}${environ}`).not.toContain(link);
-      expect(readlinkSync(`/proc/${lease.pid}/cwd`)).toBe(gatewayDir(canonical));
+      expect(readlinkSync(`/proc/${ticket.pid}/cwd`)).toBe(gatewayDir(canonical));
     } finally {
-      await lease.release();
+      await ticket.release();
       await LocalGateway.stop({ stateDir: canonical });
     }
   });
@@ -578,9 +578,9 @@ describe('LocalGateway state on disk', () => {
         lingerMs: 0,
       };
       writeFileSync(join(dir, 'server.json'), JSON.stringify(forged), { mode: 0o600 });
-      const lease = await LocalGateway.acquire({ stateDir, lingerMs: 0 });
-      expect(lease.baseUrl).not.toBe(forged.baseUrl);
-      await lease.release();
+      const ticket = await LocalGateway.acquire({ stateDir, lingerMs: 0 });
+      expect(ticket.baseUrl).not.toBe(forged.baseUrl);
+      await ticket.release();
       writeFileSync(join(dir, 'server.json'), JSON.stringify(forged), { mode: 0o600 });
       await LocalGateway.stop({ stateDir, stopTimeoutMs: 0 });
       expect(requests).toEqual([]);
@@ -598,14 +598,14 @@ describe('LocalGateway state on disk', () => {
     writeFileSync(join(configDir, 'jupyter_server_config.py'), "c.KernelManager.transport = 'tcp'\n");
     const saved = process.env.JUPYTER_CONFIG_PATH;
     process.env.JUPYTER_CONFIG_PATH = configDir;
-    let lease: LocalGatewayLease | undefined;
+    let ticket: LocalGatewayTicket | undefined;
     try {
-      lease = await LocalGateway.acquire({ stateDir, lingerMs: 0 });
+      ticket = await LocalGateway.acquire({ stateDir, lingerMs: 0 });
     } finally {
       if (saved === undefined) delete process.env.JUPYTER_CONFIG_PATH;
       else process.env.JUPYTER_CONFIG_PATH = saved;
     }
-    const kernel = await GatewayKernel.start({ gateway: lease });
+    const kernel = await GatewayKernel.start({ gateway: ticket });
     try {
       const connection = JSON.parse(
         readFileSync(join(gatewayDir(stateDir), 'runtime', `kernel-${kernel.id}.json`), 'utf8'),
@@ -614,13 +614,13 @@ describe('LocalGateway state on disk', () => {
       expect(await text(kernel, 'print(6 * 7)')).toBe('42\n');
     } finally {
       await kernel.shutdown();
-      await lease.release();
+      await ticket.release();
     }
   });
 
   it('keeps the token in files only this user can read', async () => {
     const stateDir = freshDir('token-files');
-    const lease = await LocalGateway.acquire({ stateDir, lingerMs: 0 });
+    const ticket = await LocalGateway.acquire({ stateDir, lingerMs: 0 });
     try {
       const holders: string[] = [];
       const walk = (dir: string) => {
@@ -628,7 +628,7 @@ describe('LocalGateway state on disk', () => {
           const path = join(dir, name);
           const st = lstatSync(path);
           if (st.isDirectory()) walk(path);
-          else if (st.isFile() && readFileSync(path, 'utf8').includes(lease.token)) holders.push(path);
+          else if (st.isFile() && readFileSync(path, 'utf8').includes(ticket.token)) holders.push(path);
         }
       };
       walk(stateDir);
@@ -640,28 +640,28 @@ describe('LocalGateway state on disk', () => {
         }
       }
     } finally {
-      await lease.release();
+      await ticket.release();
     }
   });
 });
 
 describe('LocalGateway kernels launched in a workspace that holds hostile files', () => {
   let stateDir: string;
-  let lease: LocalGatewayLease;
+  let ticket: LocalGatewayTicket;
 
   beforeAll(async () => {
     stateDir = freshDir('workspace-launch');
-    lease = await LocalGateway.acquire({ stateDir, lingerMs: 0 });
+    ticket = await LocalGateway.acquire({ stateDir, lingerMs: 0 });
   });
   afterAll(async () => {
-    await lease.release();
+    await ticket.release();
     await LocalGateway.stop({ stateDir });
   });
 
   /** A kernel of `kernelName` launched with `workspace` as its working directory (the server's `path`). */
   async function launchIn(kernelName: string, workspace: string): Promise<GatewayKernel> {
-    const model = await new GatewayClient(lease).createKernel({ name: kernelName, path: workspace.slice(1) });
-    return GatewayKernel.connect({ gateway: lease, kernelId: model.id, startupTimeoutMs: 60_000 });
+    const model = await new GatewayClient(ticket).createKernel({ name: kernelName, path: workspace.slice(1) });
+    return GatewayKernel.connect({ gateway: ticket, kernelId: model.id, startupTimeoutMs: 60_000 });
   }
 
   it('imports nothing from the working directory while an IPython kernel starts; its cells still import from it', async () => {

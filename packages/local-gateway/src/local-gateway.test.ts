@@ -18,11 +18,11 @@ import { InvalidOptionsError } from '@kernelwarden/core';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { LocalGateway, LocalGatewayError } from './index.js';
 import { readServerInfo, writeServerInfo } from './info-file.js';
-import { addLease, clearExpiredIdle, lingerPending, liveLeases, markIdle } from './leases.js';
 import { acquireLock, tryAcquireLock } from './lock.js';
 import { forgetOwner, listOwners, recordOwner } from './ownership.js';
 import { currentProcess, identityOf, isProcessAlive, type ProcessIdentity } from './process-identity.js';
 import { resolveServerCommand } from './server-command.js';
+import { addTicket, clearExpiredIdle, lingerPending, liveTickets, markIdle } from './tickets.js';
 
 let dir: string;
 beforeEach(() => {
@@ -202,10 +202,10 @@ describe('state files', () => {
     expect(readServerInfo(path)).toBeUndefined();
   });
 
-  it('prunes the leases of dead holders', () => {
-    addLease(dir, 1000);
+  it('prunes the tickets of dead holders', () => {
+    addTicket(dir, 1000);
     writeFileSync(join(dir, '1-dead.json'), JSON.stringify({ ...deadProcess(), acquiredAt: 'x', lingerMs: 0 }));
-    expect(liveLeases(dir).map((l) => l.pid)).toEqual([process.pid]);
+    expect(liveTickets(dir).map((l) => l.pid)).toEqual([process.pid]);
     expect(existsSync(join(dir, '1-dead.json'))).toBe(false);
   });
 

@@ -12,7 +12,7 @@ export const STATE_DIR_ENV = 'KERNELWARDEN_STATE_DIR';
 export const JUPYTER_SERVER_ENV = 'KERNELWARDEN_JUPYTER_SERVER';
 /** The jupyter-server executable when neither `command` nor `KERNELWARDEN_JUPYTER_SERVER` names one (looked up on PATH). */
 export const DEFAULT_SERVER_COMMAND = 'jupyter-server';
-/** How long the server stays up after the last lease went away: 30 s. */
+/** How long the server stays up after the last ticket went away: 30 s. */
 export const DEFAULT_LINGER_MS = 30_000;
 /** One deadline over the lock wait, the start and the readiness polling: 60 s. */
 export const DEFAULT_STARTUP_TIMEOUT_MS = 60_000;
@@ -57,7 +57,7 @@ export interface LocalGatewayLocation {
 /** Options of `LocalGateway.acquire()`. */
 export interface LocalGatewayOptions extends LocalGatewayLocation {
   /**
-   * How long the server stays up after its last lease is released (or its last holder died); `0` stops it at
+   * How long the server stays up after its last ticket is released (or its last holder died); `0` stops it at
    * the last release. A longer linger promised by an earlier release is never cut short.
    * @defaultValue `DEFAULT_LINGER_MS`
    */
@@ -101,7 +101,7 @@ export interface LocalGatewayOptions extends LocalGatewayLocation {
   onEvent?: (event: LocalGatewayEvent) => void;
   /**
    * The warm pool: how many started kernels the server keeps ready per kernelspec, for any process of this user to
-   * claim (`GatewayKernel.start()` through the lease claims one instead of creating a kernel, and applies its `cwd`,
+   * claim (`GatewayKernel.start()` through the ticket claims one instead of creating a kernel, and applies its `cwd`,
    * `env` and prelude to it). `{}` or `0` counts turn it off. Each acquire sets the pool of the running server; the
    * linger watcher fills it in the background. Each idle pooled python3 kernel costs its memory (see the README).
    * @defaultValue env `KERNELWARDEN_POOL` (`POOL_ENV`), else `DEFAULT_POOL`
@@ -153,7 +153,7 @@ export interface ResolvedLocalGatewayStopOptions extends ResolvedLocalGatewayLoc
 
 /** `LocalGateway.acquire()`'s options with every default applied: what `resolveLocalGatewayOptions` returns. */
 export interface ResolvedLocalGatewayOptions extends ResolvedLocalGatewayStopOptions {
-  /** Milliseconds the server lingers after the last lease. */
+  /** Milliseconds the server lingers after the last ticket. */
   readonly lingerMs: number;
   /** Milliseconds of the start-up deadline (`0`: none). */
   readonly startupTimeoutMs: number;

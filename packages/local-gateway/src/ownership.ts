@@ -72,7 +72,7 @@ export function clearOwners(dir: string): void {
 
 /** Options of `reapOrphanKernels`. */
 export interface ReapOptions {
-  /** A client of the gateway's server (through the lease's guarded transport). */
+  /** A client of the gateway's server (through the ticket's guarded transport). */
   client: Pick<GatewayClient, 'baseUrl' | 'listKernels' | 'deleteKernel'>;
   ownersDir: string;
   signal?: AbortSignal | undefined;

@@ -3,23 +3,23 @@ import { join } from 'node:path';
 import { GatewayKernel } from '@kernelwarden/gateway-client';
 import { testGateway } from '@kernelwarden/test-env';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { LocalGateway, type LocalGatewayLease } from './index.js';
+import { LocalGateway, type LocalGatewayTicket } from './index.js';
 
 // On LocalGateway's server (iopub rate limits raised) large and chatty outputs arrive complete and in
 // order, while the client's memory stays bounded by the output caps.
 describe('GatewayKernel throughput on LocalGateway', () => {
-  let lease: LocalGatewayLease;
+  let ticket: LocalGatewayTicket;
   let kernel: GatewayKernel;
 
   beforeAll(async () => {
     const stateDir = join(testGateway().root, `throughput-${process.pid}`);
     mkdirSync(stateDir, { recursive: true });
-    lease = await LocalGateway.acquire({ stateDir, lingerMs: 0 });
-    kernel = await GatewayKernel.start({ gateway: lease });
+    ticket = await LocalGateway.acquire({ stateDir, lingerMs: 0 });
+    kernel = await GatewayKernel.start({ gateway: ticket });
   });
   afterAll(async () => {
     await kernel?.shutdown();
-    await lease?.release();
+    await ticket?.release();
   });
 
   it('delivers all 20 MB of a cell with nothing dropped, keeping only the capped part', async () => {
@@ -42,7 +42,7 @@ describe('GatewayKernel throughput on LocalGateway', () => {
   // 20,000 lines (951 lines and the cell's idle lost); LocalGateway's server config lifts it.
   it('keeps up with 30,000 flushed short lines: all of them, in order, with memory bounded by small caps', async () => {
     await using chatty = await GatewayKernel.start({
-      gateway: lease,
+      gateway: ticket,
       outputCaps: { maxStreamChars: 4096, maxOutputs: 10 },
     });
     let next = 0;

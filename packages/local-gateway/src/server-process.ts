@@ -33,7 +33,7 @@ export interface SpawnedProcess {
 }
 
 /**
- * Spawns `command args` in its own session (setsid: it outlives us and can be stopped as a group), with stdout and
+ * Spawns `command args` in its own process group (setsid: it outlives us and can be stopped as a group), with stdout and
  * stderr appended to `logFile` — never a pipe nobody reads.
  */
 export function spawnDetached(
@@ -198,7 +198,7 @@ async function waitForExit(id: ProcessIdentity, ms: number): Promise<boolean> {
 /**
  * Pids of a server's kernel processes: those whose command line mentions a connection file in `runtimeDir`, and,
  * given the server run's `instance`, every process carrying its kernel marker in its environment (the kernels'
- * descendants, those in sessions of their own included).
+ * descendants, those in process groups of their own included).
  */
 export function kernelProcesses(runtimeDir: string, instance?: string): number[] {
   const marker = `${runtimeDir}/kernel-`;
@@ -217,7 +217,7 @@ export function kernelProcesses(runtimeDir: string, instance?: string): number[]
 /**
  * Stops a server: SIGTERM to its process group (jupyter-server then shuts its kernels down), SIGKILL after
  * `graceMs`, and finally SIGKILL to any kernel process still holding one of its connection files (kernels run in
- * sessions of their own, so a group signal does not reach them).
+ * process groups of their own, so a group signal does not reach them).
  */
 export async function stopServerProcess(
   server: ProcessIdentity,

@@ -2,15 +2,15 @@ import type { ServerInfo } from './info-file.js';
 import { removeIpcDir } from './ipc-dir.js';
 import { clearPool } from './kernel-pool.js';
 import type { GatewayLayout } from './layout.js';
-import { liveLeases } from './leases.js';
 import { isLingerWatcherOf } from './linger-watcher.js';
 import { clearOwners } from './ownership.js';
 import { isProcessAlive } from './process-identity.js';
 import { stopServerProcess } from './server-process.js';
 import { mayStopRecordedServer } from './server-verification.js';
 import { removeFile } from './state-dir.js';
+import { liveTickets } from './tickets.js';
 
-/** Removes the state of a stopped server (leases and ownership records refer to it alone). */
+/** Removes the state of a stopped server (tickets and ownership records refer to it alone). */
 export function clearServerState(layout: GatewayLayout, info?: ServerInfo): void {
   removeIpcDir(layout, info?.ipcDir);
   removeFile(layout.info);
@@ -18,7 +18,7 @@ export function clearServerState(layout: GatewayLayout, info?: ServerInfo): void
   removeFile(layout.tokenFile);
   clearOwners(layout.owners);
   clearPool(layout);
-  liveLeases(layout.leases); // prunes dead holders' files
+  liveTickets(layout.tickets); // prunes dead holders' files
 }
 
 /**

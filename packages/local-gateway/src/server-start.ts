@@ -161,7 +161,7 @@ async function awaitReadiness(
   emit: Emit,
 ): Promise<'ready' | 'retry'> {
   const { baseUrl, port, token, child, instance, ipcDir, logStart } = started;
-  // Raw fetches until the server is known to be ours and ready: no client (or lease) exists yet.
+  // Raw fetches until the server is known to be ours and ready: no client (or ticket) exists yet.
   const readiness = await waitUntilReady({ baseUrl, port, token, server: child, signal });
   removeFile(layout.tokenFile);
   if ('foreign' in readiness) {

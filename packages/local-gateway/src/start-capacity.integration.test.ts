@@ -11,7 +11,7 @@ import {
 } from '@kernelwarden/gateway-client';
 import { testGateway } from '@kernelwarden/test-env';
 import { afterEach, describe, expect, it } from 'vitest';
-import { LocalGateway, type LocalGatewayLease, type LocalGatewayOptions } from './index.js';
+import { LocalGateway, type LocalGatewayOptions, type LocalGatewayTicket } from './index.js';
 
 function freshDir(name: string): string {
   const dir = join(testGateway().root, `start-capacity-${name}-${randomBytes(4).toString('hex')}`);
@@ -19,32 +19,32 @@ function freshDir(name: string): string {
   return dir;
 }
 
-const leases: LocalGatewayLease[] = [];
+const tickets: LocalGatewayTicket[] = [];
 const stateDirs: string[] = [];
 afterEach(async () => {
-  for (const lease of leases.splice(0)) await lease.release().catch(() => {});
+  for (const ticket of tickets.splice(0)) await ticket.release().catch(() => {});
   for (const stateDir of stateDirs.splice(0)) await LocalGateway.stop({ stateDir, stopTimeoutMs: 2_000 });
 });
 
 async function acquire(
   name: string,
   opts: LocalGatewayOptions,
-): Promise<{ lease: LocalGatewayLease; client: GatewayClient }> {
+): Promise<{ ticket: LocalGatewayTicket; client: GatewayClient }> {
   const stateDir = freshDir(name);
   stateDirs.push(stateDir);
-  const lease = await LocalGateway.acquire({ stateDir, lingerMs: 0, pool: {}, ...opts });
-  leases.push(lease);
-  return { lease, client: new GatewayClient(lease) };
+  const ticket = await LocalGateway.acquire({ stateDir, lingerMs: 0, pool: {}, ...opts });
+  tickets.push(ticket);
+  return { ticket, client: new GatewayClient(ticket) };
 }
 
-/** A child process that starts a kernel through its own lease and is SIGKILLed as soon as its create is sent. */
+/** A child process that starts a kernel through its own ticket and is SIGKILLed as soon as its create is sent. */
 async function startAndDie(stateDir: string, ownersDir: string, delayMs: number): Promise<void> {
   const before = new Set(readdirSync(ownersDir));
   const program = `
     const { LocalGateway } = await import(${JSON.stringify(new URL('../dist/index.js', import.meta.url).href)});
     const { GatewayKernel } = await import('@kernelwarden/gateway-client');
-    const lease = await LocalGateway.acquire({ stateDir: ${JSON.stringify(stateDir)}, lingerMs: 0, pool: {} });
-    await GatewayKernel.start({ gateway: lease });
+    const ticket = await LocalGateway.acquire({ stateDir: ${JSON.stringify(stateDir)}, lingerMs: 0, pool: {} });
+    await GatewayKernel.start({ gateway: ticket });
   `;
   const child = spawn(process.execPath, ['--input-type=module', '-e', program], {
     cwd: new URL('..', import.meta.url).pathname,
@@ -142,9 +142,9 @@ describe('LocalGateway start capacity', () => {
   });
 
   it('a process killed while its create waits in the queue, or while its kernel starts, leaves no kernel', async () => {
-    const { lease, client } = await acquire('exit', { maxConcurrentStarts: 1 });
+    const { ticket, client } = await acquire('exit', { maxConcurrentStarts: 1 });
     const stateDir = stateDirs.at(-1) as string;
-    const ownersDir = join(lease.stateDir, 'owners');
+    const ownersDir = join(ticket.stateDir, 'owners');
     mkdirSync(ownersDir, { recursive: true });
     // Queued behind two creates: the server drops it when the connection goes.
     const ahead = [client.createKernel({ name: 'python3' }), client.createKernel({ name: 'python3' })];
@@ -155,7 +155,7 @@ describe('LocalGateway start capacity', () => {
     for (const delayMs of [0, 150, 400]) await startAndDie(stateDir, ownersDir, delayMs);
     await settle(2_000);
     const again = await LocalGateway.acquire({ stateDir, lingerMs: 0, pool: {} });
-    leases.push(again);
+    tickets.push(again);
     const until = Date.now() + 30_000;
     while ((await kernelIds(client)).length > 2 && Date.now() < until) await settle(200);
     expect(await kernelIds(client)).toEqual(kept.map((m) => m.id).sort());
@@ -163,13 +163,13 @@ describe('LocalGateway start capacity', () => {
   });
 
   it("a start's wait for its turn in the queue does not count toward its startupTimeoutMs", async () => {
-    const { lease, client } = await acquire('turns', { maxConcurrentStarts: 1 });
+    const { ticket, client } = await acquire('turns', { maxConcurrentStarts: 1 });
     // A kernelspec whose interpreter starts 8 s late holds the one start slot that long.
     const python = (await client.kernelSpecs()).kernelspecs.python3?.spec;
     expect(python).toBeDefined();
-    mkdirSync(join(lease.kernelSpecDir, 'slow-python'), { recursive: true });
+    mkdirSync(join(ticket.kernelSpecDir, 'slow-python'), { recursive: true });
     writeFileSync(
-      join(lease.kernelSpecDir, 'slow-python', 'kernel.json'),
+      join(ticket.kernelSpecDir, 'slow-python', 'kernel.json'),
       JSON.stringify({
         argv: ['sh', '-c', 'sleep 8; exec "$0" "$@"', ...(python?.argv ?? [])],
         display_name: 'slow python',
@@ -179,7 +179,7 @@ describe('LocalGateway start capacity', () => {
     const slow = client.createKernel({ name: 'slow-python' });
     await settle(300);
     const began = performance.now();
-    const kernel = await GatewayKernel.start({ gateway: lease, startupTimeoutMs: 6_000 });
+    const kernel = await GatewayKernel.start({ gateway: ticket, startupTimeoutMs: 6_000 });
     try {
       // It waited for the slow kernel's turn (longer than its own deadline), then started within it.
       expect(performance.now() - began).toBeGreaterThan(6_000);
@@ -191,11 +191,11 @@ describe('LocalGateway start capacity', () => {
     expect(await kernelIds(client)).toEqual([]);
   });
 
-  it('GatewayKernel.start through a lease at its limit fails typed and leaves nothing', async () => {
-    const { lease, client } = await acquire('start-limit', { maxKernels: 1, startQueueTimeoutMs: 1_500 });
-    const kernel = await GatewayKernel.start({ gateway: lease });
+  it('GatewayKernel.start through a ticket at its limit fails typed and leaves nothing', async () => {
+    const { ticket, client } = await acquire('start-limit', { maxKernels: 1, startQueueTimeoutMs: 1_500 });
+    const kernel = await GatewayKernel.start({ gateway: ticket });
     // The wait for room is the queue's (startQueueTimeoutMs), not the start's own deadline.
-    const error = await GatewayKernel.start({ gateway: lease, startupTimeoutMs: 60_000 }).catch((e: unknown) => e);
+    const error = await GatewayKernel.start({ gateway: ticket, startupTimeoutMs: 60_000 }).catch((e: unknown) => e);
     expect(GatewayCapacityError.isInstance(error)).toBe(true);
     expect((error as Error).message).toMatch(/limit of 1 kernels/);
     expect(await kernelIds(client)).toEqual([kernel.id]);

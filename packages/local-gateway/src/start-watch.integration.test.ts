@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { GatewayClient, GatewayKernel, KernelStartError } from '@kernelwarden/gateway-client';
 import { testGateway } from '@kernelwarden/test-env';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { LocalGateway, type LocalGatewayLease } from './index.js';
+import { LocalGateway, type LocalGatewayTicket } from './index.js';
 
 // A kernelspec whose process exits at once with its own error on stderr, like a venv kernelspec run by the base
 // interpreter (`No module named ipykernel_launcher`). `python3` is replaced by the server's own interpreter.
@@ -38,12 +38,12 @@ async function listed(client: GatewayClient): Promise<string[]> {
 
 describe('a kernel that dies while starting', () => {
   let base: string;
-  let lease: LocalGatewayLease;
+  let ticket: LocalGatewayTicket;
 
   beforeAll(async () => {
     base = join(testGateway().root, `start-watch-${randomBytes(4).toString('hex')}`);
     writeSpec(join(base, 'jupyter', 'kernels'));
-    lease = await LocalGateway.acquire({
+    ticket = await LocalGateway.acquire({
       stateDir: join(base, 'state'),
       lingerMs: 0,
       jupyterPath: [join(base, 'jupyter')],
@@ -51,15 +51,15 @@ describe('a kernel that dies while starting', () => {
   });
 
   afterAll(async () => {
-    await lease?.release();
+    await ticket?.release();
   });
 
   it('fails the start within seconds with KernelStartError carrying its stderr, on LocalGateway', async () => {
     const client = new GatewayClient({
-      baseUrl: lease.baseUrl,
-      token: lease.token,
-      ownership: lease.ownership,
-      diagnostics: lease.diagnostics,
+      baseUrl: ticket.baseUrl,
+      token: ticket.token,
+      ownership: ticket.ownership,
+      diagnostics: ticket.diagnostics,
     });
     const started = Date.now();
     const error = await GatewayKernel.start({ gateway: client, kernelName: SPEC_NAME, startupTimeoutMs: 60_000 }).then(
@@ -71,7 +71,7 @@ describe('a kernel that dies while starting', () => {
     const message = (error as Error).message;
     expect(message).toMatch(/died while starting: its process exited/);
     expect(message).toContain(`No module named '${MODULE}'`);
-    expect(message).not.toContain(lease.token);
+    expect(message).not.toContain(ticket.token);
     // The restarter alone would take 5 tries 3 s apart; the start deadline is 60 s.
     expect(elapsed).toBeLessThan(5_000);
     expect(await listed(client)).not.toContain(SPEC_NAME);

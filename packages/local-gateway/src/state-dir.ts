@@ -22,7 +22,7 @@ export function ensurePrivateDir(dir: string): void {
 
 /**
  * Writes `text` to `path` with mode 0600, atomically (core's `writeFileAtomic`): a reader sees the old content or the
- * new, never a part. Not fsynced: every file here describes processes of this boot (a server, leases, kernels, the
+ * new, never a part. Not fsynced: every file here describes processes of this boot (a server, tickets, kernels, the
  * pool), which a crash of the machine ends too, and each is verified against the live processes before it is
  * trusted; an fsync cost a command up to 10 ms.
  */

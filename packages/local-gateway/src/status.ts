@@ -2,11 +2,11 @@ import { locateGateway } from './gateway-dir.js';
 import { serverClient } from './guarded-transport.js';
 import { readServerInfo } from './info-file.js';
 import { pooledKernelspecs, readPoolConfig, readyKernels } from './kernel-pool.js';
-import { liveLeases } from './leases.js';
 import { DEFAULT_REQUEST_TIMEOUT_MS, type ResolvedLocalGatewayLocation } from './options.js';
 import { listOwners } from './ownership.js';
 import { isProcessAlive } from './process-identity.js';
 import { unverifiedServerReason } from './server-verification.js';
+import { liveTickets } from './tickets.js';
 
 /** What `LocalGateway.status()` reports, for the CLI. Never the token. */
 export interface LocalGatewayStatus {
@@ -24,7 +24,7 @@ export interface LocalGatewayStatus {
   pid?: number;
   /** When the recorded server was started (ISO 8601). */
   startedAt?: string;
-  /** Processes holding a lease. */
+  /** Processes holding a ticket. */
   holders: { pid: number; acquiredAt: string }[];
   /**
    * Kernels the server lists, with the process that created (or claimed) each when known; `pooled` for a kernel
@@ -53,15 +53,15 @@ function poolCounts(layout: Parameters<typeof readPoolConfig>[0]): LocalGatewayS
 }
 
 /**
- * Reports whether the embedded server runs, where, who holds leases and which kernels it has. It takes no lock and
- * changes nothing but the lease files of dead holders (pruned), and asks the server — through a `GatewayClient` over
+ * Reports whether the embedded server runs, where, who holds tickets and which kernels it has. It takes no lock and
+ * changes nothing but the ticket files of dead holders (pruned), and asks the server — through a `GatewayClient` over
  * the guarded transport — only once the record is verified.
  */
 export async function gatewayStatus(location: ResolvedLocalGatewayLocation): Promise<LocalGatewayStatus> {
   const { layout, server } = locateGateway(location);
   const base = { stateDir: layout.dir, command: server.command, interpreter: server.interpreter };
   const info = readServerInfo(layout.info);
-  const holders = liveLeases(layout.leases).map((l) => ({ pid: l.pid, acquiredAt: l.acquiredAt }));
+  const holders = liveTickets(layout.tickets).map((l) => ({ pid: l.pid, acquiredAt: l.acquiredAt }));
   if (!info || unverifiedServerReason(layout, info) !== undefined) {
     return { running: false, ...base, holders, kernels: [], pool: {} };
   }

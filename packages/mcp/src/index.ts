@@ -1,7 +1,7 @@
 export type { AgentTool, AgentTools, ToolResultOutput } from './agent-tools.js';
 export { createAgentTools, toModelOutput } from './agent-tools.js';
 export type { KernelToolContent, KernelToolResult } from './cell-transcript.js';
-export type { KernelLanguage, KernelToolCall, RunCodeInput, RunCodeMode } from './kernel-tools.js';
+export type { KernelLanguage, RunCodeInput, RunCodeMode } from './kernel-tools.js';
 export { KernelTools } from './kernel-tools.js';
 export { createMcpServer } from './mcp-server.js';
 export type { RunNotebookInput, SaveNotebookInput } from './notebook-tools.js';
@@ -12,6 +12,7 @@ export { DEFAULT_SERVER_NAME, resolveMcpServerOptions } from './server-options.j
 export { DEFAULT_MAX_SOURCE_BYTES } from './source-check.js';
 export type { McpStdioTransportOptions } from './stdio-transport.js';
 export { DEFAULT_MAX_MESSAGE_BYTES, McpStdioTransport } from './stdio-transport.js';
+export type { KernelToolCall } from './tool-call.js';
 export type { KernelToolOptions, ResolvedKernelToolOptions } from './tool-options.js';
 export {
   DEFAULT_HEARTBEAT_MS,

@@ -2,31 +2,31 @@ import { randomBytes } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { GatewayClient, GatewayKernel } from '@kernelwarden/gateway-client';
-import { LocalGateway, type LocalGatewayLease } from '@kernelwarden/local-gateway';
+import { LocalGateway, type LocalGatewayTicket } from '@kernelwarden/local-gateway';
 import { KernelSession } from '@kernelwarden/supervisor';
 import { kernelPids, testGateway } from '@kernelwarden/test-env';
 import { createWatchdog } from '@kernelwarden/watchdog';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createMessageTap, runNotebook } from './index.js';
 
-describe("runNotebook on the embedded gateway, the tap wrapping the lease's guarded WebSocket", () => {
+describe("runNotebook on the embedded gateway, the tap wrapping the ticket's guarded WebSocket", () => {
   const stateDir = join(testGateway().root, `notebook-${randomBytes(4).toString('hex')}`);
   const kernels: GatewayKernel[] = [];
-  let lease: LocalGatewayLease;
+  let ticket: LocalGatewayTicket;
   let session: KernelSession<GatewayKernel>;
   const tap = createMessageTap();
 
   beforeAll(async () => {
     mkdirSync(stateDir, { recursive: true });
-    lease = await LocalGateway.acquire({ stateDir, lingerMs: 0 });
+    ticket = await LocalGateway.acquire({ stateDir, lingerMs: 0 });
     const client = new GatewayClient({
-      baseUrl: lease.baseUrl,
-      token: lease.token,
-      fetch: lease.fetch,
-      request: lease.request,
-      ownership: lease.ownership,
-      processes: lease.processes,
-      WebSocket: tap.wrap(lease.WebSocket),
+      baseUrl: ticket.baseUrl,
+      token: ticket.token,
+      fetch: ticket.fetch,
+      request: ticket.request,
+      ownership: ticket.ownership,
+      processes: ticket.processes,
+      WebSocket: tap.wrap(ticket.WebSocket),
     });
     session = new KernelSession<GatewayKernel>({
       python: async (ctx) => {
@@ -41,7 +41,7 @@ describe("runNotebook on the embedded gateway, the tap wrapping the lease's guar
   afterAll(async () => {
     await session?.close();
     for (const kernel of kernels) await kernel.shutdown();
-    await lease?.release();
+    await ticket?.release();
     await LocalGateway.stop({ stateDir, stopTimeoutMs: 5_000 });
     for (const kernel of kernels) expect(kernelPids(kernel.id)).toEqual([]);
   });

@@ -8,17 +8,17 @@ import { createMessageTap, runNotebook } from './index.js';
 
 export async function openingExample(): Promise<void> {
   // readme-example:opening:start
-  const lease = await LocalGateway.acquire();
+  const ticket = await LocalGateway.acquire();
   const tap = createMessageTap();
   // The tap sees the raw messages of the notebook's cells on the kernels' sockets (see "The message tap").
   const client = new GatewayClient({
-    baseUrl: lease.baseUrl,
-    token: lease.token,
-    fetch: lease.fetch,
-    request: lease.request,
-    ownership: lease.ownership,
-    processes: lease.processes,
-    WebSocket: tap.wrap(lease.WebSocket),
+    baseUrl: ticket.baseUrl,
+    token: ticket.token,
+    fetch: ticket.fetch,
+    request: ticket.request,
+    ownership: ticket.ownership,
+    processes: ticket.processes,
+    WebSocket: tap.wrap(ticket.WebSocket),
   });
   const session = new KernelSession({
     python: (ctx) => GatewayKernel.start({ gateway: client, signal: ctx.signal }),
@@ -33,6 +33,6 @@ export async function openingExample(): Promise<void> {
   });
   console.log(run.cells.filter((c) => c.status === 'ok').length, 'cells ran');
   await session.close();
-  await lease.release();
+  await ticket.release();
   // readme-example:opening:end
 }

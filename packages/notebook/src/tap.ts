@@ -22,7 +22,7 @@ export type TapListener = (msg: TappedMessage) => void;
 export interface MessageTap {
   /**
    * A WebSocket class for `new GatewayClient({ WebSocket })`: sockets of `Base` (default: gateway-client's
-   * `DefaultWebSocket`, the `ws` package; pass a `LocalGateway` lease's `WebSocket` to keep its guard) that also
+   * `DefaultWebSocket`, the `ws` package; pass a `LocalGateway` ticket's `WebSocket` to keep its guard) that also
    * report watched cells' messages. Sockets behave exactly as `Base`'s do.
    */
   wrap(Base?: WebSocketClass): WebSocketClass;

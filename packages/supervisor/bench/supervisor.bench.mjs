@@ -3,7 +3,7 @@
 //   {"name": ..., "median": ..., "min": ..., "max": ..., "unit": ..., "n": ...}
 //
 // - supervisor.python_ready.cold: time until a python kernel answers its first cell, built by the factory (ms)
-// - supervisor.python_ready.pool: the same when `ensure` takes a started spare from the warm pool (ms)
+// - supervisor.python_ready.spares: the same when `ensure` takes a started spare (ms)
 // - supervisor.ensure_live: bookkeeping throughput of `ensure` on a slot whose kernel is live (ops/s)
 //
 // The real server: KW_BENCH_URL + KW_BENCH_TOKEN (what bench/run.mjs passes) or KERNELWARDEN_BENCH_BASE_URL +
@@ -38,11 +38,11 @@ async function gateway() {
     return { gateway: { baseUrl, ...(token ? { token } : {}) }, close: async () => {} };
   }
   const stateDir = mkdtempSync(join(tmpdir(), 'kw-supervisor-bench-'));
-  const lease = await LocalGateway.acquire({ stateDir, lingerMs: 0 });
+  const ticket = await LocalGateway.acquire({ stateDir, lingerMs: 0 });
   return {
-    gateway: { baseUrl: lease.baseUrl, token: lease.token, ownership: lease.ownership },
+    gateway: { baseUrl: ticket.baseUrl, token: ticket.token, ownership: ticket.ownership },
     close: async () => {
-      await lease.release();
+      await ticket.release();
       rmSync(stateDir, { recursive: true, force: true });
     },
   };
@@ -64,19 +64,19 @@ async function main() {
     }
     print(summarize('supervisor.python_ready.cold', cold, 'ms'));
 
-    // Pool: a started spare is handed over; its refill happens between samples, off the clock.
-    sup.configurePool('python', 'pooled', factory, { size: 1 });
-    const pooled = [];
+    // Spares: a started spare is handed over; its refill happens between samples, off the clock.
+    sup.configureSpares('python', 'spare', factory, { size: 1 });
+    const spare = [];
     for (let i = 0; i < SAMPLES; i++) {
-      await sup.poolReady('python', 'pooled');
+      await sup.sparesReady('python', 'spare');
       const t0 = performance.now();
-      const lease = await sup.ensure('python', 'pooled', factory);
+      const lease = await sup.ensure('python', 'spare', factory);
       await lease.kernel.execute('pass');
-      pooled.push(performance.now() - t0);
+      spare.push(performance.now() - t0);
       await sup.stop('python');
     }
-    await sup.drainPool('python');
-    print(summarize('supervisor.python_ready.pool', pooled, 'ms'));
+    await sup.drainSpares('python');
+    print(summarize('supervisor.python_ready.spares', spare, 'ms'));
 
     // Bookkeeping: ensure on a live slot (a fake kernel, so only the supervisor is measured).
     const fake = {

@@ -68,7 +68,7 @@ export class BootstrapError extends KernelwardenError {
 /** The supervisor or session was closed (`shutdownAll()` / `close()`); it starts no more kernels. */
 export class ClosedError extends KernelwardenError {
   static override readonly brand: string = 'ClosedError';
-  constructor(what: 'supervisor' | 'session' | 'warm pool') {
+  constructor(what: 'supervisor' | 'session' | 'spares') {
     super(`The kernel ${what} is closed; create a new one to run more code`, { code: 'CLOSED' });
   }
 }

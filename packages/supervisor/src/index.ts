@@ -23,7 +23,6 @@ export type {
 export { resolveLanguageSlotOptions } from './language-slot-options.js';
 export { createLanguageSlot } from './lazy-language-slot.js';
 export type { EndedReason, Lease, SlotStatus, SupervisedKernel } from './lease.js';
-export type { WarmPoolOptions, WarmPoolStatus } from './pool.js';
 export { KernelSession } from './session.js';
 export type {
   BootstrapContext,
@@ -35,7 +34,7 @@ export type {
 export {
   DEFAULT_MAX_BACKGROUND,
   DEFAULT_MAX_PEEK_CHARS,
-  DEFAULT_POOL_SIZE,
+  DEFAULT_SPARES_SIZE,
   PYTHON_SLOT,
   resolveSessionOptions,
 } from './session-options.js';
@@ -57,6 +56,7 @@ export type {
   SupervisorEvent,
   WaitOptions,
 } from './slot-supervisor.js';
+export type { SparesOptions, SparesStatus } from './spare-set.js';
 export { KernelSupervisor } from './supervisor.js';
 export type { KernelSupervisorOptions, ResolvedSupervisorOptions } from './supervisor-options.js';
 export {

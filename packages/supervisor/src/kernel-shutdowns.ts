@@ -6,7 +6,7 @@ const SHUTDOWN_RETRY_DELAYS_MS = [500, 2000, 5000];
 
 /**
  * The supervisor's promise that every kernel a factory handed over is shut down exactly once per hand-over, whoever
- * asks (replacement, stop, expiry, pool, a cancelled build), and that an unconfirmed shutdown is tried again in the
+ * asks (replacement, stop, expiry, spares, a cancelled build), and that an unconfirmed shutdown is tried again in the
  * background. It also tracks the background work (builds, refills, shutdowns) that `settled()` waits for.
  *
  * Internal to the supervisor.
@@ -25,7 +25,7 @@ export class KernelShutdowns<K extends SupervisedKernel> {
     this.#timeoutMs = timeoutMs;
   }
 
-  /** Records that a factory handed `kernel` over: from now on it is a kernel to shut down, even if it was before. */
+  /** Records that a factory handed `kernel` over: from then on it is a kernel to shut down, even one shut down earlier. */
   handOver(kernel: K): K {
     if (typeof kernel === 'object' && kernel !== null)
       this.#handOvers.set(kernel, (this.#handOvers.get(kernel) ?? 0) + 1);

@@ -16,8 +16,8 @@ export interface PythonSlotHost<K extends SupervisedKernel, H> {
 
 /**
  * A session's Python slot: its environments (active and desired), building and bootstrapping its kernels, the
- * build-first environment switch, restart, its warm pool and its background kernels' factory. Every method runs
- * inside the session's turn, except `backgroundKernel` and `configurePool`.
+ * build-first environment switch, restart, its spares and its background kernels' factory. Every method runs
+ * inside the session's turn, except `backgroundKernel` and `configureSpares`.
  *
  * Internal to `KernelSession`.
  */
@@ -66,7 +66,7 @@ export class PythonSlot<K extends SupervisedKernel, H> {
     if (result.outcome === 'reused') return result.lease;
     const envChanged = this.activeEnv !== env;
     this.activeEnv = env;
-    if (envChanged) this.configurePool();
+    if (envChanged) this.configureSpares();
     if (result.outcome === 'built' && !prepared) await this.bootstrap(result.lease, signal);
     if (emit) this.#session.emit(emit);
     return result.lease;
@@ -83,7 +83,7 @@ export class PythonSlot<K extends SupervisedKernel, H> {
       if (this.activeEnv !== name || current.key !== envKey(name)) await this.ensure(signal, null, name);
     } else if (this.activeEnv !== name) {
       this.activeEnv = name;
-      this.configurePool();
+      this.configureSpares();
     }
   }
 
@@ -118,24 +118,24 @@ export class PythonSlot<K extends SupervisedKernel, H> {
     return async (signal) => await this.#options.python(this.#context('background', env, signal));
   }
 
-  /** Points the warm pool (if the session has one) at the active environment. */
-  configurePool(): void {
-    const size = this.#options.poolSize;
+  /** Points the session's spares (if it keeps any) at the active environment. */
+  configureSpares(): void {
+    const size = this.#options.sparesSize;
     if (size <= 0 || this.#supervisor.closed) return;
     const env = this.activeEnv;
     const key = envKey(env);
-    void this.#supervisor.drainPool(PYTHON_SLOT);
-    this.#supervisor.configurePool(
+    void this.#supervisor.drainSpares(PYTHON_SLOT);
+    this.#supervisor.configureSpares(
       PYTHON_SLOT,
       key,
-      (ctx) => this.#options.python(this.#context('pool', env, ctx.signal)),
+      (ctx) => this.#options.python(this.#context('spare', env, ctx.signal)),
       {
         size,
         prepare: async (kernel, ctx) => {
           const bootstrap = this.#options.bootstrap;
           if (!bootstrap) return;
-          const lease = provisionalLease(kernel, key, 'pool');
-          await bootstrap(lease, { signal: ctx.signal, host: this.#session.host(), purpose: 'pool' });
+          const lease = provisionalLease(kernel, key, 'spare');
+          await bootstrap(lease, { signal: ctx.signal, host: this.#session.host(), purpose: 'spare' });
         },
       },
     );

@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import {
   DEFAULT_MAX_BACKGROUND,
   DEFAULT_MAX_PEEK_CHARS,
-  DEFAULT_POOL_SIZE,
+  DEFAULT_SPARES_SIZE,
   resolveSessionOptions,
 } from './session-options.js';
 import { DEFAULT_IDLE_TTL_MS, DEFAULT_SHUTDOWN_TIMEOUT_MS } from './supervisor-options.js';
@@ -44,7 +44,7 @@ describe('README', () => {
   it("states KernelSession's defaults as the code has them", async () => {
     const expected = {
       executor: '`plainExecutor`',
-      'pool.size': defaultCell(DEFAULT_POOL_SIZE, 'DEFAULT_POOL_SIZE'),
+      'spares.size': defaultCell(DEFAULT_SPARES_SIZE, 'DEFAULT_SPARES_SIZE'),
       idleTtlMs: defaultCell(DEFAULT_IDLE_TTL_MS, 'DEFAULT_IDLE_TTL_MS'),
       clock: '`systemClock`',
       maxBackground: defaultCell(DEFAULT_MAX_BACKGROUND, 'DEFAULT_MAX_BACKGROUND'),
@@ -53,8 +53,8 @@ describe('README', () => {
     expect(readmeDefaultsFor(await readme(), '`new KernelSession<K, H, L>(opts)`', expected)).toEqual(expected);
     // And the resolver applies exactly those.
     const resolved = resolveSessionOptions({ python: () => ({}) as never });
-    expect([resolved.poolSize, resolved.idleTtlMs, resolved.maxBackground, resolved.maxPeekChars]).toEqual([
-      DEFAULT_POOL_SIZE,
+    expect([resolved.sparesSize, resolved.idleTtlMs, resolved.maxBackground, resolved.maxPeekChars]).toEqual([
+      DEFAULT_SPARES_SIZE,
       DEFAULT_IDLE_TTL_MS,
       DEFAULT_MAX_BACKGROUND,
       DEFAULT_MAX_PEEK_CHARS,

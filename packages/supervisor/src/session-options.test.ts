@@ -53,7 +53,7 @@ describe('resolveSessionOptions', () => {
       issuePaths({
         python,
         env: '',
-        pool: { size: -1 },
+        spares: { size: -1 },
         maxBackground: 0,
         maxPeekChars: 1.5,
         idleTtlMs: 'soon',
@@ -65,7 +65,7 @@ describe('resolveSessionOptions', () => {
       'options.readIsolation.roots',
       'options.readIsolation.allowedRoots',
       'options.executor.run',
-      'options.pool.size',
+      'options.spares.size',
       'options.idleTtlMs',
       'options.maxBackground',
       'options.maxPeekChars',

@@ -12,8 +12,8 @@ export const PYTHON_SLOT = 'python';
 export const DEFAULT_MAX_BACKGROUND = 16;
 /** Most characters of stdout/stderr a background peek keeps, unless `maxPeekChars` says otherwise. */
 export const DEFAULT_MAX_PEEK_CHARS = 1_000_000;
-/** Warm Python kernels a session keeps, unless `pool.size` says otherwise: none. */
-export const DEFAULT_POOL_SIZE = 0;
+/** Warm Python kernels a session keeps, unless `spares.size` says otherwise: none. */
+export const DEFAULT_SPARES_SIZE = 0;
 
 /**
  * What a session's kernel factory is told: which slot and environment the kernel is for, the session's working
@@ -26,8 +26,8 @@ export interface SlotFactoryContext<H = unknown> {
   env: string | undefined;
   cwd?: string;
   readIsolation?: ReadIsolationPolicy;
-  /** `'main'`: the session's slot kernel; `'background'`: a background cell's own kernel; `'pool'`: a warm spare. */
-  purpose: 'main' | 'background' | 'pool';
+  /** `'main'`: the session's slot kernel; `'background'`: a background cell's own kernel; `'spare'`: a warm spare. */
+  purpose: 'main' | 'background' | 'spare';
   signal: AbortSignal;
   /** The session's host-side state (`session.host`): made once per session, the same object for every kernel. */
   host: H;
@@ -48,8 +48,8 @@ export interface BootstrapContext<H = unknown> {
   /** Aborts when the kernel is no longer wanted: the session stops or closes, or the switch was given up. */
   signal: AbortSignal;
   host: H;
-  /** `'main'` for a kernel of the slot (a new generation, or a switch's replacement); `'pool'` for a warm spare. */
-  purpose: 'main' | 'pool';
+  /** `'main'` for a kernel of the slot (a new generation, or a switch's replacement); `'spare'` for a warm spare. */
+  purpose: 'main' | 'spare';
 }
 
 /**
@@ -59,7 +59,7 @@ export interface BootstrapContext<H = unknown> {
  * `'python' | 'r' | L`.
  */
 export interface KernelSessionOptions<K extends SupervisedKernel, H = unknown, L extends string = never> {
-  /** Builds the session's Python kernels: main, background and pooled. */
+  /** Builds the session's Python kernels: main, background and spare. */
   python: SlotFactory<K, H>;
   /**
    * The R slot (`createRSlot()` from `@kernelwarden/r-kernel`): the same as `slots: { r }`. Give the R slot once,
@@ -78,7 +78,7 @@ export interface KernelSessionOptions<K extends SupervisedKernel, H = unknown, L
   slotEnvs?: { [N in NoInfer<L> | 'r']?: string };
   /** The working directory handed to every factory and language slot. */
   cwd?: string;
-  /** Handed to every kernel the session creates — main, background, pooled and every language slot's. */
+  /** Handed to every kernel the session creates — main, background, spare and every language slot's. */
   readIsolation?: ReadIsolationPolicy;
   /**
    * Runs on every new Python kernel, outside every lock (`interrupt` and `status` answer while it runs): after it is
@@ -94,8 +94,8 @@ export interface KernelSessionOptions<K extends SupervisedKernel, H = unknown, L
    * deaths, and every factory sees it as `ctx.host`. @defaultValue `() => ({})`
    */
   createHost?: () => H;
-  /** Keeps `size` started, bootstrapped Python kernels for the current environment. @defaultValue {@link DEFAULT_POOL_SIZE} */
-  pool?: { size: number };
+  /** Keeps `size` started, bootstrapped Python kernels for the current environment. @defaultValue {@link DEFAULT_SPARES_SIZE} */
+  spares?: { size: number };
   /**
    * Shut a slot down after this long unused (`state: 'ended', endedReason: 'idle_ttl'`); `0` disables it.
    * @defaultValue {@link DEFAULT_IDLE_TTL_MS} (off)
@@ -122,7 +122,7 @@ export interface ResolvedSessionOptions<K extends SupervisedKernel, H> {
   readonly bootstrap: KernelSessionOptions<K, H>['bootstrap'];
   readonly executor: CellExecutor;
   readonly createHost: () => H;
-  readonly poolSize: number;
+  readonly sparesSize: number;
   readonly idleTtlMs: number;
   readonly clock: Clock;
   readonly maxBackground: number;
@@ -169,7 +169,7 @@ const sessionOptionsSchema = z
       bootstrap: functionSchema.optional(),
       executor: z.object({ run: functionSchema }, { message: 'expected a CellExecutor with run()' }).optional(),
       createHost: functionSchema.optional(),
-      pool: z.object({ size: count(0) }, { message: 'expected { size }' }).optional(),
+      spares: z.object({ size: count(0) }, { message: 'expected { size }' }).optional(),
       idleTtlMs: timeoutSchema.optional(),
       clock: clockSchema.optional(),
       maxBackground: count(1).optional(),
@@ -199,7 +199,7 @@ const sessionOptionsSchema = z
 
 /**
  * Validates `KernelSession` options and applies their defaults; throws `InvalidOptionsError` naming every bad field's
- * path (`options.pool.size`, `options.slots.julia.language`, …).
+ * path (`options.spares.size`, `options.slots.julia.language`, …).
  *
  * `new KernelSession()` calls it; call it yourself to check configuration before use.
  */
@@ -226,7 +226,7 @@ export function resolveSessionOptions<K extends SupervisedKernel, H = unknown, L
     bootstrap: options.bootstrap,
     executor: options.executor ?? plainExecutor,
     createHost: options.createHost ?? (() => ({}) as H),
-    poolSize: options.pool?.size ?? DEFAULT_POOL_SIZE,
+    sparesSize: options.spares?.size ?? DEFAULT_SPARES_SIZE,
     idleTtlMs: options.idleTtlMs ?? DEFAULT_IDLE_TTL_MS,
     clock: options.clock ?? systemClock,
     maxBackground: options.maxBackground ?? DEFAULT_MAX_BACKGROUND,

@@ -105,7 +105,7 @@ export class SessionSlots<K extends SupervisedKernel, H> {
       executor: this.#options.executor,
       host: this.#host(),
       signal: turn.signal,
-      stopSignal: turn.stop.signal,
+      stopSignal: turn.stopSignal,
     };
     if (this.#options.cwd !== undefined) ctx.cwd = this.#options.cwd;
     if (this.#options.readIsolation !== undefined) ctx.readIsolation = this.#options.readIsolation;

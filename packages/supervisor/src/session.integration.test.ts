@@ -105,22 +105,22 @@ describe('KernelSession over GatewayKernel on the real jupyter-server', () => {
     ]);
   });
 
-  it('pool: ensure hands over a started kernel, the pool refills, and close() shuts pooled kernels down too', async () => {
-    session = new KernelSession<GatewayKernel>({ python: gatewayFactory(made), pool: { size: 1 } });
+  it('spares: ensure hands over a started kernel, the spares refill, and close() shuts spare kernels down too', async () => {
+    session = new KernelSession<GatewayKernel>({ python: gatewayFactory(made), spares: { size: 1 } });
     const sup = session.supervisor;
-    // Wait for the spare to be ready (its start is the slow part the pool takes off the critical path).
-    await sup.poolReady('python', '');
+    // Wait for the spare to be ready (its start is the slow part the spares take off the critical path).
+    await sup.sparesReady('python', '');
     const spare = made[0]!;
     const before = made.length;
     const result = await sup.acquire('python', '', () => {
       throw new Error('the cold factory must not run');
     });
-    expect(result.outcome).toBe('pooled');
+    expect(result.outcome).toBe('spare');
     expect(result.lease.kernel).toBe(spare);
     expect(made.length).toBe(before); // handed over without starting a kernel
-    await sup.poolReady('python', '');
+    await sup.sparesReady('python', '');
     expect(made.length).toBe(before + 1);
-    expect((await session.execute('print("pooled")')).stdout).toBe('pooled\n');
+    expect((await session.execute('print("spare")')).stdout).toBe('spare\n');
 
     await session.close();
     const after = await listedIds();

@@ -545,8 +545,8 @@ describe('KernelSession executor, events and close', () => {
 
   it('validates options and names the bad field', () => {
     expect(() => new KernelSession({} as never)).toThrow(/options\.python/);
-    expect(() => new KernelSession({ python: () => new RecordingKernel('x'), pool: { size: -1 } })).toThrow(
-      /options\.pool\.size/,
+    expect(() => new KernelSession({ python: () => new RecordingKernel('x'), spares: { size: -1 } })).toThrow(
+      /options\.spares\.size/,
     );
     expect(
       () => new KernelSession({ python: () => new RecordingKernel('x'), readIsolation: { roots: 'x' } as never }),

@@ -13,7 +13,7 @@ import type { Unsubscribe } from './events.js';
 import type { CellRunRequest } from './executor.js';
 import type { Lease, SupervisedKernel } from './lease.js';
 import { PythonSlot } from './python-slot.js';
-import { SessionIntents, type Ticket, type Turn } from './session-intents.js';
+import { SessionIntents, type Turn } from './session-intents.js';
 import {
   type KernelSessionOptions,
   PYTHON_SLOT,
@@ -71,7 +71,7 @@ export class KernelSession<K extends SupervisedKernel = SupervisedKernel, H = un
     supervisor.on('ended', (event) => {
       if (event.reason === 'idle_ttl') this.#emit('ended', event.slot, 'idle_ttl');
     });
-    this.#python.configurePool();
+    this.#python.configureSpares();
   }
 
   /** The session's supervisor: its Python slot is `'python'`; each language slot keeps its kernel here too. */
@@ -111,16 +111,14 @@ export class KernelSession<K extends SupervisedKernel = SupervisedKernel, H = un
     if (typeof code !== 'string') throw invalid('code', 'expected a string');
     const language: string = opts.language ?? PYTHON_SLOT;
     if (language !== PYTHON_SLOT) this.#slots.get(language);
-    let ticket: Ticket;
+    let turn: Turn | 'cancelled';
     try {
-      ticket = await this.#intents.admit(opts.signal);
+      turn = await this.#intents.admit('execute', opts.signal);
     } catch (error) {
       if (opts.signal?.aborted && error === opts.signal.reason) return cancelledResult(opts.cellId);
       throw error;
     }
-    if (ticket === 'cancelled') return cancelledResult(opts.cellId);
-    const turn = this.#intents.beginTurn(opts.signal);
-    this.#intents.cancelled = false;
+    if (turn === 'cancelled') return cancelledResult(opts.cellId);
     try {
       if (language !== PYTHON_SLOT) return await this.#slots.execute(language, code, pick(opts), turn);
       return await this.#executePython(code, opts, turn);
@@ -128,8 +126,7 @@ export class KernelSession<K extends SupervisedKernel = SupervisedKernel, H = un
       if (turn.signal.aborted && error === turn.signal.reason) return cancelledResult(opts.cellId);
       throw error;
     } finally {
-      this.#intents.endTurn(turn);
-      ticket.release();
+      turn.end();
     }
   }
 
@@ -139,7 +136,7 @@ export class KernelSession<K extends SupervisedKernel = SupervisedKernel, H = un
    * it clears the cancelled state. Rejects with `SessionStoppedError` when a stop issued after it wins.
    */
   start(opts: { signal?: AbortSignal } = {}): Promise<SessionStatus<L>> {
-    return this.#lifecycle('start()', opts.signal, true, async (turn) => {
+    return this.#lifecycle('start', opts.signal, async (turn) => {
       await this.#python.ensure(turn.signal, null);
       this.#emit('started', PYTHON_SLOT);
     });
@@ -155,19 +152,9 @@ export class KernelSession<K extends SupervisedKernel = SupervisedKernel, H = un
    */
   stop(opts: { signal?: AbortSignal } = {}): Promise<void> {
     if (opts.signal) return raceSignal(this.stop(), opts.signal);
-    const intents = this.#intents;
-    if (intents.ending) return intents.closing ?? Promise.resolve();
-    // Every stop is a new intent, also one that joins a stop in progress: work issued before it is cancelled.
-    intents.cancelIssued();
-    if (intents.stopping) return intents.stopping;
-    // Interrupt first (recorded before the turn's own abort), then cancel the turn so it leaves the barrier.
-    const interrupted = this.#supervisor.interrupt();
-    intents.abortTurn(stopReason('The session was stopped'));
-    const stopping = this.#runStop(interrupted).finally(() => {
-      intents.stopping = undefined;
-    });
-    intents.stopping = stopping;
-    return stopping;
+    // Every stop is a new intent, also one that joins a stop in progress: work issued before it is cancelled. The
+    // interrupts go first (recorded before the turn's own abort), then the turn is cancelled so it leaves the barrier.
+    return this.#intents.stop(stopReason('The session was stopped'), () => this.#runStop(this.#supervisor.interrupt()));
   }
 
   /**
@@ -182,7 +169,7 @@ export class KernelSession<K extends SupervisedKernel = SupervisedKernel, H = un
       return Promise.reject(invalid('name', 'expected a non-empty string'));
     }
     // The intent's own promise, not a wrapper's: its rejection reaches the caller before the next turn's work starts.
-    return this.#lifecycle('setEnv()', opts.signal, false, async (turn) => {
+    return this.#lifecycle('setEnv', opts.signal, async (turn) => {
       await this.#python.switchEnv(name, turn.signal);
       this.#emit('env_changed', PYTHON_SLOT);
     });
@@ -203,7 +190,7 @@ export class KernelSession<K extends SupervisedKernel = SupervisedKernel, H = un
    * starts one when there is none. Emits `kernel_status: restarted`.
    */
   restart(opts: { signal?: AbortSignal } = {}): Promise<SessionStatus<L>> {
-    return this.#lifecycle('restart()', opts.signal, true, (turn) => this.#python.restart(turn.signal));
+    return this.#lifecycle('restart', opts.signal, (turn) => this.#python.restart(turn.signal));
   }
 
   /**
@@ -239,10 +226,7 @@ export class KernelSession<K extends SupervisedKernel = SupervisedKernel, H = un
       ...this.#supervisor.status(PYTHON_SLOT),
       env: this.#python.activeEnv,
       desiredEnv: this.#python.desiredEnv,
-      cancelled: this.#intents.cancelled,
-      stopping: this.#intents.stopping !== undefined,
-      turnRunning: this.#intents.turnRunning,
-      closed: this.#intents.closed,
+      ...this.#intents.flags(),
       backgroundRunning: this.#background.running,
       slots,
     };
@@ -251,18 +235,15 @@ export class KernelSession<K extends SupervisedKernel = SupervisedKernel, H = un
 
   /**
    * Ends the session: cancels the running turn, shuts down every kernel — slots, language slots, background cells
-   * and the warm pool — waits until cancelled builds are shut down too, and emits `kernel_status: ended`
+   * and the spares — waits until cancelled builds are shut down too, and emits `kernel_status: ended`
    * (`endedReason: 'session_closed'`). Idempotent. Aborting `signal` only stops waiting: the close runs to its end.
    */
   close(opts: { signal?: AbortSignal } = {}): Promise<void> {
     if (opts.signal) return raceSignal(this.close(), opts.signal);
-    const intents = this.#intents;
-    if (intents.closing) return intents.closing;
-    intents.cancelIssued();
-    void this.#supervisor.interrupt();
-    intents.abortTurn(stopReason('The session was closed'));
-    intents.closing = this.#runClose();
-    return intents.closing;
+    return this.#intents.close(stopReason('The session was closed'), () => {
+      void this.#supervisor.interrupt();
+      return this.#runClose();
+    });
   }
 
   /** `close()`, for `await using`. */
@@ -280,10 +261,10 @@ export class KernelSession<K extends SupervisedKernel = SupervisedKernel, H = un
         code,
         lease,
         signal: turn.signal,
-        stopSignal: turn.stop.signal,
+        stopSignal: turn.stopSignal,
         // After an executor reset the kernel (the watchdog's restart), it must be bootstrapped whether or not the
         // caller gave up on the cell: only a stop or close cancels that.
-        bootstrap: (next: Lease<K>) => this.#python.bootstrap(next, turn.stop.signal),
+        bootstrap: (next: Lease<K>) => this.#python.bootstrap(next, turn.stopSignal),
         ...pick(opts),
       };
       return await this.#options.executor.run(request);
@@ -294,23 +275,20 @@ export class KernelSession<K extends SupervisedKernel = SupervisedKernel, H = un
 
   /** Runs a lifecycle step (`start`, `setEnv`, `restart`) as an intent in its own turn, and answers the status. */
   async #lifecycle(
-    what: string,
+    intent: 'start' | 'setEnv' | 'restart',
     signal: AbortSignal | undefined,
-    clearsCancelled: boolean,
     step: (turn: Turn) => Promise<void>,
   ): Promise<SessionStatus<L>> {
-    const ticket = await this.#intents.admit(signal);
-    if (ticket === 'cancelled') throw new SessionStoppedError(what);
-    const turn = this.#intents.beginTurn(signal);
-    if (clearsCancelled) this.#intents.cancelled = false;
+    const what = `${intent}()`;
+    const turn = await this.#intents.admit(intent, signal);
+    if (turn === 'cancelled') throw new SessionStoppedError(what);
     try {
       await step(turn);
       return this.status();
     } catch (error) {
-      throw this.#intents.lifecycleError(error, turn, signal, what);
+      throw this.#intents.turnError(error, turn, signal, what);
     } finally {
-      this.#intents.endTurn(turn);
-      ticket.release();
+      turn.end();
     }
   }
 
@@ -318,22 +296,20 @@ export class KernelSession<K extends SupervisedKernel = SupervisedKernel, H = un
     // The interrupts were sent synchronously by stop(); their delivery is not awaited, so a slow or hung interrupt
     // request cannot hold the stop back.
     interrupted.catch(() => undefined);
-    const release = await this.#intents.enter();
+    const release = await this.#intents.ownTurn();
     try {
       await this.#slots.shutdownAll(STOP_REASON);
       await this.#supervisor.stop(PYTHON_SLOT, { reason: STOP_REASON, manual: true });
       await this.#supervisor.stop(undefined, { reason: STOP_REASON, manual: true });
       this.#emit('stopped', PYTHON_SLOT, STOP_REASON);
     } finally {
-      this.#intents.cancelled = true;
       release();
     }
   }
 
   async #runClose(): Promise<void> {
     const background = this.#background.closeAll();
-    if (this.#intents.stopping) await this.#intents.stopping.catch(() => undefined);
-    const release = await this.#intents.enter();
+    const release = await this.#intents.ownTurn();
     try {
       await this.#slots.shutdownAll('session_closed');
       await this.#supervisor.stop(PYTHON_SLOT, { reason: 'session_closed', manual: false });
@@ -341,7 +317,7 @@ export class KernelSession<K extends SupervisedKernel = SupervisedKernel, H = un
       await this.#supervisor.shutdownAll();
       await background;
       await this.#supervisor.settled();
-      this.#intents.closed = true;
+      this.#intents.closeFinished();
       this.#emit('ended', PYTHON_SLOT, 'session_closed');
     } finally {
       release();

@@ -6,8 +6,8 @@ export interface BuildContext {
   slot: string;
   /** The key it is built for. */
   key: string;
-  /** `'main'` for a kernel `ensure` will publish; `'pool'` for a warm spare. */
-  purpose: 'main' | 'pool';
+  /** `'main'` for a kernel `ensure` will publish; `'spare'` for a warm spare. */
+  purpose: 'main' | 'spare';
   /** Aborts when the build is no longer wanted (stop, shutdown, superseded, the caller gave up). */
   signal: AbortSignal;
 }
@@ -28,7 +28,7 @@ export interface EnsureOptions<K extends SupervisedKernel = SupervisedKernel> {
    * environment switch bootstraps here). A prepare that throws shuts the new kernel down, leaves the slot, its lease
    * and its generation as they were, and rejects with its error. When the build is cancelled (stop, supersession,
    * the caller gave up) its `signal` aborts and the kernel is shut down at once, without waiting for the prepare.
-   * Not run on a reused or pooled kernel (the pool prepares its own); a call that joins a build in flight gets the
+   * Not run on a reused or spare kernel (the spare set prepares its own); a call that joins a build in flight gets the
    * kernel as the call that started the build prepares it.
    */
   prepare?: (kernel: K, ctx: { slot: string; key: string; signal: AbortSignal }) => void | Promise<void>;
@@ -37,9 +37,9 @@ export interface EnsureOptions<K extends SupervisedKernel = SupervisedKernel> {
 /** The answer of `acquire`: the lease and how it was obtained. */
 export interface AcquireResult<K extends SupervisedKernel> {
   lease: Lease<K>;
-  /** `'reused'`: the live same-key kernel; `'built'`: a new generation from the factory; `'pooled'`: a new
-   * generation taken from the warm pool (already prepared). */
-  outcome: 'reused' | 'built' | 'pooled';
+  /** `'reused'`: the live same-key kernel; `'built'`: a new generation from the factory; `'spare'`: a new
+   * generation taken from the spares (already prepared). */
+  outcome: 'reused' | 'built' | 'spare';
   /** The lease this one replaced, when it replaced one. */
   previous?: Lease<K>;
 }
@@ -67,14 +67,14 @@ export interface SlotHold extends Disposable {
 
 /** Events of a `KernelSupervisor`, by `type`. */
 export type SupervisorEvent<K extends SupervisedKernel = SupervisedKernel> =
-  | { type: 'published'; slot: string; lease: Lease<K>; previous?: Lease<K>; outcome: 'built' | 'pooled' }
+  | { type: 'published'; slot: string; lease: Lease<K>; previous?: Lease<K>; outcome: 'built' | 'spare' }
   | { type: 'restarted'; slot: string; lease: Lease<K>; previous: Lease<K> }
   | { type: 'ended'; slot: string; lease?: Lease<K>; reason: EndedReason; manual: boolean }
   | { type: 'build_failed'; slot: string; key: string; error: unknown };
 
 /**
  * A supervisor as executors and language slots see it: the slot, lease and exact-lease operations of
- * `KernelSupervisor`, without its pools and its own lifecycle.
+ * `KernelSupervisor`, without its spare sets and its own lifecycle.
  *
  * `CellRunRequest.supervisor` and `LanguageSlotContext.supervisor` have this type, so that one executor or language
  * slot serves a supervisor of any kernel type: a `KernelSupervisor<GatewayKernel>` is a
@@ -83,7 +83,7 @@ export type SupervisorEvent<K extends SupervisedKernel = SupervisedKernel> =
 export interface SlotSupervisor<K extends SupervisedKernel = SupervisedKernel> {
   /** See `KernelSupervisor.acquire`: `ensure` that also says how the lease was obtained. */
   acquire(slot: string, key: string, factory: KernelFactory<K>, opts?: EnsureOptions<K>): Promise<AcquireResult<K>>;
-  /** See `KernelSupervisor.ensure`: the live same-key kernel, else a pooled or newly built one (build first). */
+  /** See `KernelSupervisor.ensure`: the live same-key kernel, else a spare or a newly built one (build first). */
   ensure(slot: string, key: string, factory: KernelFactory<K>, opts?: EnsureOptions<K>): Promise<Lease<K>>;
   /** The slot's current lease; answers at once. */
   lease(slot: string): Lease<K> | undefined;

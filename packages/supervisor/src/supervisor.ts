@@ -4,7 +4,6 @@ import type { Unsubscribe } from './events.js';
 import { KernelBuild } from './kernel-build.js';
 import { KernelShutdowns } from './kernel-shutdowns.js';
 import { type EndedReason, isAlive, type Lease, type SlotStatus, type SupervisedKernel } from './lease.js';
-import type { WarmPoolOptions, WarmPoolStatus } from './pool.js';
 import { emptySlotRecord, type SlotRecord, slotStatus } from './slot-record.js';
 import type {
   AcquireResult,
@@ -16,8 +15,9 @@ import type {
   SupervisorEvent,
   WaitOptions,
 } from './slot-supervisor.js';
+import type { SparesOptions, SparesStatus } from './spare-set.js';
+import { Spares } from './spares.js';
 import { type KernelSupervisorOptions, resolveSupervisorOptions } from './supervisor-options.js';
-import { WarmPools } from './warm-pools.js';
 
 /**
  * Slots of kernels with leases and generations. Each slot (`'python'`, `'r'`, …) holds at most one current kernel;
@@ -30,7 +30,7 @@ import { WarmPools } from './warm-pools.js';
  */
 export class KernelSupervisor<K extends SupervisedKernel = SupervisedKernel> implements SlotSupervisor<K> {
   readonly #slots = new Map<string, SlotRecord<K>>();
-  readonly #pools: WarmPools<K>;
+  readonly #spares: Spares<K>;
   readonly #events = new TypedEmitter<EventMapOf<SupervisorEvent<K>>>();
 
   #emit(event: SupervisorEvent<K>): void {
@@ -47,7 +47,7 @@ export class KernelSupervisor<K extends SupervisedKernel = SupervisedKernel> imp
     this.#clock = resolved.clock;
     this.#idleTtlMs = resolved.idleTtlMs;
     this.#shutdowns = new KernelShutdowns<K>(resolved.clock, resolved.shutdownTimeoutMs);
-    this.#pools = new WarmPools<K>(this.#shutdowns);
+    this.#spares = new Spares<K>(this.#shutdowns);
   }
 
   /** True once `shutdownAll()` was called. */
@@ -64,8 +64,8 @@ export class KernelSupervisor<K extends SupervisedKernel = SupervisedKernel> imp
   }
 
   /**
-   * Returns the slot's lease: the live kernel with the same key when there is one; otherwise a kernel from the warm
-   * pool, or a new one from `factory` — built first, and only once built swapped in (generation + 1) while the old
+   * Returns the slot's lease: the live kernel with the same key when there is one; otherwise one of its spare
+   * kernels, or a new one from `factory` — built first, and only once built swapped in (generation + 1) while the old
    * one is shut down. A factory that throws or returns a dead kernel changes nothing and rejects with
    * `KernelFactoryError`. Concurrent calls for the same slot and key share one build.
    */
@@ -73,7 +73,7 @@ export class KernelSupervisor<K extends SupervisedKernel = SupervisedKernel> imp
     return (await this.acquire(slot, key, factory, opts)).lease;
   }
 
-  /** Like `ensure`, and also says whether the lease was reused, built or taken from the pool. */
+  /** Like `ensure`, and also says whether the lease was reused, built or taken from the spares. */
   async acquire(
     slot: string,
     key: string,
@@ -105,10 +105,10 @@ export class KernelSupervisor<K extends SupervisedKernel = SupervisedKernel> imp
       }
       const shared = [...s.builds].find((b) => b.key === key && !b.revoked);
       if (shared) return shared.wait(opts.signal);
-      const pooled = this.#pools.take(slot, key);
-      if (pooled) {
-        this.#revokeBuilds(s, `superseded by a pooled "${key}" kernel`);
-        return this.#publishAndRetire(s, key, pooled, 'pooled');
+      const spare = this.#spares.take(slot, key);
+      if (spare) {
+        this.#revokeBuilds(s, `superseded by a spare "${key}" kernel`);
+        return this.#publishAndRetire(s, key, spare, 'spare');
       }
       return this.#startBuild(s, key, factory, opts.prepare).wait(opts.signal);
     }
@@ -258,18 +258,18 @@ export class KernelSupervisor<K extends SupervisedKernel = SupervisedKernel> imp
   }
 
   /**
-   * Closes the supervisor: stops every slot (`endedReason: 'shutdown'`), drains the warm pools, and refuses further
+   * Closes the supervisor: stops every slot (`endedReason: 'shutdown'`), drains the spare sets, and refuses further
    * `ensure` calls. Builds still in flight are cancelled; await `settled()` to wait until their kernels are shut down.
    */
   async shutdownAll(opts: WaitOptions = {}): Promise<void> {
     this.#closed = true;
     await raceSignal(
-      Promise.all([this.stop(undefined, { reason: 'shutdown', manual: false }), this.#pools.drain(undefined)]),
+      Promise.all([this.stop(undefined, { reason: 'shutdown', manual: false }), this.#spares.drain(undefined)]),
       opts.signal,
     );
   }
 
-  /** Resolves once every build, pool refill and shutdown the supervisor started has settled. */
+  /** Resolves once every build, spare refill and shutdown the supervisor started has settled. */
   async settled(opts: WaitOptions = {}): Promise<void> {
     while (this.#shutdowns.busy) await raceSignal(this.#shutdowns.allSettled(), opts.signal);
   }
@@ -300,31 +300,31 @@ export class KernelSupervisor<K extends SupervisedKernel = SupervisedKernel> imp
 
   /**
    * Keeps `size` started (and `prepare`d) kernels ready for `slot` with `key`, so that `ensure(slot, key)` on a slot
-   * without a live same-key kernel hands one over at once and refills in the background. Replaces an earlier pool
+   * without a live same-key kernel hands one over at once and refills in the background. Replaces an earlier spare set
    * for the same slot and key; `size: 0` removes it.
    */
-  configurePool(slot: string, key: string, factory: KernelFactory<K>, opts: WarmPoolOptions<K>): void {
+  configureSpares(slot: string, key: string, factory: KernelFactory<K>, opts: SparesOptions<K>): void {
     checkSlotName(slot);
     if (Number.isInteger(opts.size) && opts.size >= 0) this.#assertOpen();
-    this.#pools.configure(slot, key, factory, opts);
+    this.#spares.configure(slot, key, factory, opts);
   }
 
-  /** Shuts down the pooled kernels of `slot` (for one key, or all keys) and stops refilling them. */
-  async drainPool(slot: string, key?: string, opts: WaitOptions = {}): Promise<void> {
-    await raceSignal(this.#pools.drain(slot, key), opts.signal);
+  /** Shuts down the spare kernels of `slot` (for one key, or all keys) and stops refilling them. */
+  async drainSpares(slot: string, key?: string, opts: WaitOptions = {}): Promise<void> {
+    await raceSignal(this.#spares.drain(slot, key), opts.signal);
   }
 
   /**
-   * Resolves once the pool of `slot` and `key` holds its full size of ready kernels; rejects with the refill's
-   * error when a build failed, or at once when there is no such pool.
+   * Resolves once the spare set of `slot` and `key` holds its full size of ready kernels; rejects with the refill's
+   * error when a build failed, or at once when there is no such set.
    */
-  async poolReady(slot: string, key: string, opts: WaitOptions = {}): Promise<void> {
-    await this.#pools.ready(slot, key, opts.signal);
+  async sparesReady(slot: string, key: string, opts: WaitOptions = {}): Promise<void> {
+    await this.#spares.ready(slot, key, opts.signal);
   }
 
-  /** How many pooled kernels are ready for `slot` and `key`, and whether a refill is running. */
-  poolStatus(slot: string, key: string): WarmPoolStatus {
-    return this.#pools.status(slot, key);
+  /** How many spare kernels are ready for `slot` and `key`, and whether a refill is running. */
+  sparesStatus(slot: string, key: string): SparesStatus {
+    return this.#spares.status(slot, key);
   }
 
   #assertOpen(): void {
@@ -367,7 +367,7 @@ export class KernelSupervisor<K extends SupervisedKernel = SupervisedKernel> imp
     for (const build of s.builds) build.revoke(why);
   }
 
-  #publish(s: SlotRecord<K>, key: string, kernel: K, outcome: 'built' | 'pooled'): AcquireResult<K> {
+  #publish(s: SlotRecord<K>, key: string, kernel: K, outcome: 'built' | 'spare'): AcquireResult<K> {
     const previous = s.current;
     s.generation += 1;
     const lease: Lease<K> = { slot: s.name, key, generation: s.generation, id: newLeaseId(), kernel };
@@ -385,7 +385,7 @@ export class KernelSupervisor<K extends SupervisedKernel = SupervisedKernel> imp
     s: SlotRecord<K>,
     key: string,
     kernel: K,
-    outcome: 'built' | 'pooled',
+    outcome: 'built' | 'spare',
   ): Promise<AcquireResult<K>> {
     const result = this.#publish(s, key, kernel, outcome);
     if (result.previous && result.previous.kernel !== kernel) await this.#shutdowns.shutdown(result.previous.kernel);

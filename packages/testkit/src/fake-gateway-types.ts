@@ -1,7 +1,6 @@
 import type { Clock } from '@kernelwarden/core';
 import type { JupyterMessage, WireFormat } from '@kernelwarden/jupyter-protocol';
-import type { FakeKernelOptions } from './fake-kernel.js';
-import type { KernelScript } from './fake-kernel-script.js';
+import type { FakeKernelOptions, KernelScript } from './fake-kernel.js';
 
 /** One kernelspec a FakeGateway offers, and how kernels made from it behave. */
 export interface FakeKernelSpec extends FakeKernelOptions {

@@ -1,7 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { type Clock, sleep } from '@kernelwarden/core';
 import type { JupyterMessage, MessageHeader } from '@kernelwarden/jupyter-protocol';
-import type { DieOptions, KernelScript, KernelScriptContext } from './fake-kernel-script.js';
 
 /** Why a cell stopped early; internal to the fake. */
 class Interrupted extends Error {}
@@ -15,6 +14,67 @@ class Raised extends Error {
     super(`${ename}: ${evalue}`);
   }
 }
+
+/** Options of `KernelScriptContext.die()`. */
+export interface DieOptions {
+  /**
+   * True: the server auto-restarts the kernel (iopub `status: restarting`, fresh state), as jupyter_server does after
+   * a crash. False: the kernel stays dead (iopub `status: dead`) and is removed from the server.
+   * @defaultValue true
+   */
+  restart?: boolean;
+}
+
+/**
+ * What a kernel script can do while it answers one `execute_request`: produce outputs, raise, wait, ask for input,
+ * hang, ignore interrupts or die. Outputs are sent on iopub at once, with the request as their parent.
+ */
+export interface KernelScriptContext {
+  /** The cell's code. */
+  readonly code: string;
+  /** The `cellId` from the request's metadata, when the client sent one. */
+  readonly cellId: string | undefined;
+  /** The full `execute_request` content (`silent`, `store_history`, `allow_stdin`, …). */
+  readonly content: Readonly<Record<string, unknown>>;
+  /** The execution count this cell got. */
+  readonly executionCount: number;
+  /** The simulated interpreter state: survives between cells, cleared by restart. */
+  readonly state: Map<string, unknown>;
+  /** The kernel running the cell. */
+  readonly kernel: FakeKernel;
+  /** Aborts when the cell is interrupted (unless interrupts are ignored), or the kernel restarts, dies or is deleted. */
+  readonly signal: AbortSignal;
+  /** Writes to stdout (an iopub `stream` message). */
+  stdout(text: string): void;
+  /** Writes to stderr (an iopub `stream` message). */
+  stderr(text: string): void;
+  /** Publishes `display_data`. */
+  display(data: Record<string, unknown>, metadata?: Record<string, unknown>): void;
+  /** Publishes the cell's `execute_result`. */
+  result(data: Record<string, unknown>, metadata?: Record<string, unknown>): void;
+  /** Raises an exception: publishes `error` and ends the cell with an error reply. */
+  raise(ename: string, evalue: string, traceback?: string[]): never;
+  /** Waits `ms` of the gateway's clock; an interrupt raises KeyboardInterrupt. */
+  sleep(ms: number): Promise<void>;
+  /** Sends an `input_request` on stdin and resolves with the client's `input_reply` value. */
+  input(prompt?: string, opts?: { password?: boolean }): Promise<string>;
+  /** Waits until interrupted (then raises KeyboardInterrupt) — forever when interrupts are ignored. */
+  hang(): Promise<never>;
+  /** From now on, interrupts of this kernel are recorded but have no effect. */
+  ignoreInterrupts(): void;
+  /** Kills the kernel process: the cell never gets a reply. */
+  die(opts?: DieOptions): never;
+  /** Sends any message on a channel with this request as its parent (e.g. `clear_output`, `comm_msg`). */
+  send(channel: 'iopub' | 'shell' | 'stdin' | 'control', msgType: string, content: Record<string, unknown>): void;
+  /** Sends raw bytes or text to the client as they are, e.g. a malformed frame. */
+  raw(data: string | Uint8Array): void;
+}
+
+/**
+ * Answers one `execute_request` of a FakeGateway kernel. Returning ends the cell with `status: ok`; throwing a
+ * JavaScript error ends it with `status: error` (ename = the error's name).
+ */
+export type KernelScript = (ctx: KernelScriptContext) => void | Promise<void>;
 
 /** Options of one simulated kernel, set per kernelspec in `FakeGatewayOptions.kernelSpecs`. */
 export interface FakeKernelOptions {

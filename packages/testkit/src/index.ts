@@ -9,9 +9,8 @@ export type {
   RecordedFrame,
   RecordedRequest,
 } from './fake-gateway-types.js';
-export type { FakeKernelOptions } from './fake-kernel.js';
+export type { DieOptions, FakeKernelOptions, KernelScript, KernelScriptContext } from './fake-kernel.js';
 export { FakeKernel } from './fake-kernel.js';
-export type { DieOptions, KernelScript, KernelScriptContext } from './fake-kernel-script.js';
 export { pythonLikeScript } from './fake-kernel-script.js';
 export type { FakeCloseEvent, FakeErrorEvent, FakeWebSocketData, FakeWebSocketOpenOptions } from './fake-websocket.js';
 export { FakeWebSocket } from './fake-websocket.js';

@@ -105,7 +105,7 @@ function mergeStreams(outputs: readonly Output[]): Output[] {
   return merged;
 }
 
-/** Resolves once `onOutput` has seen `text` on stdout; used to know a cell is running before acting on it. */
+/** Resolves once `onOutput` has seen `text` on stdout; tells that a cell is running before a test acts on it. */
 function outputWatcher(text: string) {
   let seen = '';
   let resolve: () => void = () => {};

@@ -4,7 +4,7 @@
 //   - stock: a GatewayKernel on the bench's stock jupyter-server (KW_BENCH_URL / KW_BENCH_TOKEN): the kill is the
 //     server's restart, which asks the kernel to shut down, waits (jupyter's shutdown_wait_time, 5 s), kills it and
 //     starts a cold kernel;
-//   - local_gateway_pool: a GatewayKernel through a LocalGateway lease with a warm pool of one python3 kernel: the
+//   - local_gateway_pool: a GatewayKernel through a LocalGateway ticket with a warm pool of one python3 kernel: the
 //     kill SIGKILLs the kernel's processes and moves the handle to the pooled kernel.
 // The LocalGateway runs the jupyter-server KERNELWARDEN_JUPYTER_SERVER names (as the tests and the CLI do), with its
 // state in a temporary directory, stopped at the end.
@@ -81,14 +81,14 @@ async function measure(name, gateway, beforeEach) {
 }
 
 const stateDir = mkdtempSync(join(tmpdir(), 'kw-watchdog-bench-'));
-let lease;
+let ticket;
 process.on('SIGTERM', () => {
   void LocalGateway.stop({ stateDir, stopTimeoutMs: 0 }).finally(() => process.exit(143));
 });
 try {
   if (baseUrl) await measure('stock', { baseUrl, token });
   else log('no KW_BENCH_URL: the stock figure is left out');
-  lease = await LocalGateway.acquire({ stateDir, lingerMs: 0, pool: { python3: 1 } });
+  ticket = await LocalGateway.acquire({ stateDir, lingerMs: 0, pool: { python3: 1 } });
   // Each kill finds the pool refilled, as a kill a while after the last one does.
   const poolReady = async () => {
     const until = Date.now() + 60_000;
@@ -98,9 +98,9 @@ try {
     }
   };
   await poolReady();
-  await measure('local_gateway_pool', lease, poolReady);
+  await measure('local_gateway_pool', ticket, poolReady);
 } finally {
-  await lease?.release().catch(() => {});
+  await ticket?.release().catch(() => {});
   await LocalGateway.stop({ stateDir, stopTimeoutMs: 2_000 }).catch(() => {});
   rmSync(stateDir, { recursive: true, force: true });
 }

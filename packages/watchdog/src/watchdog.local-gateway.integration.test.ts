@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { GatewayKernel } from '@kernelwarden/gateway-client';
-import { LocalGateway, type LocalGatewayLease } from '@kernelwarden/local-gateway';
+import { LocalGateway, type LocalGatewayTicket } from '@kernelwarden/local-gateway';
 import { KernelSession } from '@kernelwarden/supervisor';
 import { kernelPids, testGateway } from '@kernelwarden/test-env';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -14,7 +14,7 @@ describe('the watchdog on the embedded gateway with a warm pool (python3)', () =
   const stateDir = join(testGateway().root, `watchdog-pool-${randomBytes(4).toString('hex')}`);
   const rungs: WatchdogEvent[] = [];
   const kernels: GatewayKernel[] = [];
-  let lease: LocalGatewayLease;
+  let ticket: LocalGatewayTicket;
   let session: KernelSession<GatewayKernel>;
 
   /** Resolves once the pool has `count` ready kernels. */
@@ -28,12 +28,12 @@ describe('the watchdog on the embedded gateway with a warm pool (python3)', () =
 
   beforeAll(async () => {
     mkdirSync(stateDir, { recursive: true });
-    lease = await LocalGateway.acquire({ stateDir, lingerMs: 0, pool: { python3: 1 } });
+    ticket = await LocalGateway.acquire({ stateDir, lingerMs: 0, pool: { python3: 1 } });
     const watchdog = createWatchdog({ cellTimeoutMs: 2_000, interruptGraceMs: 1_000, killGraceMs: 1_000 });
     watchdog.on('*', (event) => rungs.push(event));
     session = new KernelSession<GatewayKernel>({
       python: async (ctx) => {
-        const kernel = await GatewayKernel.start({ gateway: lease, signal: ctx.signal, env: { KW_PROBE: 'kept' } });
+        const kernel = await GatewayKernel.start({ gateway: ticket, signal: ctx.signal, env: { KW_PROBE: 'kept' } });
         kernels.push(kernel);
         return kernel;
       },
@@ -48,7 +48,7 @@ describe('the watchdog on the embedded gateway with a warm pool (python3)', () =
   afterAll(async () => {
     await session?.close();
     for (const kernel of kernels) await kernel.shutdown();
-    await lease?.release();
+    await ticket?.release();
     await LocalGateway.stop({ stateDir, stopTimeoutMs: 5_000 });
     for (const kernel of kernels) expect(kernelPids(kernel.id)).toEqual([]);
   });

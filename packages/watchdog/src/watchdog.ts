@@ -46,7 +46,7 @@ export interface Watchdog extends CellExecutor {
 
 /**
  * Creates a watchdog. The policy is validated at once (`InvalidOptionsError` naming the field), and
- * `KERNELWARDEN_CELL_TIMEOUT` is read now when `cellTimeoutMs` is absent.
+ * `KERNELWARDEN_CELL_TIMEOUT` is read by this call when `cellTimeoutMs` is absent.
  *
  * Use one watchdog per session (or per process): it holds no state between cells besides its listeners.
  */

@@ -14,19 +14,19 @@ import { kernelDiagnostics } from './kernel-diagnostics.js';
 import { claimPooledKernel, keepPooled, readPoolConfig } from './kernel-pool.js';
 import { killKernelProcesses } from './kernel-processes.js';
 import type { GatewayLayout } from './layout.js';
-import { lingerPending, liveLeases, markIdle } from './leases.js';
 import { acquireLock } from './lock.js';
 import { forgetOwner, recordOwner } from './ownership.js';
 import { shutDownServer } from './server-shutdown.js';
 import { removeFile } from './state-dir.js';
+import { lingerPending, liveTickets, markIdle } from './tickets.js';
 
-/** A lease's view of the server's warm pool. */
+/** A ticket's view of the server's warm pool. */
 export interface LocalGatewayPool extends KernelPool {
   /** How many ready kernels of kernelspec `kernelName` the pool keeps now (0: that kernelspec is not pooled). */
   size(kernelName: string): number;
   /**
    * Pools kernelspec `kernelName` with the count of kernelspec `like`: an isolated kernelspec installed in
-   * `kernelSpecDir` for the server (`installIsolatedKernelSpec({ ownerPid: lease.pid })`), pooled like its base
+   * `kernelSpecDir` for the server (`installIsolatedKernelSpec({ ownerPid: ticket.pid })`), pooled like its base
    * (`python3`), so that the next process with the same policy claims a started kernel. It stays pooled while its
    * spec exists and some process asked for it in the last `KEPT_POOL_MS` (each call renews it), for at most
    * `MAX_KEPT_POOLS` kernelspecs at once (the most recent).
@@ -35,11 +35,11 @@ export interface LocalGatewayPool extends KernelPool {
 }
 
 /**
- * A lease on the embedded gateway: pass it as `gateway` to `GatewayKernel.start()` / `new GatewayClient()`, and
+ * A ticket on the embedded gateway: pass it as `gateway` to `GatewayKernel.start()` / `new GatewayClient()`, and
  * release it (or `await using` it) when done. The server is shared by every process of the same user and
- * interpreter, and stops once no lease is held for `lingerMs`.
+ * interpreter, and stops once no ticket is held for `lingerMs`.
  */
-export interface LocalGatewayLease extends AsyncDisposable {
+export interface LocalGatewayTicket extends AsyncDisposable {
   /** `http://127.0.0.1:<port>`. */
   readonly baseUrl: string;
   /** The server's token (send as `Authorization: token …`). Never print it. */
@@ -52,7 +52,7 @@ export interface LocalGatewayLease extends AsyncDisposable {
   readonly pid: number;
   /** True when an already running server was reused. */
   readonly reused: boolean;
-  /** Records which process created which kernel; GatewayClient/GatewayKernel call it when given this lease. */
+  /** Records which process created which kernel; GatewayClient/GatewayKernel call it when given this ticket. */
   readonly ownership: KernelOwnership;
   /**
    * Whether a kernel's process runs, and its last stderr lines (from the kernel's own log): `GatewayKernel.start()`
@@ -60,59 +60,59 @@ export interface LocalGatewayLease extends AsyncDisposable {
    */
   readonly diagnostics: KernelDiagnostics;
   /**
-   * The warm pool of the server: `GatewayKernel.start()` through this lease claims a ready kernel of the kernelspec it
+   * The warm pool of the server: `GatewayKernel.start()` through this ticket claims a ready kernel of the kernelspec it
    * wants (this process becomes its owner) instead of creating one. `claim()` never hands a kernel to two processes.
    */
   readonly pool: LocalGatewayPool;
   /**
    * The server's kernel processes: `kill(id)` SIGKILLs every process carrying the kernel's marker, at once.
-   * `GatewayKernel.kill()` through this lease uses it, then moves to a pooled kernel.
+   * `GatewayKernel.kill()` through this ticket uses it, then moves to a pooled kernel.
    */
   readonly processes: KernelProcesses;
   /**
-   * The server's start queue (`maxConcurrentStarts`, `maxKernels`): `GatewayKernel.start()` through this lease does not
+   * The server's start queue (`maxConcurrentStarts`, `maxKernels`): `GatewayKernel.start()` through this ticket does not
    * count the time its create waits for a turn toward `startupTimeoutMs`; `timeoutMs` (the acquire's
    * `startQueueTimeoutMs`) bounds that wait.
    */
   readonly startQueue: StartQueue;
   /**
-   * A fetch for the server: before each request it checks that the server this lease is for still holds its port
+   * A fetch for the server: before each request it checks that the server this ticket is for still holds its port
    * (from `/proc`), so nothing — least of all the token — is ever sent to a process that took the port after the
    * server went away.
    */
   readonly fetch: typeof fetch;
   /**
-   * The REST transport GatewayClient/GatewayKernel use through this lease: HTTP/1.1 over `node:http` (Node's `fetch`
+   * The REST transport GatewayClient/GatewayKernel use through this ticket: HTTP/1.1 over `node:http` (Node's `fetch`
    * costs a command ~20 ms to load), with the same check before each request.
    */
   readonly request: GatewayRequest;
-  /** The WebSocket class for kernel channels through this lease, with the same check before each connect. */
+  /** The WebSocket class for kernel channels through this ticket, with the same check before each connect. */
   readonly WebSocket: WebSocketClass;
-  /** Gives the lease back; idempotent. The last release starts the linger (or stops the server when it is 0). */
+  /** Gives the ticket back; idempotent. The last release starts the linger (or stops the server when it is 0). */
   release(opts?: { signal?: AbortSignal }): Promise<void>;
 }
 
-/** How a lease ends: its holder file, and what its release does when it was the last one. */
-export interface LeaseRelease {
-  leaseFile: string;
+/** How a ticket ends: its holder file, and what its release does when it was the last one. */
+export interface TicketRelease {
+  ticketFile: string;
   lingerMs: number;
   graceMs: number;
   emit: Emit;
 }
 
 /**
- * Gives a lease back under the lock. The last one out either extends the linger promise (the watcher stops the
+ * Gives a ticket back under the lock. The last one out either extends the linger promise (the watcher stops the
  * server when it runs out) or, with `lingerMs: 0` and no promise pending, stops the server itself.
  */
-export async function releaseLease(
+export async function releaseTicket(
   layout: GatewayLayout,
-  { leaseFile, lingerMs, graceMs, emit }: LeaseRelease,
+  { ticketFile, lingerMs, graceMs, emit }: TicketRelease,
   signal: AbortSignal | undefined,
 ): Promise<void> {
   const lock = await acquireLock(layout.lock, { signal });
   try {
-    removeFile(leaseFile);
-    if (liveLeases(layout.leases).length > 0) return;
+    removeFile(ticketFile);
+    if (liveTickets(layout.tickets).length > 0) return;
     // A linger promised by an earlier release (e.g. `gateway start` for an hour) outlives a shorter one, even 0.
     if (lingerMs > 0 || lingerPending(layout.idle)) {
       markIdle(layout.idle, lingerMs);
@@ -127,17 +127,17 @@ export async function releaseLease(
   }
 }
 
-/** The lease handed to the caller: the server's address and token, the guarded transport, ownership and release. */
-export function makeLease(
+/** The ticket handed to the caller: the server's address and token, the guarded transport, ownership and release. */
+export function makeTicket(
   layout: GatewayLayout,
   info: ServerInfo,
   reused: boolean,
-  ending: LeaseRelease,
+  ending: TicketRelease,
   startQueue: StartQueue,
-): LocalGatewayLease {
+): LocalGatewayTicket {
   let released: Promise<void> | undefined;
   const release = (opts: { signal?: AbortSignal } = {}) => {
-    released ??= releaseLease(layout, ending, opts.signal).catch((error: unknown) => {
+    released ??= releaseTicket(layout, ending, opts.signal).catch((error: unknown) => {
       released = undefined;
       throw error;
     });
@@ -155,7 +155,7 @@ export function makeLease(
     },
     notCreated: (id) => forgetOwner(layout.owners, id),
   };
-  const lease: LocalGatewayLease = {
+  const ticket: LocalGatewayTicket = {
     baseUrl: info.baseUrl,
     token: info.token,
     kernelSpecDir: layout.kernelSpecDir,
@@ -186,7 +186,7 @@ export function makeLease(
     pid: info.server.pid,
     reused,
   });
-  Object.defineProperty(lease, 'toJSON', { value: redacted, enumerable: false });
-  Object.defineProperty(lease, Symbol.for('nodejs.util.inspect.custom'), { value: redacted, enumerable: false });
-  return lease;
+  Object.defineProperty(ticket, 'toJSON', { value: redacted, enumerable: false });
+  Object.defineProperty(ticket, Symbol.for('nodejs.util.inspect.custom'), { value: redacted, enumerable: false });
+  return ticket;
 }

@@ -3,30 +3,30 @@ import { ClosedError, KernelFactoryError } from './errors.js';
 import { isAlive, type SupervisedKernel } from './lease.js';
 import type { KernelFactory } from './slot-supervisor.js';
 
-/** Options of `KernelSupervisor.configurePool()`. */
-export interface WarmPoolOptions<K extends SupervisedKernel> {
-  /** How many ready kernels to keep. `0` removes the pool. */
+/** Options of `KernelSupervisor.configureSpares()`. */
+export interface SparesOptions<K extends SupervisedKernel> {
+  /** How many ready kernels to keep. `0` removes the set. */
   size: number;
   /**
-   * Runs on each pooled kernel once it is started, before it counts as ready (a session's bootstrap). A kernel whose
-   * `prepare` throws is shut down and the refill pauses until the next hand-over or `configurePool`.
+   * Runs on each spare kernel once it is started, before it counts as ready (a session's bootstrap). A kernel whose
+   * `prepare` throws is shut down and the refill pauses until the next hand-over or `configureSpares`.
    */
   prepare?: (kernel: K, ctx: { slot: string; key: string; signal: AbortSignal }) => void | Promise<void>;
 }
 
-/** What `KernelSupervisor.poolStatus()` says about one pool. */
-export interface WarmPoolStatus {
+/** What `KernelSupervisor.sparesStatus()` says about one spares. */
+export interface SparesStatus {
   /** Kernels started, prepared and waiting. */
   ready: number;
   /** A refill is running. */
   filling: boolean;
-  /** The size the pool keeps. */
+  /** The size the set keeps. */
   size: number;
   /** The error that paused refilling, until the next hand-over. */
   lastError?: KernelwardenError;
 }
 
-interface WarmPoolInit<K extends SupervisedKernel> extends WarmPoolOptions<K> {
+interface SpareSetInit<K extends SupervisedKernel> extends SparesOptions<K> {
   slot: string;
   key: string;
   factory: KernelFactory<K>;
@@ -36,12 +36,12 @@ interface WarmPoolInit<K extends SupervisedKernel> extends WarmPoolOptions<K> {
 
 /**
  * Started, prepared spare kernels for one slot and key, refilled one at a time in the background.
- * Internal to the supervisor: `KernelSupervisor.configurePool()` creates them.
+ * Internal to the supervisor: `KernelSupervisor.configureSpares()` creates them.
  */
-export class WarmPool<K extends SupervisedKernel> {
+export class SpareSet<K extends SupervisedKernel> {
   readonly slot: string;
   readonly key: string;
-  readonly #init: WarmPoolInit<K>;
+  readonly #init: SpareSetInit<K>;
   readonly #ready: K[] = [];
   readonly #controller = new AbortController();
   #filling = false;
@@ -49,7 +49,7 @@ export class WarmPool<K extends SupervisedKernel> {
   #lastError: KernelwardenError | undefined;
   readonly #watchers = new Set<() => void>();
 
-  constructor(init: WarmPoolInit<K>) {
+  constructor(init: SpareSetInit<K>) {
     this.#init = init;
     this.slot = init.slot;
     this.key = init.key;
@@ -79,7 +79,7 @@ export class WarmPool<K extends SupervisedKernel> {
   /** Stops refilling and shuts down every ready kernel; a kernel still being built is shut down when it arrives. */
   async drain(): Promise<void> {
     this.#closed = true;
-    this.#controller.abort(new Error('the warm pool was drained'));
+    this.#controller.abort(new Error('the spares were drained'));
     this.#notify();
     await Promise.all(this.#ready.splice(0).map((kernel) => this.#init.shutdown(kernel)));
   }
@@ -89,7 +89,7 @@ export class WarmPool<K extends SupervisedKernel> {
     for (;;) {
       signal?.throwIfAborted();
       if (this.#lastError !== undefined) throw this.#lastError;
-      if (this.#closed) throw new ClosedError('warm pool');
+      if (this.#closed) throw new ClosedError('spares');
       if (this.#ready.length >= this.#init.size) return;
       await new Promise<void>((resolve, reject) => {
         const wake = () => {
@@ -113,8 +113,8 @@ export class WarmPool<K extends SupervisedKernel> {
     for (const wake of watchers) wake();
   }
 
-  status(): WarmPoolStatus {
-    const status: WarmPoolStatus = {
+  status(): SparesStatus {
+    const status: SparesStatus = {
       ready: this.#ready.length,
       filling: this.#filling,
       size: this.#init.size,
@@ -128,7 +128,7 @@ export class WarmPool<K extends SupervisedKernel> {
     const signal = this.#controller.signal;
     try {
       while (!this.#closed && this.#ready.length < this.#init.size) {
-        const kernel = await factory({ slot, key, purpose: 'pool', signal });
+        const kernel = await factory({ slot, key, purpose: 'spare', signal });
         try {
           if (this.#closed) break;
           if (!isAlive(kernel)) throw new KernelFactoryError(slot, key, 'the factory returned a dead kernel');
@@ -144,7 +144,7 @@ export class WarmPool<K extends SupervisedKernel> {
       if (!this.#closed) {
         this.#lastError = KernelwardenError.isInstance(error)
           ? error
-          : new KernelFactoryError(slot, key, error instanceof Error ? error.message : 'pool refill failed', error);
+          : new KernelFactoryError(slot, key, error instanceof Error ? error.message : 'spare refill failed', error);
       }
     } finally {
       this.#filling = false;

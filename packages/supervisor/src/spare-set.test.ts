@@ -8,41 +8,41 @@ async function flush(rounds = 5): Promise<void> {
   for (let i = 0; i < rounds; i++) await new Promise((resolve) => setImmediate(resolve));
 }
 
-describe('warm pool', () => {
+describe('spares', () => {
   it('hands a ready kernel to ensure without calling the slow factory, and refills in the background', async () => {
     const sup = new KernelSupervisor<RecordingKernel>();
-    const poolGate = new Gate();
+    const spareGate = new Gate();
     const made: RecordingKernel[] = [];
-    sup.configurePool(
+    sup.configureSpares(
       'python',
       'base',
       async () => {
-        await poolGate.wait();
-        const k = new RecordingKernel(`pool${made.length}`);
+        await spareGate.wait();
+        const k = new RecordingKernel(`spares${made.length}`);
         made.push(k);
         return k;
       },
       { size: 1 },
     );
-    expect(sup.poolStatus('python', 'base')).toMatchObject({ ready: 0, filling: true });
-    poolGate.open();
+    expect(sup.sparesStatus('python', 'base')).toMatchObject({ ready: 0, filling: true });
+    spareGate.open();
     await flush();
-    expect(sup.poolStatus('python', 'base')).toMatchObject({ ready: 1, filling: false });
+    expect(sup.sparesStatus('python', 'base')).toMatchObject({ ready: 1, filling: false });
 
-    poolGate.reset();
+    spareGate.reset();
     const neverStarts = new Gate();
     const result = await sup.acquire('python', 'base', async () => {
       await neverStarts.wait();
       return new RecordingKernel('cold');
     });
-    expect(result.outcome).toBe('pooled');
+    expect(result.outcome).toBe('spare');
     expect(result.lease.kernel).toBe(made[0]);
     expect(result.lease.generation).toBe(0);
     // The refill started at once and waits for its own start.
-    expect(sup.poolStatus('python', 'base')).toMatchObject({ ready: 0, filling: true });
-    poolGate.open();
+    expect(sup.sparesStatus('python', 'base')).toMatchObject({ ready: 0, filling: true });
+    spareGate.open();
     await flush();
-    expect(sup.poolStatus('python', 'base')).toMatchObject({ ready: 1, filling: false });
+    expect(sup.sparesStatus('python', 'base')).toMatchObject({ ready: 1, filling: false });
     expect(made).toHaveLength(2);
 
     await sup.shutdownAll();
@@ -50,23 +50,23 @@ describe('warm pool', () => {
     expect(made.map((k) => k.shutdownCalls)).toEqual([1, 1]);
   });
 
-  it('shuts down a kernel still starting when the pool is drained', async () => {
+  it('shuts down a kernel still starting when the spares are drained', async () => {
     const sup = new KernelSupervisor<RecordingKernel>();
     const gate = new Gate();
     const late = new RecordingKernel('late');
     let signal: AbortSignal | undefined;
-    sup.configurePool(
+    sup.configureSpares(
       'python',
       'base',
       async (ctx) => {
         signal = ctx.signal;
-        expect(ctx.purpose).toBe('pool');
+        expect(ctx.purpose).toBe('spare');
         await gate.wait();
         return late;
       },
       { size: 1 },
     );
-    await sup.drainPool('python');
+    await sup.drainSpares('python');
     expect(signal?.aborted).toBe(true);
     gate.open();
     await sup.settled();
@@ -77,7 +77,7 @@ describe('warm pool', () => {
     const sup = new KernelSupervisor<RecordingKernel>();
     let fail = true;
     let calls = 0;
-    sup.configurePool(
+    sup.configureSpares(
       'python',
       'base',
       () => {
@@ -89,24 +89,24 @@ describe('warm pool', () => {
     );
     await flush();
     expect(calls).toBe(1);
-    expect(sup.poolStatus('python', 'base').lastError).toBeInstanceOf(Error);
+    expect(sup.sparesStatus('python', 'base').lastError).toBeInstanceOf(Error);
     fail = false;
     await sup.ensure('python', 'base', () => new RecordingKernel('cold'));
     await flush();
-    // The failed pool does not hand over, but a miss resumes the refill.
-    expect(sup.poolStatus('python', 'base').ready).toBe(2);
+    // The failed spare set does not hand over, but a miss resumes the refill.
+    expect(sup.sparesStatus('python', 'base').ready).toBe(2);
     await sup.shutdownAll();
   });
 });
 
-describe('KernelSession with pool', () => {
+describe('KernelSession with spares', () => {
   it('starts bootstrapped spares, hands one over on the first execute, refills, and close() shuts all down', async () => {
     const made: RecordingKernel[] = [];
     const bootstrapped: { kernel: RecordingKernel; purpose: string }[] = [];
     const contexts: SlotFactoryContext[] = [];
     const session = new KernelSession<RecordingKernel>({
       env: 'base',
-      pool: { size: 1 },
+      spares: { size: 1 },
       python: (ctx) => {
         contexts.push(ctx);
         const k = new RecordingKernel(`k${made.length}`);
@@ -119,16 +119,16 @@ describe('KernelSession with pool', () => {
     });
     await flush();
     expect(made).toHaveLength(1);
-    expect(bootstrapped).toEqual([{ kernel: made[0], purpose: 'pool' }]);
+    expect(bootstrapped).toEqual([{ kernel: made[0], purpose: 'spare' }]);
 
     await session.execute('1');
     expect(session.supervisor.lease('python')?.kernel).toBe(made[0]);
     // The handed-over kernel was bootstrapped once, before hand-over, and not again as a new generation.
-    expect(bootstrapped.filter((b) => b.kernel === made[0])).toEqual([{ kernel: made[0], purpose: 'pool' }]);
-    expect(bootstrapped.every((b) => b.purpose === 'pool')).toBe(true);
+    expect(bootstrapped.filter((b) => b.kernel === made[0])).toEqual([{ kernel: made[0], purpose: 'spare' }]);
+    expect(bootstrapped.every((b) => b.purpose === 'spare')).toBe(true);
     await flush();
     expect(made).toHaveLength(2);
-    expect(contexts.map((c) => c.purpose)).toEqual(['pool', 'pool']);
+    expect(contexts.map((c) => c.purpose)).toEqual(['spare', 'spare']);
 
     await session.close();
     expect(made.map((k) => k.shutdownCalls)).toEqual([1, 1]);

@@ -2,25 +2,25 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { addLease, LEASE_SETTLE_MS, watchLeaseReleases } from './leases.js';
 import { ensurePrivateDir, removeFile } from './state-dir.js';
+import { addTicket, TICKET_SETTLE_MS, watchTicketReleases } from './tickets.js';
 
 const dirs: string[] = [];
 afterEach(() => {
   for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
 });
 
-function leasesDir(): string {
-  const dir = mkdtempSync(join(tmpdir(), 'kw-leases-'));
+function ticketsDir(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'kw-tickets-'));
   dirs.push(dir);
-  const leases = join(dir, 'leases');
-  ensurePrivateDir(leases);
-  return leases;
+  const tickets = join(dir, 'tickets');
+  ensurePrivateDir(tickets);
+  return tickets;
 }
 
-describe('watchLeaseReleases', () => {
-  it('calls back once a lease is given back, not when one is taken, a burst of releases making one call', async () => {
-    const leases = leasesDir();
+describe('watchTicketReleases', () => {
+  it('calls back once a ticket is given back, not when one is taken, a burst of releases making one call', async () => {
+    const tickets = ticketsDir();
     let calls = 0;
     let called: () => void = () => {};
     const next = () =>
@@ -31,21 +31,21 @@ describe('watchLeaseReleases', () => {
           resolve();
         };
       });
-    const watching = watchLeaseReleases(leases, () => {
+    const watching = watchTicketReleases(tickets, () => {
       calls++;
       called();
     });
     try {
-      const first = addLease(leases, 0); // a temporary file renamed into place
-      const second = addLease(leases, 0);
-      await new Promise((r) => setTimeout(r, 2 * LEASE_SETTLE_MS));
+      const first = addTicket(tickets, 0); // a temporary file renamed into place
+      const second = addTicket(tickets, 0);
+      await new Promise((r) => setTimeout(r, 2 * TICKET_SETTLE_MS));
       expect(calls).toBe(0);
 
       const change = next();
       removeFile(first);
       removeFile(second);
       await change;
-      await new Promise((r) => setTimeout(r, 2 * LEASE_SETTLE_MS));
+      await new Promise((r) => setTimeout(r, 2 * TICKET_SETTLE_MS));
       expect(calls).toBe(1);
     } finally {
       watching.close();
@@ -53,8 +53,8 @@ describe('watchLeaseReleases', () => {
   });
 
   it('leaves a missing directory to the looks', () => {
-    const parent = mkdtempSync(join(tmpdir(), 'kw-leases-'));
+    const parent = mkdtempSync(join(tmpdir(), 'kw-tickets-'));
     dirs.push(parent);
-    expect(() => watchLeaseReleases(join(parent, 'absent'), () => {}).close()).not.toThrow();
+    expect(() => watchTicketReleases(join(parent, 'absent'), () => {}).close()).not.toThrow();
   });
 });

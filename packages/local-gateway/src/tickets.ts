@@ -4,34 +4,34 @@ import { join } from 'node:path';
 import { currentProcess, isProcessAlive, type ProcessIdentity } from './process-identity.js';
 import { readJsonFile, removeFile, writePrivateFileAtomic } from './state-dir.js';
 
-/** One lease holder, as recorded in `leases/<pid>-<random>.json`. */
-export interface LeaseRecord extends ProcessIdentity {
+/** One ticket holder, as recorded in `tickets/<pid>-<random>.json`. */
+export interface TicketRecord extends ProcessIdentity {
   acquiredAt: string;
   lingerMs: number;
 }
 
-/** Records a lease held by this process; returns the file to remove on release. */
-export function addLease(dir: string, lingerMs: number): string {
+/** Records a ticket held by this process; returns the file to remove on release. */
+export function addTicket(dir: string, lingerMs: number): string {
   const me = currentProcess();
   const file = join(dir, `${me.pid}-${randomBytes(6).toString('hex')}.json`);
-  const record: LeaseRecord = { ...me, acquiredAt: new Date().toISOString(), lingerMs };
+  const record: TicketRecord = { ...me, acquiredAt: new Date().toISOString(), lingerMs };
   writePrivateFileAtomic(file, JSON.stringify(record));
   return file;
 }
 
-/** The leases whose holder is still alive; the files of dead holders are removed. */
-export function liveLeases(dir: string): LeaseRecord[] {
+/** The tickets whose holder is still alive; the files of dead holders are removed. */
+export function liveTickets(dir: string): TicketRecord[] {
   let names: string[];
   try {
     names = readdirSync(dir);
   } catch {
     return [];
   }
-  const live: LeaseRecord[] = [];
+  const live: TicketRecord[] = [];
   for (const name of names) {
     if (!name.endsWith('.json')) continue;
     const file = join(dir, name);
-    const record = readJsonFile(file) as Partial<LeaseRecord> | undefined;
+    const record = readJsonFile(file) as Partial<TicketRecord> | undefined;
     if (record && typeof record.pid === 'number' && isProcessAlive(record as ProcessIdentity)) {
       live.push({
         pid: record.pid,
@@ -75,31 +75,31 @@ export function lingerPending(path: string): boolean {
   return (readMarker(path)?.until ?? 0) > Date.now();
 }
 
-/** Drops a linger promise that has expired (a new lease was taken); a pending one is kept. */
+/** Drops a linger promise that has expired (a new ticket was taken); a pending one is kept. */
 export function clearExpiredIdle(path: string): void {
   const marker = readMarker(path);
   if (marker && marker.until <= Date.now()) removeFile(path);
 }
 
 /**
- * How long after a lease is given back the watcher looks: 300 ms. The command that gave it back has ended, but the
+ * How long after a ticket is given back the watcher looks: 300 ms. The command that gave it back has ended, but the
  * server is still seeing its kernel out (the DELETE returns before the interpreter has exited); a replacement
  * started beside that left the next command's run 25 ms slower here (2 cores), one started after it did not.
  */
-export const LEASE_SETTLE_MS = 300;
+export const TICKET_SETTLE_MS = 300;
 
 /**
- * Calls `onRelease` soon after a lease is given back (a file of the leases directory `dir` goes): a command that
- * claimed a pooled kernel gives its lease back as it ends, and the linger watcher starts the kernel's replacement then
- * (`LEASE_SETTLE_MS` later), not at its next look, up to a second later. Not at the claim, nor when a lease is taken:
+ * Calls `onRelease` soon after a ticket is given back (a file of the tickets directory `dir` goes): a command that
+ * claimed a pooled kernel gives its ticket back as it ends, and the linger watcher starts the kernel's replacement then
+ * (`TICKET_SETTLE_MS` later), not at its next look, up to a second later. Not at the claim, nor when a ticket is taken:
  * the replacement's start (half a second of CPU) would compete with the command that just claimed, which is still
- * running its cell. Releases within `LEASE_SETTLE_MS` make one call. A directory that cannot be watched is left to
+ * running its cell. Releases within `TICKET_SETTLE_MS` make one call. A directory that cannot be watched is left to
  * the looks. Returns the means to stop watching.
  */
-export function watchLeaseReleases(dir: string, onRelease: () => void): { close(): void } {
+export function watchTicketReleases(dir: string, onRelease: () => void): { close(): void } {
   let scheduled = false;
   const changed = (_event: string, name: string | Buffer | null) => {
-    // A lease taken (its file appears, through a temporary file renamed into place) is no reason to look: by the
+    // A ticket taken (its file appears, through a temporary file renamed into place) is no reason to look: by the
     // time of the look the command has claimed its kernel, and the replacement would start beside its cell.
     const file = name?.toString();
     if (file !== undefined && (file.endsWith('.tmp') || existsSync(join(dir, file)))) return;
@@ -108,7 +108,7 @@ export function watchLeaseReleases(dir: string, onRelease: () => void): { close(
     setTimeout(() => {
       scheduled = false;
       onRelease();
-    }, LEASE_SETTLE_MS).unref();
+    }, TICKET_SETTLE_MS).unref();
   };
   let watcher: FSWatcher | undefined;
   try {

@@ -15,13 +15,13 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { InvalidOptionsError } from '@kernelwarden/core';
+import { currentProcess, identityOf, isProcessAlive, type ProcessIdentity } from '@kernelwarden/core/os';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { LocalGateway, LocalGatewayError } from './index.js';
 import { readServerInfo, writeServerInfo } from './info-file.js';
 import { addLease, clearExpiredIdle, lingerPending, liveLeases, markIdle } from './leases.js';
 import { acquireLock, tryAcquireLock } from './lock.js';
 import { forgetOwner, listOwners, recordOwner } from './ownership.js';
-import { currentProcess, identityOf, isProcessAlive, type ProcessIdentity } from './process-identity.js';
 import { resolveServerCommand } from './server-command.js';
 
 let dir: string;

@@ -1,3 +1,4 @@
+import { isProcessAlive } from '@kernelwarden/core/os';
 import { acquireLease } from './acquire.js';
 import { locateGateway, prepareGatewayDir } from './gateway-dir.js';
 import { readServerInfo } from './info-file.js';
@@ -10,7 +11,6 @@ import {
   resolveLocation,
   resolveStopOptions,
 } from './options.js';
-import { isProcessAlive } from './process-identity.js';
 import { shutDownServer, stopRecordedServer } from './server-shutdown.js';
 import { gatewayStatus, type LocalGatewayStatus } from './status.js';
 

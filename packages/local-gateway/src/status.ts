@@ -1,3 +1,4 @@
+import { isProcessAlive } from '@kernelwarden/core/os';
 import { locateGateway } from './gateway-dir.js';
 import { serverClient } from './guarded-transport.js';
 import { readServerInfo } from './info-file.js';
@@ -5,7 +6,6 @@ import { pooledKernelspecs, readPoolConfig, readyKernels } from './kernel-pool.j
 import { liveLeases } from './leases.js';
 import { DEFAULT_REQUEST_TIMEOUT_MS, type ResolvedLocalGatewayLocation } from './options.js';
 import { listOwners } from './ownership.js';
-import { isProcessAlive } from './process-identity.js';
 import { unverifiedServerReason } from './server-verification.js';
 
 /** What `LocalGateway.status()` reports, for the CLI. Never the token. */

@@ -1,5 +1,5 @@
-import { readdirSync, readFileSync } from 'node:fs';
 import { type ExecuteOptions, type ExecuteResult, parseOptions, sleep } from '@kernelwarden/core';
+import { type EnvMarker, kernelMarker, killProcessesCarrying, processesCarrying } from '@kernelwarden/core/os';
 import { GatewayKernel, type GatewayKernelStartOptions } from '@kernelwarden/gateway-client';
 import { z } from 'zod/v3';
 
@@ -78,8 +78,9 @@ export const R_INTERRUPTED = {
  * - No heartbeat or other request is expected while R code runs (IRkernel services nothing then); liveness is
  *   judged from the socket and the REST listing.
  * - `shutdown()` interrupts a busy kernel first so it can honour the shutdown request, waits long enough for the
- *   server's kill fallback, and on a loopback gateway makes sure the R process has exited (IRkernel does not exit
- *   when its parent dies), killing it if needed.
+ *   server's kill fallback, and on a loopback gateway that marks its kernels' processes (the embedded LocalGateway:
+ *   `KERNELWARDEN_KERNEL=<instance>:<kernel id>`) makes sure every process of the kernel has exited (IRkernel does
+ *   not exit when its parent dies), killing what is left.
  *
  * Returns the `GatewayKernel` itself; use it wherever a `KernelHandle` goes.
  */
@@ -103,7 +104,7 @@ export async function startIRKernel(opts: IRKernelStartOptions): Promise<Gateway
     shutdown: {
       configurable: true,
       value: async (shutdownOpts: { timeoutMs?: number; signal?: AbortSignal } = {}) => {
-        const pids = local ? kernelProcesses(kernel.id) : [];
+        const marker = local ? kernelMarker({ kernelId: kernel.id }) : undefined;
         if (kernel.isAlive() && kernel.status === 'busy') {
           await kernel
             .interrupt(shutdownOpts.signal ? { signal: shutdownOpts.signal } : {})
@@ -113,7 +114,7 @@ export async function startIRKernel(opts: IRKernelStartOptions): Promise<Gateway
           timeoutMs: shutdownOpts.timeoutMs ?? shutdownTimeoutMs,
           ...(shutdownOpts.signal ? { signal: shutdownOpts.signal } : {}),
         });
-        if (outcome.confirmed && pids.length > 0) await reapProcesses(pids, processExitTimeoutMs);
+        if (outcome.confirmed && marker) await reapProcesses(marker, processExitTimeoutMs);
         return outcome;
       },
     },
@@ -130,46 +131,9 @@ function isLoopback(baseUrl: string): boolean {
   }
 }
 
-/** Pids (with their start times, against pid reuse) of this machine's processes serving kernel `id`. */
-function kernelProcesses(id: string): { pid: number; start: string }[] {
-  const found: { pid: number; start: string }[] = [];
-  let entries: string[];
-  try {
-    entries = readdirSync('/proc');
-  } catch {
-    return found;
-  }
-  for (const entry of entries) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const cmdline = readFileSync(`/proc/${entry}/cmdline`, 'utf8');
-      if (!cmdline.includes(`kernel-${id}.json`)) continue;
-      found.push({ pid: Number(entry), start: startTime(Number(entry)) ?? '' });
-    } catch {
-      // gone, or not ours to read
-    }
-  }
-  return found;
-}
-
-function startTime(pid: number): string | undefined {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19];
-  } catch {
-    return undefined;
-  }
-}
-
-async function reapProcesses(pids: { pid: number; start: string }[], timeoutMs: number): Promise<void> {
-  const alive = () => pids.filter((p) => startTime(p.pid) === p.start);
+/** Waits up to `timeoutMs` for every process carrying `marker` to exit, then kills those left. */
+async function reapProcesses(marker: EnvMarker, timeoutMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs;
-  while (alive().length > 0 && Date.now() < deadline) await sleep(50);
-  for (const p of alive()) {
-    try {
-      process.kill(p.pid, 'SIGKILL');
-    } catch {
-      // exited meanwhile, or not ours
-    }
-  }
+  while (processesCarrying(marker).length > 0 && Date.now() < deadline) await sleep(50);
+  killProcessesCarrying(marker);
 }

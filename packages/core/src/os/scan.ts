@@ -87,8 +87,9 @@ export function processesCarrying(marker: EnvMarker): number[] {
 }
 
 /**
- * Kills every process carrying `marker` at once (SIGKILL, or `signal`), looking again until none is left (a process
- * forking meanwhile is caught by the next round), for `rounds` rounds at most. Returns the pids signalled.
+ * Kills every process carrying `marker` at once with SIGKILL, looking again until none is left (a process forking
+ * meanwhile is caught by the next round), for `rounds` rounds (10) at most. Returns the pids signalled. With another
+ * `signal` (SIGTERM, say) there is one round: those processes are asked to exit, and may take their time.
  */
 export function killProcessesCarrying(
   marker: EnvMarker,

@@ -88,6 +88,23 @@ describe('the process table of real processes', () => {
     expect(killProcessesCarrying(marker)).toEqual([]);
   });
 
+  it('asks them once with another signal', async () => {
+    const marker: EnvMarker = { name: 'KW_TEST_MARKER', value: randomUUID() };
+    const shell = await family({ KW_TEST_MARKER: marker.value! });
+    const carrying = await until(
+      () => processesCarrying(marker),
+      (pids) => pids.length === 3,
+    );
+    const exited = new Promise((r) => shell.once('exit', (_code, signal) => r(signal)));
+    expect(killProcessesCarrying(marker, { signal: 'SIGTERM' }).sort()).toEqual(carrying.sort());
+    expect(await exited).toBe('SIGTERM');
+    const left = await until(
+      () => processesCarrying(marker),
+      (pids) => pids.length === 0,
+    );
+    expect(left).toEqual([]);
+  });
+
   it("finds a kernel's processes by the embedded gateway's marker, by kernel id or by server run", async () => {
     const instance = randomUUID();
     const kernelId = randomUUID();

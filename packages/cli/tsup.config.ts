@@ -1,17 +1,37 @@
-import { readdirSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { build, type Options } from 'tsup';
 import { packageConfig } from '../../tsup.base';
 
 const packagesDir = fileURLToPath(new URL('..', import.meta.url));
 
-/** `@kernelwarden/<name>` → that package's sources: the bundle is built from them, as one program. */
+/**
+ * `@kernelwarden/<name>` → that package's sources, and each subpath it exports (`@kernelwarden/core/os`) → its
+ * `src/<subpath>.ts`: the bundle is built from them, as one program.
+ */
 function workspaceSources(): Record<string, string> {
   const alias: Record<string, string> = {};
   for (const name of readdirSync(packagesDir)) {
-    if (name !== 'cli') alias[`@kernelwarden/${name}`] = `${packagesDir}${name}/src/index.ts`;
+    if (name === 'cli') continue;
+    alias[`@kernelwarden/${name}`] = `${packagesDir}${name}/src/index.ts`;
+    for (const subpath of sourceSubpaths(name)) {
+      alias[`@kernelwarden/${name}/${subpath}`] = `${packagesDir}${name}/src/${subpath}.ts`;
+    }
   }
   return alias;
+}
+
+/** The subpaths package `name` exports that are built from a source file of that name (`./os` → `src/os.ts`). */
+function sourceSubpaths(name: string): string[] {
+  let exported: Record<string, unknown>;
+  try {
+    exported = JSON.parse(readFileSync(`${packagesDir}${name}/package.json`, 'utf8')).exports ?? {};
+  } catch {
+    return [];
+  }
+  return Object.keys(exported)
+    .map((key) => key.replace(/^\.\//, ''))
+    .filter((sub) => sub !== '.' && existsSync(`${packagesDir}${name}/src/${sub}.ts`));
 }
 
 /** What both CommonJS files of `dist/` are built with: `.cjs` files for Node.js 20, beside the ES build. */

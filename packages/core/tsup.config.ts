@@ -1,3 +1,4 @@
 import { packageConfig } from '../../tsup.base';
 
-export default packageConfig({ entry: ['src/index.ts'] });
+// `os` is a subpath of its own (`@kernelwarden/core/os`, Linux's /proc): the main entry never loads it.
+export default packageConfig({ entry: { index: 'src/index.ts', os: 'src/os.ts' } });

@@ -1,15 +1,7 @@
-import {
-  closeSync,
-  constants,
-  existsSync,
-  mkdirSync,
-  openSync,
-  readlinkSync,
-  realpathSync,
-  writeFileSync,
-} from 'node:fs';
+import { closeSync, constants, mkdirSync, openSync, readlinkSync, realpathSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join, relative } from 'node:path';
 import type { ExecuteResult, Output } from '@kernelwarden/core';
+import { descriptorDirectory } from '@kernelwarden/core/os';
 import { MISSING_REPLY_ENAME } from '@kernelwarden/gateway-client';
 import { formatSize } from './size.js';
 import { TerminalTextFilter, terminalSafe } from './terminal-text.js';
@@ -88,7 +80,7 @@ function canonicalFuturePath(path: string): string {
 }
 
 /** Where this process's open descriptors can be named (Linux): a file is created through its directory's descriptor. */
-const FD_DIR = existsSync('/proc/self/fd') ? '/proc/self/fd' : undefined;
+const FD_DIR = descriptorDirectory();
 
 /**
  * Turns a cell's outputs into terminal output as they arrive: stdout stream text to stdout; stderr text and

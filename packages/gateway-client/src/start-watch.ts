@@ -24,7 +24,7 @@ export interface StartWatch {
   stop(): void;
 }
 
-/** Consecutive polls that must find no process before the kernel counts as exited (a `/proc` scan can race). */
+/** Consecutive polls that must find no process before the kernel counts as exited (a process scan can race). */
 const MISSES = 2;
 
 /** While a kernel starts, how often its process is looked for: 500 ms. */

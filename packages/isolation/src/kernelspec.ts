@@ -13,7 +13,7 @@ import {
 } from './bubblewrap.js';
 import { IsolationPolicyError, IsolationUnavailableError } from './errors.js';
 import { resolveKernelArgv, safeLaunchArgv } from './interpreter.js';
-import { currentOwner } from './kernelspec-owner.js';
+import { currentOwner, type SpecOwner } from './kernelspec-owner.js';
 import {
   CONNECTION_MARK,
   checkKernelSpecPath,
@@ -266,64 +266,11 @@ function checkWorkspaceNotTemp(
  * the launcher runs). A limits-only kernel keeps the host's GPU device nodes.
  */
 export async function installIsolatedKernelSpec(opts: InstallIsolatedKernelSpecOptions): Promise<string> {
-  if (opts.kernelSpecDir === undefined || opts.kernelSpecDir === '') {
-    throw new IsolationUnavailableError(
-      'This gateway has no local kernelspec directory (a remote gateway): read isolation cannot be enforced on its ' +
-        'kernels, so none is started; use the embedded LocalGateway',
-      { reason: 'remote-gateway' },
-    );
-  }
-  if (!isAbsolutePath(opts.kernelSpecDir)) {
-    throw new InvalidOptionsError([{ path: 'kernelSpecDir', message: 'expected an absolute path' }], {
-      subject: 'isolated kernelspec',
-    });
-  }
-  validateBase(opts.baseSpec);
-  const workspace = canonicalExisting(opts.workspace, 'kernel workspace', 'workspace');
-  const argvBase = safeLaunchArgv(
-    resolveKernelArgv(
-      opts.baseSpec.argv.map((a) => a.replaceAll('{resource_dir}', opts.baseSpec.resourceDir ?? '')),
-      { pythonExecutable: opts.pythonExecutable, searchPath: opts.searchPath ?? process.env.PATH },
-    ),
-  );
-  const hide = [
-    ...new Set([
-      ...(opts.hide ?? []).map((dir, i) => canonicalExisting(dir, 'hidden directory', `hide.${i}`)),
-      ...(opts.hideStateDir === false ? [] : existingStateDir()),
-    ]),
-  ];
-  // The kernelspecs themselves (unless already hidden): a kernel that could rewrite its own spec would launch
-  // unisolated next time.
-  const specDir = canonicalExisting(opts.kernelSpecDir, 'kernelspec directory', 'kernelSpecDir');
-  if (![...opts.policy.roots, ...hide].some((dir) => isWithin(specDir, dir))) hide.push(specDir);
-  const wrap = {
-    workspace,
-    readWrite: (opts.extraReadWrite ?? []).map((dir, i) =>
-      canonicalExisting(dir, 'read-write directory', `extraReadWrite.${i}`),
-    ),
-    hide,
-    ...(hostFilesystem(opts.policy) ? { devices: gpuDevices() } : {}),
-    ...(opts.privateTemp ? { privateTemp: opts.privateTemp } : {}),
-  };
-  checkWrapInputs(opts.policy, argvBase, wrap);
-  checkWorkspaceNotTemp(opts.policy, wrap);
-  for (const path of [...sandboxHostPaths(opts.policy, wrap), ...privateTempDirs(opts.policy, wrap)])
-    checkKernelSpecPath(path);
-  checkInterpreterVisible(opts.policy, argvBase[0]!, opts.searchPath ?? process.env.PATH);
+  const specDir = localKernelSpecDir(opts.kernelSpecDir);
+  const { workspace, argvBase, wrap } = resolveMounts(opts);
+  checkLaunchable(opts, argvBase, wrap);
   const sandbox = await assertSandbox(opts);
-  // Each limit by the strongest mechanism here, or a refusal naming the first one nothing can enforce.
-  const plan = hasLimits(opts.policy)
-    ? planLimits(
-        opts.policy,
-        opts.limitSupport ??
-          (await detectLimits({
-            pid: opts.gatewayPid,
-            searchPath: opts.searchPath,
-            signal: opts.signal,
-            timeoutMs: opts.timeoutMs,
-          })),
-      )
-    : undefined;
+  const plan = await planKernelLimits(opts);
   const cgroupDirs = [...new Set(plan?.cgroups.map((c) => c.controller.base) ?? [])];
   await verifyIsolation(opts.policy, {
     ...wrap,
@@ -335,7 +282,6 @@ export async function installIsolatedKernelSpec(opts: InstallIsolatedKernelSpecO
   // Recorded after the probe (which writes in the hidden roots and the workspace): checked at every launch.
   const record = recordPaths(sandboxHostPaths(opts.policy, wrap));
   const owner = currentOwner(opts.ownerPid);
-
   const argvWith = (tag: string) => [
     '/bin/sh',
     '-c',
@@ -353,6 +299,125 @@ export async function installIsolatedKernelSpec(opts: InstallIsolatedKernelSpecO
     '--default-signal=INT',
     ...argvBase,
   ];
+  const { name, spec } = isolatedSpec(opts, { workspace, owner, plan, cgroupDirs, argvWith });
+  writeKernelSpec(join(specDir, name), spec);
+  return name;
+}
+
+/** The kernelspec directory of a local gateway; throws for a remote gateway (none) and a relative path. */
+function localKernelSpecDir(kernelSpecDir: string | undefined): string {
+  if (kernelSpecDir === undefined || kernelSpecDir === '') {
+    throw new IsolationUnavailableError(
+      'This gateway has no local kernelspec directory (a remote gateway): read isolation cannot be enforced on its ' +
+        'kernels, so none is started; use the embedded LocalGateway',
+      { reason: 'remote-gateway' },
+    );
+  }
+  if (!isAbsolutePath(kernelSpecDir)) {
+    throw new InvalidOptionsError([{ path: 'kernelSpecDir', message: 'expected an absolute path' }], {
+      subject: 'isolated kernelspec',
+    });
+  }
+  return kernelSpecDir;
+}
+
+/** What the sandbox of a kernel is made of: these, with `hide` and `readWrite` in `wrap`. */
+interface ResolvedMounts {
+  /** The canonical workspace. */
+  workspace: string;
+  /** The base spec's argv, ready to run (`{resource_dir}` filled in, the interpreter resolved, safe to launch). */
+  argvBase: string[];
+  wrap: {
+    workspace: string;
+    readWrite: string[];
+    hide: string[];
+    devices?: string[];
+    privateTemp?: readonly string[];
+  };
+}
+
+/**
+ * The base spec checked and its argv resolved, the directories made canonical (each must exist), and what is hidden:
+ * the caller's `hide`, kernelwarden's state directory and the kernelspecs themselves (unless already hidden).
+ */
+function resolveMounts(opts: InstallIsolatedKernelSpecOptions): ResolvedMounts {
+  validateBase(opts.baseSpec);
+  const workspace = canonicalExisting(opts.workspace, 'kernel workspace', 'workspace');
+  const argvBase = safeLaunchArgv(
+    resolveKernelArgv(
+      opts.baseSpec.argv.map((a) => a.replaceAll('{resource_dir}', opts.baseSpec.resourceDir ?? '')),
+      { pythonExecutable: opts.pythonExecutable, searchPath: opts.searchPath ?? process.env.PATH },
+    ),
+  );
+  const hide = [
+    ...new Set([
+      ...(opts.hide ?? []).map((dir, i) => canonicalExisting(dir, 'hidden directory', `hide.${i}`)),
+      ...(opts.hideStateDir === false ? [] : existingStateDir()),
+    ]),
+  ];
+  // The kernelspecs themselves (unless already hidden): a kernel that could rewrite its own spec would launch
+  // unisolated next time.
+  const specDir = canonicalExisting(opts.kernelSpecDir ?? '', 'kernelspec directory', 'kernelSpecDir');
+  if (![...opts.policy.roots, ...hide].some((dir) => isWithin(specDir, dir))) hide.push(specDir);
+  const wrap = {
+    workspace,
+    readWrite: (opts.extraReadWrite ?? []).map((dir, i) =>
+      canonicalExisting(dir, 'read-write directory', `extraReadWrite.${i}`),
+    ),
+    hide,
+    ...(hostFilesystem(opts.policy) ? { devices: gpuDevices() } : {}),
+    ...(opts.privateTemp ? { privateTemp: opts.privateTemp } : {}),
+  };
+  return { workspace, argvBase, wrap };
+}
+
+/**
+ * Refuses, before anything runs, a sandbox that cannot be built as asked: bad wrap inputs, a workspace that is a
+ * private temporary directory, a mounted path a launch could not check, an interpreter the sandbox would not see.
+ */
+function checkLaunchable(
+  opts: InstallIsolatedKernelSpecOptions,
+  argvBase: readonly string[],
+  wrap: ResolvedMounts['wrap'],
+): void {
+  checkWrapInputs(opts.policy, argvBase, wrap);
+  checkWorkspaceNotTemp(opts.policy, wrap);
+  for (const path of [...sandboxHostPaths(opts.policy, wrap), ...privateTempDirs(opts.policy, wrap)])
+    checkKernelSpecPath(path);
+  checkInterpreterVisible(opts.policy, argvBase[0]!, opts.searchPath ?? process.env.PATH);
+}
+
+/** Each limit by the strongest mechanism here, or a refusal naming the first one nothing can enforce. */
+async function planKernelLimits(opts: InstallIsolatedKernelSpecOptions): Promise<LimitPlan | undefined> {
+  if (!hasLimits(opts.policy)) return undefined;
+  return planLimits(
+    opts.policy,
+    opts.limitSupport ??
+      (await detectLimits({
+        pid: opts.gatewayPid,
+        searchPath: opts.searchPath,
+        signal: opts.signal,
+        timeoutMs: opts.timeoutMs,
+      })),
+  );
+}
+
+/**
+ * The isolated kernelspec and its name, `kw-iso-<base>-<hash>`: the hash covers the base spec, the policy, its
+ * limits, the launch argv (with a placeholder tag: the kernels' cgroups are named after the hash, which cannot cover
+ * itself) and the owner.
+ */
+function isolatedSpec(
+  opts: InstallIsolatedKernelSpecOptions,
+  parts: {
+    workspace: string;
+    owner: SpecOwner;
+    plan: LimitPlan | undefined;
+    cgroupDirs: string[];
+    argvWith: (tag: string) => string[];
+  },
+): { name: string; spec: Record<string, unknown> } {
+  const { workspace, owner, plan, cgroupDirs, argvWith } = parts;
   const limits = requestedLimits(opts.policy);
   const identity = JSON.stringify({
     base: opts.baseSpec,
@@ -393,11 +458,15 @@ export async function installIsolatedKernelSpec(opts: InstallIsolatedKernelSpecO
       },
     },
   };
+  return { name, spec };
+}
+
+/** Writes `spec` as `<dir>/kernel.json` (0600, in a 0700 directory) in one step, unless it already says the same. */
+function writeKernelSpec(dir: string, spec: Record<string, unknown>): void {
   const text = `${JSON.stringify(spec, null, 1)}\n`;
-  const dir = join(opts.kernelSpecDir, name);
   const file = join(dir, 'kernel.json');
   try {
-    if (readFileSync(file, 'utf8') === text) return name;
+    if (readFileSync(file, 'utf8') === text) return;
   } catch {
     // not written yet
   }
@@ -405,5 +474,4 @@ export async function installIsolatedKernelSpec(opts: InstallIsolatedKernelSpecO
   const temporary = join(dir, `.kernel.json.${randomBytes(4).toString('hex')}`);
   writeFileSync(temporary, text, { mode: 0o600 });
   renameSync(temporary, file);
-  return name;
 }

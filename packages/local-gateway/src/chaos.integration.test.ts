@@ -2,12 +2,12 @@ import { randomBytes } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { ExecuteResult } from '@kernelwarden/core';
+import { kernelMarker, processesCarrying } from '@kernelwarden/core/os';
 import { GatewayClient, GatewayKernel, KernelDiedError, MISSING_REPLY_ENAME } from '@kernelwarden/gateway-client';
 import { cuttableProxy, testGateway } from '@kernelwarden/test-env';
 import { afterEach, describe, expect, it } from 'vitest';
 import { LocalGateway, type LocalGatewayTicket } from './index.js';
 import { readServerInfo } from './info-file.js';
-import { processesCarrying } from './kernel-processes.js';
 
 /**
  * A seeded chaos run on the real stack: sessions run cells through a proxy while, at random (from one seed),
@@ -237,7 +237,7 @@ describe(`chaos on the real stack (seed ${SEED}; replay with KERNELWARDEN_CHAOS_
     expect(wrong, `replay with KERNELWARDEN_CHAOS_SEED=${SEED}`).toEqual([]);
     // Nothing leaks: no kernel listed, no kernel process left (the server's restarts included).
     expect(await new GatewayClient(ticket).listKernels()).toEqual([]);
-    const marker = `KERNELWARDEN_KERNEL=${instance}:`;
+    const marker = kernelMarker({ instance });
     const until = Date.now() + 60_000;
     while (processesCarrying(marker).length > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 100));
     expect(processesCarrying(marker)).toEqual([]);

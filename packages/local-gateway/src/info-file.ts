@@ -1,5 +1,5 @@
 import { lazy } from '@kernelwarden/core';
-import type { ProcessIdentity } from './process-identity.js';
+import type { ProcessIdentity } from '@kernelwarden/core/os';
 import { readJsonFile, unsafeFileReason, writePrivateFileAtomic } from './state-dir.js';
 import { zod } from './zod.js';
 
@@ -47,7 +47,7 @@ export interface ServerInfo {
   ipcDir?: string | undefined;
   /**
    * The server's listening sockets on its port (inodes), as found when it started: a later process checks that the
-   * server still holds them instead of reading `/proc/net/tcp` again (see `listenerOwnership`).
+   * server still holds them instead of reading the machine's listening sockets again (see `listenerOwnership`).
    */
   listeners?: string[] | undefined;
 }

@@ -1,5 +1,6 @@
-import { closeSync, openSync, readdirSync, readFileSync, readSync, statSync } from 'node:fs';
+import { closeSync, openSync, readSync, statSync } from 'node:fs';
 import { join } from 'node:path';
+import { processesMentioning } from '@kernelwarden/core/os';
 import type { KernelDiagnostics } from '@kernelwarden/gateway-client';
 
 /** How much of the end of a kernel's log is read. */
@@ -37,23 +38,9 @@ export function kernelDiagnostics(
   return {
     processAlive(kernelId) {
       if (!KERNEL_ID.test(kernelId)) return undefined;
-      const marker = `${paths.runtimeDir}/kernel-${kernelId}.json`;
-      let entries: string[];
-      try {
-        entries = readdirSync('/proc');
-      } catch {
-        return undefined;
-      }
-      for (const entry of entries) {
-        if (!/^\d+$/.test(entry)) continue;
-        try {
-          // A zombie's command line reads empty: it counts as exited.
-          if (readFileSync(`/proc/${entry}/cmdline`, 'utf8').includes(marker)) return true;
-        } catch {
-          // exited meanwhile
-        }
-      }
-      return false;
+      // A zombie's command line reads empty: it counts as exited.
+      const pids = processesMentioning(`${paths.runtimeDir}/kernel-${kernelId}.json`);
+      return pids === undefined ? undefined : pids.length > 0;
     },
     stderrTail(kernelId) {
       if (!KERNEL_ID.test(kernelId)) return [];

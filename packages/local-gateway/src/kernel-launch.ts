@@ -24,9 +24,6 @@
  *   wait); jupyter_client's 10 ms settling sleep is left out.
  */
 
-/** The environment variable every process of a LocalGateway kernel carries: `<server instance>:<kernel id>`. */
-export const KERNEL_MARKER_ENV = 'KERNELWARDEN_KERNEL';
-
 /**
  * The environment variable naming a LocalGateway kernel's own ipc directory: a sandbox launcher binds that directory
  * (and nothing else of the ipc base) into the sandbox, so an isolated kernel's sockets are reachable by the server.

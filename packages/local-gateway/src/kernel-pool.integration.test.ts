@@ -2,11 +2,11 @@ import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, realpathSync } from 'node:fs';
 import { join } from 'node:path';
+import { KERNEL_MARKER_ENV, processesCarrying } from '@kernelwarden/core/os';
 import { GatewayKernel } from '@kernelwarden/gateway-client';
 import { processesMentioning, testGateway } from '@kernelwarden/test-env';
 import { afterEach, describe, expect, it } from 'vitest';
 import { LocalGateway, type LocalGatewayTicket } from './index.js';
-import { processesCarrying } from './kernel-processes.js';
 
 /** A directory for this file's state, under the run's root (so the leak teardown sees what we start). */
 function freshDir(name: string): string {
@@ -36,7 +36,7 @@ async function pooledKernels(stateDir: string, count: number): Promise<string[]>
 
 /** Every process of the gateway's server run carrying a kernel marker (its kernels and what they started). */
 function markedProcesses(): number[] {
-  return processesCarrying('KERNELWARDEN_KERNEL=');
+  return processesCarrying({ name: KERNEL_MARKER_ENV });
 }
 
 const tickets: LocalGatewayTicket[] = [];

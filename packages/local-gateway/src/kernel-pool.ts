@@ -1,8 +1,8 @@
 import { existsSync, readdirSync, renameSync, rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
+import { currentProcess, isProcessAlive, type ProcessIdentity } from '@kernelwarden/core/os';
 import type { GatewayLayout } from './layout.js';
 import { recordOwner } from './ownership.js';
-import { currentProcess, isProcessAlive, type ProcessIdentity } from './process-identity.js';
 import { ensurePrivateDir, readJsonFile, removeFile, writePrivateFileAtomic } from './state-dir.js';
 
 /**

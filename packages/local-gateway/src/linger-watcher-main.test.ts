@@ -2,11 +2,11 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { identityOf, isProcessAlive, type ProcessIdentity } from '@kernelwarden/core/os';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { writeServerInfo } from './info-file.js';
 import { type GatewayLayout, gatewayLayout } from './layout.js';
 import { spawnLingerWatcher } from './linger-watcher.js';
-import { identityOf, isProcessAlive, type ProcessIdentity } from './process-identity.js';
 import { addTicket, markIdle } from './tickets.js';
 
 let layout: GatewayLayout;

@@ -4,6 +4,7 @@
  * once the server is stopped or no longer its own. Built as an entry of its own (`dist/linger-watcher-main.js`).
  */
 import { appendFileSync } from 'node:fs';
+import { isProcessAlive } from '@kernelwarden/core/os';
 import { GatewayKernel } from '@kernelwarden/gateway-client';
 import { KERNEL_LOG_PRUNE_INTERVAL_MS, pruneKernelLogs } from './gateway-dir.js';
 import { serverClient } from './guarded-transport.js';
@@ -21,7 +22,6 @@ import { lingerWatcher, parseWatcherConfig, type WatcherWorld } from './linger-w
 import { tryAcquireLock } from './lock.js';
 import { DEFAULT_REQUEST_TIMEOUT_MS, DEFAULT_STARTUP_TIMEOUT_MS } from './options.js';
 import { poolKeeper } from './pool-keeper.js';
-import { isProcessAlive } from './process-identity.js';
 import { stopRecordedServer } from './server-shutdown.js';
 import { lingerUntil, liveTickets, watchTicketReleases } from './tickets.js';
 

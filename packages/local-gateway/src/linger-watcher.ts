@@ -3,12 +3,11 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { lazy } from '@kernelwarden/core';
+import { type ProcessIdentity, processCmdline } from '@kernelwarden/core/os';
 import type { ServerInfo } from './info-file.js';
 import type { GatewayLayout } from './layout.js';
 import type { HeldLock } from './lock.js';
-import type { ProcessIdentity } from './process-identity.js';
 import { type SpawnedProcess, spawnDetached } from './server-process.js';
-import { readTextFile } from './state-dir.js';
 import { zod } from './zod.js';
 
 /** What the watcher is told at spawn (one JSON argument: paths, pids and timings, never the token). */
@@ -206,12 +205,11 @@ export function spawnLingerWatcher(opts: {
 
 /**
  * Whether process `pid` is a linger watcher of this gateway: its command line runs the watcher entry (of any
- * installed copy of this package) with this gateway's directory. Where `/proc` is missing, it cannot tell: true.
+ * installed copy of this package) with this gateway's directory. Where the process table cannot be read, it cannot tell: true.
  */
 export function isLingerWatcherOf(layout: GatewayLayout, pid: number): boolean {
-  const cmdline = readTextFile(`/proc/${pid}/cmdline`);
-  if (cmdline === undefined) return process.platform !== 'linux';
-  const args = cmdline.split('\0');
+  const args = processCmdline(pid);
+  if (args === undefined) return process.platform !== 'linux';
   const at = args.findIndex((arg) => arg.endsWith(`/${ENTRY_NAME}`));
   if (at < 0) return false;
   try {

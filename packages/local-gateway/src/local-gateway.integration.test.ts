@@ -15,13 +15,12 @@ import {
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { inspect } from 'node:util';
+import { identityOf, isProcessAlive, socketInodes } from '@kernelwarden/core/os';
 import { GatewayKernel, GatewayUnavailableError } from '@kernelwarden/gateway-client';
 import { kernelPids, processesMentioning, testGateway } from '@kernelwarden/test-env';
 import { build } from 'tsup';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { LocalGateway, type LocalGatewayEvent } from './index.js';
-import { socketInodes } from './listener.js';
-import { identityOf, isProcessAlive } from './process-identity.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 

@@ -17,12 +17,11 @@ import {
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { dirname, join } from 'node:path';
+import { identityOf, isProcessAlive, socketInodes, tcpListeners } from '@kernelwarden/core/os';
 import { GatewayClient, GatewayKernel, GatewayUnavailableError } from '@kernelwarden/gateway-client';
 import { createOtherUser, type OtherUser, testGateway } from '@kernelwarden/test-env';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { LocalGateway, type LocalGatewayTicket } from './index.js';
-import { parseLoopbackListeners, socketInodes } from './listener.js';
-import { identityOf, isProcessAlive } from './process-identity.js';
 
 /** A directory under the run's root, so the leak teardown sees what the tests start. */
 function freshDir(name: string): string {
@@ -182,9 +181,7 @@ print(json.dumps(out), flush=True)
 /** The loopback TCP ports process `pid` listens on. */
 function tcpListenPorts(pid: number): number[] {
   const held = socketInodes(pid);
-  return parseLoopbackListeners(readFileSync('/proc/net/tcp', 'utf8'))
-    .filter((l) => held.has(l.inode))
-    .map((l) => l.port);
+  return (tcpListeners(4) ?? []).filter((l) => l.address === '127.0.0.1' && held.has(l.inode)).map((l) => l.port);
 }
 
 describe('LocalGateway against another local user', () => {

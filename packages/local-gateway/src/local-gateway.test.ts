@@ -15,12 +15,12 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { InvalidOptionsError } from '@kernelwarden/core';
+import { currentProcess, identityOf, isProcessAlive, type ProcessIdentity } from '@kernelwarden/core/os';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { LocalGateway, LocalGatewayError } from './index.js';
 import { readServerInfo, writeServerInfo } from './info-file.js';
 import { acquireLock, tryAcquireLock } from './lock.js';
 import { forgetOwner, listOwners, recordOwner } from './ownership.js';
-import { currentProcess, identityOf, isProcessAlive, type ProcessIdentity } from './process-identity.js';
 import { resolveServerCommand } from './server-command.js';
 import { addTicket, clearExpiredIdle, lingerPending, liveTickets, markIdle } from './tickets.js';
 

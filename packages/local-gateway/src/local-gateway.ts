@@ -1,3 +1,4 @@
+import { isProcessAlive } from '@kernelwarden/core/os';
 import { acquireTicket } from './acquire.js';
 import { locateGateway, prepareGatewayDir } from './gateway-dir.js';
 import { readServerInfo } from './info-file.js';
@@ -9,7 +10,6 @@ import {
   resolveLocation,
   resolveStopOptions,
 } from './options.js';
-import { isProcessAlive } from './process-identity.js';
 import { shutDownServer, stopRecordedServer } from './server-shutdown.js';
 import { gatewayStatus, type LocalGatewayStatus } from './status.js';
 import type { LocalGatewayTicket } from './ticket.js';

@@ -1,6 +1,6 @@
 import { linkSync, statSync } from 'node:fs';
 import { sleep } from '@kernelwarden/core';
-import { currentProcess, isProcessAlive, type ProcessIdentity } from './process-identity.js';
+import { currentProcess, isProcessAlive, type ProcessIdentity } from '@kernelwarden/core/os';
 import { readTextFile, removeFile, writePrivateTempFile } from './state-dir.js';
 
 /** A lock file whose content could not be parsed is stale once it is older than this. */

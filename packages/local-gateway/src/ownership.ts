@@ -1,7 +1,7 @@
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { currentProcess, isProcessAlive, type ProcessIdentity } from '@kernelwarden/core/os';
 import type { GatewayClient } from '@kernelwarden/gateway-client';
-import { currentProcess, isProcessAlive, type ProcessIdentity } from './process-identity.js';
 import { readJsonFile, removeFile, writePrivateFileAtomic } from './state-dir.js';
 
 /** Kernel ids are uuids; anything that could leave the owners directory is refused. */

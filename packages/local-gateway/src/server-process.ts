@@ -1,12 +1,18 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { closeSync, openSync, readFileSync, readSync, renameSync, statSync } from 'node:fs';
+import { closeSync, openSync, readSync, renameSync, statSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { sleep, withDeadline } from '@kernelwarden/core';
+import {
+  identityOf,
+  isProcessAlive,
+  kernelMarker,
+  type ProcessIdentity,
+  processesCarrying,
+  processesMentioning,
+  signalGroup,
+} from '@kernelwarden/core/os';
 import { loopbackRequest } from './guarded-transport.js';
-import { KERNEL_MARKER_ENV } from './kernel-launch.js';
-import { otherProcesses, processesCarrying } from './kernel-processes.js';
 import { listenerOwnership } from './listener.js';
-import { identityOf, isProcessAlive, type ProcessIdentity, signalGroup } from './process-identity.js';
 
 /** Finds a free loopback port (listen on port 0, close, hand the number over). */
 export function freeLoopbackPort(): Promise<number> {
@@ -106,7 +112,7 @@ export type Readiness =
   | { ready: false; foreign: true };
 
 /**
- * Waits until the server process itself listens on `127.0.0.1:port` (read from `/proc`: no request, no token goes
+ * Waits until the server process itself listens on `127.0.0.1:port` (read from the process table: no request, no token goes
  * to the port before that), then polls `GET /api/status` with the token until it answers 200, or until the process
  * exits. A port on which another process listens ends the wait with `foreign` (someone bound it first). Rejects
  * with the signal's reason when `signal` aborts.
@@ -201,16 +207,9 @@ async function waitForExit(id: ProcessIdentity, ms: number): Promise<boolean> {
  * descendants, those in process groups of their own included).
  */
 export function kernelProcesses(runtimeDir: string, instance?: string): number[] {
-  const marker = `${runtimeDir}/kernel-`;
-  const pids = otherProcesses().filter((pid) => {
-    try {
-      return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(marker);
-    } catch {
-      return false; // exited meanwhile, or not ours to read
-    }
-  });
+  const pids = processesMentioning(`${runtimeDir}/kernel-`) ?? [];
   if (!instance) return pids;
-  const marked = processesCarrying(`${KERNEL_MARKER_ENV}=${instance}:`);
+  const marked = processesCarrying(kernelMarker({ instance }));
   return [...new Set([...pids, ...marked])];
 }
 

@@ -1,10 +1,10 @@
+import { isProcessAlive } from '@kernelwarden/core/os';
 import type { ServerInfo } from './info-file.js';
 import { removeIpcDir } from './ipc-dir.js';
 import { clearPool } from './kernel-pool.js';
 import type { GatewayLayout } from './layout.js';
 import { isLingerWatcherOf } from './linger-watcher.js';
 import { clearOwners } from './ownership.js';
-import { isProcessAlive } from './process-identity.js';
 import { stopServerProcess } from './server-process.js';
 import { mayStopRecordedServer } from './server-verification.js';
 import { removeFile } from './state-dir.js';

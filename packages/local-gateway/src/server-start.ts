@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { chmodSync, readdirSync } from 'node:fs';
 import { delimiter, join, resolve } from 'node:path';
+import { isProcessAlive } from '@kernelwarden/core/os';
 import { GatewayUnavailableError } from '@kernelwarden/gateway-client';
 import { LocalGatewayError } from './errors.js';
 import type { Emit } from './events.js';
@@ -11,7 +12,6 @@ import type { GatewayLayout } from './layout.js';
 import { spawnLingerWatcher } from './linger-watcher.js';
 import { verifiedListenerInodes } from './listener.js';
 import type { ResolvedLocalGatewayOptions } from './options.js';
-import { isProcessAlive } from './process-identity.js';
 import { installPythonPackage, serverConfigFile } from './python-package.js';
 import { serverEnvironment } from './server-env.js';
 import {

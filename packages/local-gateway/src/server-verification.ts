@@ -1,7 +1,7 @@
+import { isProcessAlive, processEnvironHas, processUid } from '@kernelwarden/core/os';
 import type { ServerInfo } from './info-file.js';
 import type { GatewayLayout } from './layout.js';
 import { listenerOwnership } from './listener.js';
-import { isProcessAlive, processEnvironHas, processUid } from './process-identity.js';
 
 /**
  * Why the server `server.json` records is not (or no longer) the one this gateway started; undefined when it is.

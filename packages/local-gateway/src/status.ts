@@ -1,10 +1,10 @@
+import { isProcessAlive } from '@kernelwarden/core/os';
 import { locateGateway } from './gateway-dir.js';
 import { serverClient } from './guarded-transport.js';
 import { readServerInfo } from './info-file.js';
 import { pooledKernelspecs, readPoolConfig, readyKernels } from './kernel-pool.js';
 import { DEFAULT_REQUEST_TIMEOUT_MS, type ResolvedLocalGatewayLocation } from './options.js';
 import { listOwners } from './ownership.js';
-import { isProcessAlive } from './process-identity.js';
 import { unverifiedServerReason } from './server-verification.js';
 import { liveTickets } from './tickets.js';
 

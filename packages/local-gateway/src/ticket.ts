@@ -1,3 +1,4 @@
+import { kernelMarker, killProcessesCarrying } from '@kernelwarden/core/os';
 import type {
   GatewayRequest,
   KernelDiagnostics,
@@ -12,7 +13,6 @@ import { guardedTransport } from './guarded-transport.js';
 import { readServerInfo, type ServerInfo } from './info-file.js';
 import { kernelDiagnostics } from './kernel-diagnostics.js';
 import { claimPooledKernel, keepPooled, readPoolConfig } from './kernel-pool.js';
-import { killKernelProcesses } from './kernel-processes.js';
 import type { GatewayLayout } from './layout.js';
 import { acquireLock } from './lock.js';
 import { forgetOwner, recordOwner } from './ownership.js';
@@ -77,7 +77,7 @@ export interface LocalGatewayTicket extends AsyncDisposable {
   readonly startQueue: StartQueue;
   /**
    * A fetch for the server: before each request it checks that the server this ticket is for still holds its port
-   * (from `/proc`), so nothing — least of all the token — is ever sent to a process that took the port after the
+   * (read from the process table, without connecting), so nothing — least of all the token — is ever sent to a process that took the port after the
    * server went away.
    */
   readonly fetch: typeof fetch;
@@ -171,7 +171,11 @@ export function makeTicket(
     },
     // Without the run's marker (a server recorded by an older version) nothing is killed here: the kill falls back
     // to the server's own restart.
-    processes: { kill: (kernelId) => info.instance !== undefined && killKernelProcesses(info.instance, kernelId) },
+    processes: {
+      kill: (kernelId) =>
+        info.instance !== undefined &&
+        killProcessesCarrying(kernelMarker({ instance: info.instance, kernelId })).length > 0,
+    },
     startQueue: Object.freeze({ ...startQueue }),
     ...guardedTransport(info.baseUrl, info.port, info.server.pid),
     release,

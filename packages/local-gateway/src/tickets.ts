@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { existsSync, type FSWatcher, readdirSync, watch } from 'node:fs';
 import { join } from 'node:path';
-import { currentProcess, isProcessAlive, type ProcessIdentity } from './process-identity.js';
+import { currentProcess, isProcessAlive, type ProcessIdentity } from '@kernelwarden/core/os';
 import { readJsonFile, removeFile, writePrivateFileAtomic } from './state-dir.js';
 
 /** One ticket holder, as recorded in `tickets/<pid>-<random>.json`. */

@@ -1,7 +1,9 @@
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { ExecuteResult } from '@kernelwarden/core';
+import { kernelMarker, processesCarrying } from '@kernelwarden/core/os';
 import { GatewayKernel } from '@kernelwarden/gateway-client';
+import { LocalGateway } from '@kernelwarden/local-gateway';
 import { KernelSession } from '@kernelwarden/supervisor';
 import { kernelPids, startTestServer, testGateway } from '@kernelwarden/test-env';
 import { CellTimeoutError, createWatchdog } from '@kernelwarden/watchdog';
@@ -176,6 +178,31 @@ describe('R in a KernelSession on the real server', () => {
     } finally {
       await session.close();
       await server.stop();
+    }
+  });
+});
+
+describe('startIRKernel on the embedded LocalGateway', () => {
+  it("returns from shutdown() once no process carrying the kernel's marker is left, R's own children included", async () => {
+    const base = mkdtempSync(join(testGateway().root, 'r-local-'));
+    const lease = await LocalGateway.acquire({ stateDir: join(base, 'state'), lingerMs: 0 });
+    try {
+      const kernel = await startIRKernel({ gateway: lease, startupTimeoutMs: 60_000 });
+      const marker = kernelMarker({ kernelId: kernel.id });
+      // A child in a session of its own: no group signal reaches it, only its marker names it.
+      const started = await kernel.execute('system("setsid sleep 300", wait = FALSE); cat("started")');
+      expect(started).toMatchObject({ status: 'ok', stdout: 'started' });
+      let carrying = processesCarrying(marker);
+      for (let i = 0; i < 100 && carrying.length < 2; i++) {
+        await new Promise((r) => setTimeout(r, 50));
+        carrying = processesCarrying(marker);
+      }
+      expect(carrying.length).toBeGreaterThanOrEqual(2); // R and the sleep
+      const { confirmed } = await kernel.shutdown();
+      expect(confirmed).toBe(true);
+      expect(processesCarrying(marker)).toEqual([]);
+    } finally {
+      await lease.release();
     }
   });
 });

@@ -1,5 +1,5 @@
-import { readdirSync, readFileSync } from 'node:fs';
 import { type ExecuteOptions, type ExecuteResult, parseOptions, sleep } from '@kernelwarden/core';
+import { type EnvMarker, kernelMarker, killProcessesCarrying, processesCarrying } from '@kernelwarden/core/os';
 import { GatewayKernel, type GatewayKernelStartOptions } from '@kernelwarden/gateway-client';
 import { z } from 'zod/v3';
 
@@ -78,47 +78,88 @@ export const R_INTERRUPTED = {
  * - No heartbeat or other request is expected while R code runs (IRkernel services nothing then); liveness is
  *   judged from the socket and the REST listing.
  * - `shutdown()` interrupts a busy kernel first so it can honour the shutdown request, waits long enough for the
- *   server's kill fallback, and on a loopback gateway makes sure the R process has exited (IRkernel does not exit
- *   when its parent dies), killing it if needed.
+ *   server's kill fallback, and on a loopback gateway that marks its kernels' processes (the embedded LocalGateway:
+ *   `KERNELWARDEN_KERNEL=<instance>:<kernel id>`) makes sure every process of the kernel has exited (IRkernel does
+ *   not exit when its parent dies), killing what is left.
  *
- * Returns the `GatewayKernel` itself; use it wherever a `KernelHandle` goes.
+ * Returns a `GatewayKernel`: the started kernel, wrapped (`instanceof`, `status`, events and every other member are
+ * the kernel's own); use it wherever a `KernelHandle` goes.
  */
 export async function startIRKernel(opts: IRKernelStartOptions): Promise<GatewayKernel> {
-  const { shutdownTimeoutMs, processExitTimeoutMs, start } = resolveIRKernelOptions(opts);
-  const kernel = await GatewayKernel.start(start);
-  const baseUrl = kernel.client.baseUrl;
-  const local = isLoopback(baseUrl);
+  const resolved = resolveIRKernelOptions(opts);
+  const kernel = await GatewayKernel.start(resolved.start);
+  return wrapKernel(kernel, new IRKernelQuirks(kernel, resolved));
+}
 
-  const execute = kernel.execute.bind(kernel);
-  const shutdown = kernel.shutdown.bind(kernel);
-  Object.defineProperties(kernel, {
-    execute: {
-      configurable: true,
-      value: async (code: string, execOpts?: ExecuteOptions): Promise<ExecuteResult> => {
-        const result = await execute(code, execOpts);
-        if (result.status === 'aborted' && !result.error) return { ...result, error: { ...R_INTERRUPTED } };
-        return result;
-      },
+/** What an R kernel does differently from the `GatewayKernel` it wraps: IRkernel's quirks. */
+class IRKernelQuirks {
+  readonly #kernel: GatewayKernel;
+  readonly #shutdownTimeoutMs: number;
+  readonly #processExitTimeoutMs: number;
+  readonly #local: boolean;
+
+  constructor(kernel: GatewayKernel, options: ResolvedIRKernelStartOptions) {
+    this.#kernel = kernel;
+    this.#shutdownTimeoutMs = options.shutdownTimeoutMs;
+    this.#processExitTimeoutMs = options.processExitTimeoutMs;
+    this.#local = isLoopback(kernel.client.baseUrl);
+  }
+
+  /** The kernel's `execute`, with IRkernel's bare `abort` reply turned into an interrupted result. */
+  async execute(code: string, opts?: ExecuteOptions): Promise<ExecuteResult> {
+    const result = await this.#kernel.execute(code, opts);
+    if (result.status === 'aborted' && !result.error) return { ...result, error: { ...R_INTERRUPTED } };
+    return result;
+  }
+
+  /** Interrupts a busy kernel, shuts it down, and makes sure its processes on this machine are gone. */
+  async shutdown(opts: { timeoutMs?: number; signal?: AbortSignal } = {}): Promise<{ confirmed: boolean }> {
+    const kernel = this.#kernel;
+    const marker = this.#local ? kernelMarker({ kernelId: kernel.id }) : undefined;
+    if (kernel.isAlive() && kernel.status === 'busy') {
+      await kernel.interrupt(opts.signal ? { signal: opts.signal } : {}).catch(() => ({ delivered: false }));
+    }
+    const outcome = await kernel.shutdown({
+      timeoutMs: opts.timeoutMs ?? this.#shutdownTimeoutMs,
+      ...(opts.signal ? { signal: opts.signal } : {}),
+    });
+    if (outcome.confirmed && marker) await reapProcesses(marker, this.#processExitTimeoutMs);
+    return outcome;
+  }
+
+  /** Shuts the kernel down as `shutdown()` does (for `await using`). */
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.shutdown();
+  }
+}
+
+/**
+ * `kernel` with the quirks' `execute`, `shutdown` and `[Symbol.asyncDispose]` in place of its own; every other member
+ * is read from the kernel itself (its methods bound to it), which is left as it was. The result is a `GatewayKernel`
+ * (`instanceof` holds) and answers for the kernel everywhere.
+ */
+function wrapKernel(kernel: GatewayKernel, quirks: IRKernelQuirks): GatewayKernel {
+  const replaced = new Map<PropertyKey, unknown>([
+    ['execute', quirks.execute.bind(quirks)],
+    ['shutdown', quirks.shutdown.bind(quirks)],
+    [Symbol.asyncDispose, quirks[Symbol.asyncDispose].bind(quirks)],
+  ]);
+  const bound = new Map<PropertyKey, { of: unknown; fn: unknown }>();
+  return new Proxy(kernel, {
+    get(target, key) {
+      if (replaced.has(key)) return replaced.get(key);
+      const value: unknown = Reflect.get(target, key, target);
+      if (typeof value !== 'function') return value;
+      const known = bound.get(key);
+      if (known?.of === value) return known.fn;
+      const fn = (value as (...args: unknown[]) => unknown).bind(target);
+      bound.set(key, { of: value, fn });
+      return fn;
     },
-    shutdown: {
-      configurable: true,
-      value: async (shutdownOpts: { timeoutMs?: number; signal?: AbortSignal } = {}) => {
-        const pids = local ? kernelProcesses(kernel.id) : [];
-        if (kernel.isAlive() && kernel.status === 'busy') {
-          await kernel
-            .interrupt(shutdownOpts.signal ? { signal: shutdownOpts.signal } : {})
-            .catch(() => ({ delivered: false }));
-        }
-        const outcome = await shutdown({
-          timeoutMs: shutdownOpts.timeoutMs ?? shutdownTimeoutMs,
-          ...(shutdownOpts.signal ? { signal: shutdownOpts.signal } : {}),
-        });
-        if (outcome.confirmed && pids.length > 0) await reapProcesses(pids, processExitTimeoutMs);
-        return outcome;
-      },
+    set(target, key, value) {
+      return Reflect.set(target, key, value, target);
     },
   });
-  return kernel;
 }
 
 function isLoopback(baseUrl: string): boolean {
@@ -130,46 +171,9 @@ function isLoopback(baseUrl: string): boolean {
   }
 }
 
-/** Pids (with their start times, against pid reuse) of this machine's processes serving kernel `id`. */
-function kernelProcesses(id: string): { pid: number; start: string }[] {
-  const found: { pid: number; start: string }[] = [];
-  let entries: string[];
-  try {
-    entries = readdirSync('/proc');
-  } catch {
-    return found;
-  }
-  for (const entry of entries) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const cmdline = readFileSync(`/proc/${entry}/cmdline`, 'utf8');
-      if (!cmdline.includes(`kernel-${id}.json`)) continue;
-      found.push({ pid: Number(entry), start: startTime(Number(entry)) ?? '' });
-    } catch {
-      // gone, or not ours to read
-    }
-  }
-  return found;
-}
-
-function startTime(pid: number): string | undefined {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19];
-  } catch {
-    return undefined;
-  }
-}
-
-async function reapProcesses(pids: { pid: number; start: string }[], timeoutMs: number): Promise<void> {
-  const alive = () => pids.filter((p) => startTime(p.pid) === p.start);
+/** Waits up to `timeoutMs` for every process carrying `marker` to exit, then kills those left. */
+async function reapProcesses(marker: EnvMarker, timeoutMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs;
-  while (alive().length > 0 && Date.now() < deadline) await sleep(50);
-  for (const p of alive()) {
-    try {
-      process.kill(p.pid, 'SIGKILL');
-    } catch {
-      // exited meanwhile, or not ours
-    }
-  }
+  while (processesCarrying(marker).length > 0 && Date.now() < deadline) await sleep(50);
+  killProcessesCarrying(marker);
 }

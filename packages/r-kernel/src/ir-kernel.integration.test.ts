@@ -185,11 +185,11 @@ describe('R in a KernelSession on the real server', () => {
 describe('startIRKernel on the embedded LocalGateway', () => {
   it("returns from shutdown() once no process carrying the kernel's marker is left, R's own children included", async () => {
     const base = mkdtempSync(join(testGateway().root, 'r-local-'));
-    const lease = await LocalGateway.acquire({ stateDir: join(base, 'state'), lingerMs: 0 });
+    const ticket = await LocalGateway.acquire({ stateDir: join(base, 'state'), lingerMs: 0 });
     try {
-      const kernel = await startIRKernel({ gateway: lease, startupTimeoutMs: 60_000 });
+      const kernel = await startIRKernel({ gateway: ticket, startupTimeoutMs: 60_000 });
       const marker = kernelMarker({ kernelId: kernel.id });
-      // A child in a session of its own: no group signal reaches it, only its marker names it.
+      // A child in a process group of its own: no group signal reaches it, only its marker names it.
       const started = await kernel.execute('system("setsid sleep 300", wait = FALSE); cat("started")');
       expect(started).toMatchObject({ status: 'ok', stdout: 'started' });
       let carrying = processesCarrying(marker);
@@ -202,7 +202,7 @@ describe('startIRKernel on the embedded LocalGateway', () => {
       expect(confirmed).toBe(true);
       expect(processesCarrying(marker)).toEqual([]);
     } finally {
-      await lease.release();
+      await ticket.release();
     }
   });
 });

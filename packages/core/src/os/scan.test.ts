@@ -35,7 +35,7 @@ describe('the process table of real processes', () => {
     }
   });
 
-  /** A shell carrying `env` that starts two sleeps, one of them in a session of its own, and waits. */
+  /** A shell carrying `env` that starts two sleeps, one of them in a process group of its own, and waits. */
   async function family(env: Record<string, string>): Promise<ChildProcess> {
     const child = spawn('sh', ['-c', 'sleep 300 & setsid sleep 301 & wait'], {
       stdio: 'ignore',
@@ -64,7 +64,7 @@ describe('the process table of real processes', () => {
     );
     expect(carrying).toHaveLength(3);
     expect(carrying).toContain(shell.pid);
-    // Its two sleeps are its descendants, the one in a session of its own too.
+    // Its two sleeps are its descendants, the one in a process group of its own too.
     expect(descendantsOf(shell.pid!).sort()).toEqual(carrying.filter((pid) => pid !== shell.pid).sort());
     // Neither another value nor only part of this one matches.
     expect(processesCarrying({ name: marker.name, value: 'other' })).toEqual([]);

@@ -19,7 +19,7 @@ export function otherProcesses(): number[] {
 
 /**
  * The descendants of process `pid` (its children, theirs, and so on; not `pid` itself), from the parent pid each
- * process's stat names. A process that left for a session of its own is still a descendant while its parent lives; one
+ * process's stat names. A process that left for a process group of its own is still a descendant while its parent lives; one
  * whose parent exited was handed to a reaper and is not. Empty where there is no `/proc`.
  */
 export function descendantsOf(pid: number): number[] {

@@ -1,5 +1,5 @@
 import { realpathSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { resolve } from 'node:path';
 import { type ExecuteOptions, type ExecuteResult, type Output, withDeadline } from '@kernelwarden/core';
 import { GatewayClient, GatewayKernel, type WebSocketClass } from '@kernelwarden/gateway-client';
 import type { IsolationPolicy, KernelLimits, LimitFacts, LimitName } from '@kernelwarden/isolation';
@@ -18,6 +18,7 @@ import {
   type InterpreterFacts,
   installInterpreterSpec,
   type PythonSource,
+  passedOverNotice,
 } from './python-interpreter.js';
 import { UsageError } from './usage-error.js';
 
@@ -367,12 +368,7 @@ export async function createStack(
       env: extra.env ?? process.env,
       cwd: options.cwd,
       untrusted: readContainedWorkspaces(record),
-      onPassedOver: (venv, workspace) =>
-        extra.onNotice?.(
-          `not using ${venv}: it lies in ${workspace}, the workspace of a contained kernel (--hide or a limit), ` +
-            "which could have written it; the Python kernel runs the gateway's python3 kernelspec. To use it, " +
-            `pass --python ${join(venv, 'bin', 'python')} or activate it (VIRTUAL_ENV)`,
-        ),
+      onPassedOver: (venv, workspace) => extra.onNotice?.(passedOverNotice(venv, workspace, options.cwd)),
     });
   }
   // Sandboxed kernels (--hide, a limit): the interpreter is never run outside the sandbox, only looked at.

@@ -29,6 +29,10 @@ export interface GatewayConnection {
   release(): Promise<void>;
 }
 
+/**
+ * Connects to the gateway of `options`: a remote one (`--gateway`, its token from `--token-env`), checked at once so
+ * an unreachable one or a wrong token fails before any kernel is asked for; else a lease on the embedded one.
+ */
 export async function connectGateway(
   options: StackOptions,
   env: Record<string, string | undefined>,

@@ -142,6 +142,12 @@ describe('kernelwarden run names an R script in its tracebacks', () => {
     const syntax = await cli(['run', 'syntax.R']);
     expect(syntax.code).toBe(1);
     expect(stripAnsi(syntax.stderr)).toContain(`${path}:2:6: unexpected ')'`);
+    // The end of the input is where Rscript puts it: the line after the last.
+    const unfinished = join(workDir, 'unfinished.R');
+    writeFileSync(unfinished, 'x <- 1\ny <- (2\n');
+    const eof = await cli(['run', 'unfinished.R']);
+    expect(eof.code).toBe(1);
+    expect(stripAnsi(eof.stderr)).toContain(`${unfinished}:3:0: unexpected end of input`);
   });
 });
 

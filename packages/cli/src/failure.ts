@@ -48,8 +48,8 @@ export function resultExitCode(result: ExecuteResult, interrupted: boolean): Exi
 /**
  * Classifies an error that ended a command: gateway problems exit 3 (a busy or full gateway too, said to be
  * temporary), isolation or a limit that cannot be enforced exits 4, a kernel that died under the cell exits 5, a
- * gateway that went down under the cell (`GATEWAY_DOWN`) exits 6 with one line naming it, a cell the watchdog had to reset exits 124, bad input (a bad flag, a
- * source that is not UTF-8) exits 2, anything else 70.
+ * gateway that went down under the cell (`GATEWAY_DOWN`) exits 6 with one line naming it, a cell the watchdog had
+ * to reset exits 124, bad input (a bad flag, a source that is not UTF-8) exits 2, anything else 70.
  *
  * Use it wherever a command catches; the message never contains a token (kernelwarden errors never carry one), and
  * its control characters are shown escaped (it may quote a kernel's own error or a hostile file name).

@@ -27,7 +27,8 @@ import type { Language } from './args.js';
  * script's is parsed with its source file named as the script (its absolute path, `<string>` for `-c`, `<stdin>` for
  * `-`): `evaluate`'s `parse_all` is wrapped for that text alone, and each top-level expression keeps its source
  * reference as it runs, so IRkernel's traceback gives every call its line and file — the top-level call's too
- * (`1. f()   # at line 4 of file /work/boom.R`), and a syntax error names `/work/boom.R:3:0`.
+ * (`1. f()   # at line 4 of file /work/boom.R`), and a syntax error names its place as Rscript does
+ * (`/work/boom.R:3:0`).
  */
 export interface ScriptBootstrap {
   /** Code for each new kernel of the script's language. */
@@ -162,7 +163,8 @@ local({
     is_script <- is.null(filename) && is.character(x) && length(x) == 1L && !is.na(x) &&
       nchar(x, type = "bytes") == bytes && identical(enc2utf8(x), script)
     if (!is_script) return(original(x, filename, ...))
-    parsed <- original(x, script_name, ...)
+    # One final newline is the end of the last line (evaluate would count another, empty one after it).
+    parsed <- original(sub("\\n$", "", x), script_name, ...)
     tryCatch({
       if (is.data.frame(parsed) && is.list(parsed$expr)) parsed$expr <- I(lapply(parsed$expr, located))
       parsed

@@ -112,6 +112,45 @@ describe('kernelwarden run ends with the status an R script asks for', () => {
   });
 });
 
+describe('kernelwarden run names an R script in its tracebacks', () => {
+  it('gives each call the file and line, the top-level call too, for a script with any text', async () => {
+    const path = join(workDir, 'fails.R');
+    writeFileSync(
+      path,
+      'greeting <- "héllo ✓ 😀"\nf <- function() {\n  g()\n}\ng <- function() stop("boom here")\ncat(greeting, "\\n")\nf()\ncat("after\\n")\n',
+    );
+    const ran = await cli(['run', 'fails.R']);
+    expect(ran.code).toBe(1);
+    expect(ran.stdout).toBe('héllo ✓ 😀 \n');
+    const traceback = stripAnsi(ran.stderr);
+    expect(traceback).toContain('boom here');
+    expect(traceback).toContain(`1. f()   # at line 7 of file ${path}\n`);
+    expect(traceback).toContain(`2. g()   # at line 3 of file ${path}\n`);
+    expect(traceback).toContain(`3. stop("boom here")   # at line 5 of file ${path}`);
+  });
+
+  it('names -c code <string> and standard input <stdin>, and a syntax error its file and line', async () => {
+    const code = await cli(['run', '--lang', 'r', '-c', 'x <- 1\nstop("top level")\ncat("after\\n")']);
+    expect(code.code).toBe(1);
+    expect(code.stdout).toBe('');
+    expect(stripAnsi(code.stderr)).toContain('1. stop("top level")   # at line 2 of file <string>');
+    const stdin = await cli(['run', '--lang', 'r', '-'], { stdin: 'x <- 1\n\nstop("piped")\n' });
+    expect(stdin.code).toBe(1);
+    expect(stripAnsi(stdin.stderr)).toContain('1. stop("piped")   # at line 3 of file <stdin>');
+    const path = join(workDir, 'syntax.R');
+    writeFileSync(path, 'x <- 1\ny <- )\n');
+    const syntax = await cli(['run', 'syntax.R']);
+    expect(syntax.code).toBe(1);
+    expect(stripAnsi(syntax.stderr)).toContain(`${path}:2:6: unexpected ')'`);
+    // The end of the input is where Rscript puts it: the line after the last.
+    const unfinished = join(workDir, 'unfinished.R');
+    writeFileSync(unfinished, 'x <- 1\ny <- (2\n');
+    const eof = await cli(['run', 'unfinished.R']);
+    expect(eof.code).toBe(1);
+    expect(stripAnsi(eof.stderr)).toContain(`${unfinished}:3:0: unexpected end of input`);
+  });
+});
+
 /**
  * Runs the binary in a pseudo-terminal (util-linux `script`, which passes what it reads to the terminal): each time
  * the screen shows `when`, types `text`. Resolves with the exit code and everything the terminal showed.

@@ -1,4 +1,4 @@
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cliDirs, type Ran, runCli } from './cli-binary.test-fixture.js';
@@ -39,7 +39,15 @@ print("planted")
     expect(existsSync(marker) ? readFileSync(marker, 'utf8') : 'nothing ran').toBe('nothing ran');
     // The user is told which .venv was passed over, why, and how to choose it.
     expect(plain.stderr).toContain(`kernelwarden: not using ${join(workDir, '.venv')}: it lies in `);
-    expect(plain.stderr).toContain(`pass --python ${join(workDir, '.venv', 'bin', 'python')} or activate it`);
+    expect(plain.stderr).toContain('so it is no longer picked automatically');
+    expect(plain.stderr).toContain('To opt in to it, pass --python .venv/bin/python (or activate it: VIRTUAL_ENV=');
+    // Opting in as told: the .venv's interpreter runs (inside no sandbox: the user chose it).
+    const optedIn = await cli(['run', '--python', '.venv/bin/python', '-c', 'print(2)']);
+    expect(optedIn.code, optedIn.stderr).toBe(0);
+    expect(optedIn.stdout).toBe('2\n');
+    expect(optedIn.stderr).not.toContain('not using');
+    expect(existsSync(marker) ? readFileSync(marker, 'utf8') : 'nothing ran').toMatch(/^ran\n/);
+    rmSync(marker, { force: true });
     const doctor = await cli(['doctor', '--json']);
     expect(doctor.stdout).toContain('is not used: it lies in');
     expect(existsSync(marker) ? readFileSync(marker, 'utf8') : 'nothing ran').toBe('nothing ran');

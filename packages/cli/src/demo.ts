@@ -82,6 +82,100 @@ export async function demoCommand(options: StackOptions, io: CliIo): Promise<num
   }
 }
 
+type Outcome = 'ok' | 'interrupted' | 'reset' | 'error';
+
+/** Records what happened when, since the tour began. */
+class Timeline {
+  readonly #t0 = performance.now();
+  readonly entries: { at: number; text: string }[] = [];
+  since(): number {
+    return performance.now() - this.#t0;
+  }
+  mark(text: string): void {
+    this.entries.push({ at: this.since(), text });
+  }
+}
+
+/** Starts the tour's stack on the embedded gateway, marking each kernel's start; a failure's exit code instead. */
+async function openTourStack(
+  stackOptions: StackOptions,
+  io: CliIo,
+  spinner: Spinner,
+  timeline: Timeline,
+): Promise<Stack | number> {
+  try {
+    spinner.start('starting the embedded Jupyter server…');
+    const stack = await createStack(stackOptions, {
+      env: io.env,
+      onNotice: (message) => io.stderr.write(`kernelwarden: ${message}\n`),
+      onKernelStarting: (language) => {
+        timeline.mark(`${language === 'r' ? 'R' : 'Python'} kernel starting`);
+        spinner.start(`starting the ${language === 'r' ? 'R' : 'Python'} kernel…`);
+      },
+      onKernelStarted: (language) => {
+        spinner.stop();
+        timeline.mark(`${language === 'r' ? 'R' : 'Python'} kernel ready`);
+      },
+    });
+    spinner.stop();
+    timeline.mark(`gateway ready at ${stack.gateway.baseUrl}`);
+    return stack;
+  } catch (error) {
+    spinner.stop();
+    const failure = describeFailure(error);
+    io.stderr.write(`kernelwarden demo: ${failure.message}\nRun 'kernelwarden doctor' to see what is missing.\n`);
+    return failure.exitCode;
+  }
+}
+
+/** Runs step `index` on the stack (interrupting it on cue), its output printed: how it ended, and why. */
+async function runStep(
+  stack: Stack,
+  step: Step,
+  index: number,
+  ctx: { io: CliIo; outputsDir: string; timeline: Timeline },
+): Promise<{ outcome: Outcome; detail: string }> {
+  const { io, timeline } = ctx;
+  const printer = new OutputPrinter({
+    stdout: io.stdout,
+    stderr: io.stderr,
+    outputsDir: ctx.outputsDir,
+    filePrefix: `demo-${index + 1}`,
+  });
+  timeline.mark(`cell ${index + 1} (${step.language}) sent`);
+  let timer: NodeJS.Timeout | undefined;
+  if (step.interruptAfterMs !== undefined) {
+    timer = setTimeout(() => {
+      timeline.mark(`cell ${index + 1}: Ctrl-C (interrupt)`);
+      void stack.interrupt(step.language);
+    }, step.interruptAfterMs);
+  }
+  try {
+    const result: ExecuteResult = await stack.execute(step.code, {
+      language: step.language,
+      onOutput: printer.onOutput,
+    });
+    printer.finish(result);
+    const interrupted =
+      result.status === 'aborted' || result.error?.ename === 'KeyboardInterrupt' || result.error?.ename === 'interrupt';
+    return {
+      outcome: result.status === 'ok' ? 'ok' : interrupted ? 'interrupted' : 'error',
+      detail: result.error
+        ? `${result.error.ename}${result.error.evalue ? `: ${result.error.evalue}` : ''}`
+        : result.status,
+    };
+  } catch (error) {
+    const failure = describeFailure(error);
+    return {
+      outcome: failure.exitCode === ExitCode.timedOut ? 'reset' : 'error',
+      // The watchdog's first clause says it all ("cell exceeded 5s … the kernel was reset").
+      detail: failure.message.split(/ \(|\. /)[0] ?? '',
+    };
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 async function tour(options: StackOptions, io: CliIo, outputsDir: string, temporary: boolean): Promise<number> {
   const stackOptions: StackOptions = {
     ...options,
@@ -94,40 +188,16 @@ async function tour(options: StackOptions, io: CliIo, outputsDir: string, tempor
   // Step details quote the kernel's error values: shown with control characters escaped, like everything else.
   const out = (text: string) => io.stdout.write(`${terminalSafe(text, { colors: false })}\n`);
   const spinner = new Spinner(io.stderr);
-  const t0 = performance.now();
-  const since = () => performance.now() - t0;
-  const timeline: { at: number; text: string }[] = [];
-  const mark = (text: string) => timeline.push({ at: since(), text });
+  const timeline = new Timeline();
 
   out(`kernelwarden demo — ${STEPS.length} cells on the embedded Jupyter gateway`);
   out(
     `cell timeout ${formatDuration(stackOptions.timeoutMs!)}, interrupt grace ${formatDuration(stackOptions.interruptGraceMs!)}, kill grace ${formatDuration(stackOptions.killGraceMs!)}; ${temporary ? `plots go to ${outputsDir}, removed at the end (--outputs-dir DIR keeps them)` : `plots go to ${outputsDir}`}\n`,
   );
-  let stack: Stack;
-  try {
-    spinner.start('starting the embedded Jupyter server…');
-    stack = await createStack(stackOptions, {
-      env: io.env,
-      onNotice: (message) => io.stderr.write(`kernelwarden: ${message}\n`),
-      onKernelStarting: (language) => {
-        mark(`${language === 'r' ? 'R' : 'Python'} kernel starting`);
-        spinner.start(`starting the ${language === 'r' ? 'R' : 'Python'} kernel…`);
-      },
-      onKernelStarted: (language) => {
-        spinner.stop();
-        mark(`${language === 'r' ? 'R' : 'Python'} kernel ready`);
-      },
-    });
-    spinner.stop();
-    mark(`gateway ready at ${stack.gateway.baseUrl}`);
-  } catch (error) {
-    spinner.stop();
-    const failure = describeFailure(error);
-    io.stderr.write(`kernelwarden demo: ${failure.message}\nRun 'kernelwarden doctor' to see what is missing.\n`);
-    return failure.exitCode;
-  }
+  const stack = await openTourStack(stackOptions, io, spinner, timeline);
+  if (typeof stack === 'number') return stack;
   const unwatch = stack.watchdog.on('*', (event) => {
-    mark(
+    timeline.mark(
       `watchdog: ${event.type}${event.acted ? '' : ' (not needed)'} (generation ${event.replacement?.generation ?? event.generation})`,
     );
   });
@@ -137,47 +207,10 @@ async function tour(options: StackOptions, io: CliIo, outputsDir: string, tempor
     for (const [index, step] of STEPS.entries()) {
       out(`── ${index + 1}. ${step.title} [${step.language === 'r' ? 'R' : 'Python'}]`);
       for (const line of step.code.split('\n')) out(`   ${step.language === 'r' ? '>' : '>>>'} ${line}`);
-      const printer = new OutputPrinter({
-        stdout: io.stdout,
-        stderr: io.stderr,
-        outputsDir,
-        filePrefix: `demo-${index + 1}`,
-      });
-      const started = since();
-      mark(`cell ${index + 1} (${step.language}) sent`);
-      let timer: NodeJS.Timeout | undefined;
-      if (step.interruptAfterMs !== undefined) {
-        timer = setTimeout(() => {
-          mark(`cell ${index + 1}: Ctrl-C (interrupt)`);
-          void stack.interrupt(step.language);
-        }, step.interruptAfterMs);
-      }
-      let outcome: 'ok' | 'interrupted' | 'reset' | 'error';
-      let detail: string;
-      try {
-        const result: ExecuteResult = await stack.execute(step.code, {
-          language: step.language,
-          onOutput: printer.onOutput,
-        });
-        printer.finish(result);
-        const interrupted =
-          result.status === 'aborted' ||
-          result.error?.ename === 'KeyboardInterrupt' ||
-          result.error?.ename === 'interrupt';
-        outcome = result.status === 'ok' ? 'ok' : interrupted ? 'interrupted' : 'error';
-        detail = result.error
-          ? `${result.error.ename}${result.error.evalue ? `: ${result.error.evalue}` : ''}`
-          : result.status;
-      } catch (error) {
-        const failure = describeFailure(error);
-        outcome = failure.exitCode === ExitCode.timedOut ? 'reset' : 'error';
-        // The watchdog's first clause says it all ("cell exceeded 5s … the kernel was reset").
-        detail = failure.message.split(/ \(|\. /)[0] ?? '';
-      } finally {
-        clearTimeout(timer);
-      }
-      const took = formatDuration(since() - started);
-      mark(`cell ${index + 1}: ${outcome} after ${took}`);
+      const started = timeline.since();
+      const { outcome, detail } = await runStep(stack, step, index, { io, outputsDir, timeline });
+      const took = formatDuration(timeline.since() - started);
+      timeline.mark(`cell ${index + 1}: ${outcome} after ${took}`);
       const good = outcome === step.expect;
       if (!good) failures++;
       out(
@@ -189,11 +222,11 @@ async function tour(options: StackOptions, io: CliIo, outputsDir: string, tempor
     spinner.start('shutting the kernels down…');
     await stack.close();
     spinner.stop();
-    mark('kernels shut down');
+    timeline.mark('kernels shut down');
   }
 
   out('Timeline');
-  for (const entry of timeline) out(`  ${(entry.at / 1000).toFixed(2).padStart(7)} s  ${entry.text}`);
+  for (const entry of timeline.entries) out(`  ${(entry.at / 1000).toFixed(2).padStart(7)} s  ${entry.text}`);
   out(
     failures === 0
       ? `\nAll ${STEPS.length} steps behaved as expected.${temporary ? '' : ` Plots: ${outputsDir}`}`

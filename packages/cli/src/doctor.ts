@@ -5,7 +5,7 @@ import { containedWorkspacesPath, readContainedWorkspaces } from './contained-wo
 import { ExitCode } from './exit-code.js';
 import { LIMIT_FLAG_NAMES } from './limit-flags.js';
 import { absolutePathEntries } from './path-entries.js';
-import { choosePython, INTERPRETER_PROBE, parseProbe } from './python-interpreter.js';
+import { choosePython, INTERPRETER_PROBE, parseProbe, pythonOptIn } from './python-interpreter.js';
 
 /** One line of `kernelwarden doctor`: what was checked, what was found, and how to fix it when missing. */
 export interface DoctorCheck {
@@ -109,7 +109,7 @@ function checkPythonKernel(probe: DoctorProbe, serverPath: string | undefined): 
     cwd: probe.cwd ?? '/',
     untrusted: untrustedWorkspaces(probe.env ?? {}),
     onPassedOver: (venv, workspace) => {
-      passedOver = `${venv} is not used: it lies in ${workspace}, a contained kernel's workspace`;
+      passedOver = `${venv} is not used: it lies in ${workspace}, a contained kernel's workspace (opt in with ${pythonOptIn(venv, probe.cwd ?? '/')})`;
     },
   });
   let interpreter = choice?.path;

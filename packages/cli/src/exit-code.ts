@@ -25,6 +25,11 @@ export const ExitCode = {
    * it with its variables gone, or could not. The message says which.
    */
   kernelDied: 5,
+  /**
+   * The gateway stopped answering while the cell ran (`GATEWAY_DOWN`: a gateway set's health checks found it down):
+   * the kernel on it is lost with its state. The message names the gateway and says no restart was attempted.
+   */
+  gatewayDown: 6,
   /** Something failed that is none of the above (a bug or a broken kernel); the message says what. */
   internal: 70,
   /** The cell ran past `--timeout`; the watchdog stopped it and, when it had to, reset the kernel. */

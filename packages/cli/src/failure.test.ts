@@ -3,6 +3,7 @@ import {
   GatewayAuthError,
   GatewayBusyError,
   GatewayCapacityError,
+  GatewayDownError,
   GatewayUnavailableError,
   KernelDiedError,
   KernelStartError,
@@ -126,6 +127,50 @@ describe('describeFailure', () => {
     expect(died('dead').exitCode).toBe(ExitCode.kernelDied);
     expect(died('gone').exitCode).toBe(ExitCode.kernelDied);
     expect(died('connection-lost').exitCode).toBe(ExitCode.gatewayUnavailable);
+  });
+
+  it('maps a gateway that went down under the cell to 6, in one line naming it and saying nothing was restarted', () => {
+    const down = new GatewayDownError('Gateway http://127.0.0.1:8888 stopped answering; kernel k on it is lost', {
+      url: 'http://127.0.0.1:8888',
+      kernelId: 'k',
+    });
+    expect(ExitCode.gatewayDown).toBe(6);
+    expect(describeFailure(down)).toEqual({
+      exitCode: ExitCode.gatewayDown,
+      code: 'GATEWAY_DOWN',
+      message:
+        'the gateway http://127.0.0.1:8888 went down while the cell ran (it stopped answering): its kernel is lost with its state, and no restart was attempted',
+    });
+    expect(Object.values(ExitCode).filter((code) => code === ExitCode.gatewayDown)).toHaveLength(1);
+    // Told apart from a connection lost for good to a gateway that may still answer (3) and a dead kernel (5).
+    expect(describeFailure(new KernelDiedError('lost', { reason: 'connection-lost', kernelId: 'k' })).exitCode).toBe(
+      ExitCode.gatewayUnavailable,
+    );
+  });
+
+  it('maps what a session rejects with when the gateway goes down under a cell to 6', async () => {
+    const session = new KernelSession({
+      python: () =>
+        new RecordingKernel('python', {
+          execute: () => {
+            throw new GatewayDownError('Gateway http://127.0.0.1:9999 stopped answering', {
+              url: 'http://127.0.0.1:9999',
+              kernelId: 'k',
+            });
+          },
+        }),
+    });
+    try {
+      const failure = await session.execute('print(1)').then(
+        () => undefined,
+        (error: unknown) => describeFailure(error),
+      );
+      expect(failure?.exitCode).toBe(ExitCode.gatewayDown);
+      expect(failure?.message).toContain('http://127.0.0.1:9999 went down while the cell ran');
+      expect(failure?.message).not.toContain('\n');
+    } finally {
+      await session.close();
+    }
   });
 
   it('shows control characters in a message escaped (it may quote a kernel or a file name)', () => {

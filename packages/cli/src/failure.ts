@@ -1,5 +1,5 @@
 import { type ExecuteResult, InvalidOptionsError, KernelwardenError } from '@kernelwarden/core';
-import { KernelDiedError, MISSING_REPLY_ENAME } from '@kernelwarden/gateway-client';
+import { GatewayDownError, KernelDiedError, MISSING_REPLY_ENAME } from '@kernelwarden/gateway-client';
 import type { IsolationUnavailableError } from '@kernelwarden/isolation';
 import { KernelUnavailableError } from '@kernelwarden/supervisor';
 import { CellTimeoutError } from '@kernelwarden/watchdog';
@@ -47,10 +47,9 @@ export function resultExitCode(result: ExecuteResult, interrupted: boolean): Exi
 
 /**
  * Classifies an error that ended a command: gateway problems exit 3 (a busy or full gateway too, said to be
- * temporary), isolation or a limit that cannot be enforced
- * exits 4,
- * a kernel that died under the cell exits 5, a cell the watchdog had to reset exits 124, bad input (a bad flag, a
- * source that is not UTF-8) exits 2, anything else 70.
+ * temporary), isolation or a limit that cannot be enforced exits 4, a kernel that died under the cell exits 5, a
+ * gateway that went down under the cell (`GATEWAY_DOWN`) exits 6 with one line naming it, a cell the watchdog had
+ * to reset exits 124, bad input (a bad flag, a source that is not UTF-8) exits 2, anything else 70.
  *
  * Use it wherever a command catches; the message never contains a token (kernelwarden errors never carry one), and
  * its control characters are shown escaped (it may quote a kernel's own error or a hostile file name).
@@ -101,6 +100,15 @@ function classify(error: unknown): Failure {
       exitCode: ExitCode.isolationUnavailable,
       code,
       message: remoteLimit ? message : `${message}\nRun 'kernelwarden doctor' to see ${what}.`,
+    };
+  }
+  if (code === 'GATEWAY_DOWN') {
+    // One line: which gateway, what became of the kernel, and that nothing was restarted (the run ends here).
+    const url = GatewayDownError.isInstance(error) ? ` ${error.url}` : '';
+    return {
+      exitCode: ExitCode.gatewayDown,
+      code,
+      message: `the gateway${url} went down while the cell ran (it stopped answering): its kernel is lost with its state, and no restart was attempted`,
     };
   }
   if (KernelDiedError.isInstance(error) && error.reason !== 'connection-lost') {

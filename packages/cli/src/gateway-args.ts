@@ -1,10 +1,7 @@
 import { isKernelId } from '@kernelwarden/gateway-client';
-import type { Command } from './args.js';
+import type { Command } from './command-types.js';
 import { parseFlags } from './parse-flags.js';
 import { UsageError } from './usage-error.js';
-
-/** What `kernelwarden gateway` can do with the embedded gateway. */
-export type GatewayAction = 'start' | 'status' | 'stop' | 'logs';
 
 /** Parses `kernelwarden gateway <action> [--json] [--lines N] [--kernel ID|all]`. */
 export function parseGateway(args: readonly string[]): Command {

@@ -6,6 +6,7 @@ import type { CliIo } from './cli-io.js';
 import { formatDuration } from './duration.js';
 import { ExitCode } from './exit-code.js';
 import { describeFailure } from './failure.js';
+import { runningStatusText } from './gateway-status-text.js';
 import { Spinner } from './spinner.js';
 import { terminalSafe, terminalSafeJson } from './terminal-text.js';
 
@@ -119,18 +120,7 @@ export async function gatewayCommand(
         } else if (!status.running) {
           write(`not running (state: ${status.stateDir})`, status);
         } else {
-          const lines = [
-            `running: ${status.baseUrl} (pid ${status.pid}, since ${status.startedAt})`,
-            `server: ${status.command} (${status.interpreter})`,
-            `state: ${status.stateDir}`,
-            `holders: ${status.holders.length === 0 ? 'none' : status.holders.map((h) => `pid ${h.pid}`).join(', ')}`,
-            `kernels: ${status.kernels.length === 0 ? 'none' : ''}`,
-            ...status.kernels.map(
-              (k) =>
-                `  ${k.id} ${k.name} ${k.executionState ?? ''}${k.ownerPid ? ` (pid ${k.ownerPid}${k.ownerAlive ? '' : ', gone'})` : ''}`,
-            ),
-          ];
-          write(lines.join('\n'), status);
+          write(runningStatusText(status), status);
         }
         return ExitCode.ok;
       }

@@ -12,7 +12,7 @@ Usage:
   kernelwarden help [COMMAND]                       help on one command
 
 Exit codes: 0 ok, 1 the cell raised, 2 usage, 3 gateway unavailable, 4 isolation or a limit
-            unavailable, 5 the kernel died, 124 timed out (the kernel was recovered), 70 internal error,
+            unavailable, 5 the kernel died, 6 the gateway went down under the cell, 124 timed out (the kernel was recovered), 70 internal error,
             130 interrupted.
 
 Run 'kernelwarden help run' for the options.`;

@@ -1,7 +1,7 @@
 import { InvalidOptionsError } from '@kernelwarden/core';
 import type { KernelLimits } from '@kernelwarden/isolation';
 import { z } from 'zod/v3';
-import type { StackOptions } from './args.js';
+import type { StackOptions } from './command-types.js';
 import { parseDuration } from './duration.js';
 import { isolation } from './isolation.js';
 import { parseSize } from './size.js';

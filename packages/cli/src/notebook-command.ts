@@ -16,29 +16,19 @@ import { UsageError } from './usage-error.js';
 /** The watchdog's default budget of a cell, when neither --timeout nor KERNELWARDEN_CELL_TIMEOUT says. */
 const DEFAULT_CELL_TIMEOUT_MS = 900_000;
 
-/**
- * `kernelwarden run NOTEBOOK.ipynb`: runs the notebook's code cells in order in one kernel of its language (its
- * kernelspec or `language_info`, else `--lang`), streams each cell's output as a script's, writes the executed
- * notebook to `--output` (or over the input with `--inplace`) — also when a cell stopped the run — and resolves
- * with the exit code a script would have: 1 for the first cell that raised (named, with its index), 124 for one that
- * ran past --timeout, 5 when the kernel died, 130 when interrupted.
- */
-export async function notebookCommand(source: NotebookSource, options: StackOptions, io: CliIo): Promise<number> {
-  const nbm = notebookModule();
-  const say = (line: string) => io.stderr.write(`kernelwarden: ${line}\n`);
-  const shown = (text: string | undefined) => terminalSafe(text ?? '', { colors: false });
-  const fail = (failure: Failure): number => {
-    say(failure.message);
-    return failure.exitCode;
-  };
-  const inputPath = resolve(io.cwd, source.path);
-  const outputPath = source.output === undefined ? undefined : resolve(io.cwd, source.output);
+type NotebookModule = typeof import('@kernelwarden/notebook');
 
-  let notebook: Notebook;
-  let language: Language;
-  let parameters: [string, unknown][];
+/** A notebook read and checked: its language, and its parameters' values as papermill reads them. */
+interface LoadedNotebook {
+  notebook: Notebook;
+  language: Language;
+  parameters: [string, unknown][];
+}
+
+/** Reads the notebook and its parameters; a notebook it cannot run is a `Failure`. */
+async function loadNotebook(nbm: NotebookModule, source: NotebookSource, io: CliIo): Promise<LoadedNotebook | Failure> {
   try {
-    notebook = await nbm.readNotebook(inputPath);
+    const notebook = await nbm.readNotebook(resolve(io.cwd, source.path));
     const named = source.lang ?? nbm.notebookLanguage(notebook);
     if (named !== 'python' && named !== 'r') {
       throw new UsageError(
@@ -46,15 +36,18 @@ export async function notebookCommand(source: NotebookSource, options: StackOpti
         { command: 'run' },
       );
     }
-    language = named;
-    parameters = source.parameters.map(([name, value]) => [name, nbm.parseParameterValue(value)]);
+    const parameters = source.parameters.map(([name, value]): [string, unknown] => [
+      name,
+      nbm.parseParameterValue(value),
+    ]);
+    return { notebook, language: named, parameters };
   } catch (error) {
-    return fail(notebookFailure(error, source.path));
+    return notebookFailure(error, source.path);
   }
+}
 
-  const progress = io.stderr.isTTY === true;
-  const spinner = new Spinner(io.stderr);
-  const run = new AbortController();
+/** Ctrl-C (or SIGTERM) aborts `run`; a second one quits at once. Returns what stops listening. */
+function abortOnSignal(io: CliIo, run: AbortController): () => void {
   let interrupts = 0;
   const onSignal = () => {
     interrupts++;
@@ -67,6 +60,31 @@ export async function notebookCommand(source: NotebookSource, options: StackOpti
   };
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
+  return () => {
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+  };
+}
+
+/**
+ * `kernelwarden run NOTEBOOK.ipynb`: runs the notebook's code cells in order in one kernel of its language (its
+ * kernelspec or `language_info`, else `--lang`), streams each cell's output as a script's, writes the executed
+ * notebook to `--output` (or over the input with `--inplace`) — also when a cell stopped the run — and resolves
+ * with the exit code a script would have: 1 for the first cell that raised (named, with its index), 124 for one that
+ * ran past --timeout, 5 when the kernel died, 130 when interrupted.
+ */
+export async function notebookCommand(source: NotebookSource, options: StackOptions, io: CliIo): Promise<number> {
+  const nbm = notebookModule();
+  const fail = (failure: Failure): number => {
+    io.stderr.write(`kernelwarden: ${failure.message}\n`);
+    return failure.exitCode;
+  };
+  const loaded = await loadNotebook(nbm, source, io);
+  if ('exitCode' in loaded) return fail(loaded);
+
+  const spinner = new Spinner(io.stderr);
+  const run = new AbortController();
+  const stopListening = abortOnSignal(io, run);
   // One printer for the run: images go to --outputs-dir as a script's, its caps count over the whole notebook.
   const printer = new OutputPrinter({
     stdout: io.stdout,
@@ -78,7 +96,6 @@ export async function notebookCommand(source: NotebookSource, options: StackOpti
   });
   const tap = nbm.createMessageTap();
   let stack: Stack | undefined;
-  let last: ExecuteResult | undefined;
   try {
     spinner.start(
       options.gatewayUrl ? `connecting to ${options.gatewayUrl}…` : 'connecting to the embedded Jupyter gateway…',
@@ -86,7 +103,7 @@ export async function notebookCommand(source: NotebookSource, options: StackOpti
     // The watchdog's own budget is off: runNotebook bounds each cell from the moment its request is sent (a
     // kernel's start is not counted) and stops it through the same ladder (interrupt, then kill and restart).
     stack = await createStack(
-      { ...options, language, timeoutMs: 0 },
+      { ...options, language: loaded.language, timeoutMs: 0 },
       {
         env: io.env,
         signal: run.signal,
@@ -96,56 +113,7 @@ export async function notebookCommand(source: NotebookSource, options: StackOpti
       },
     );
     spinner.stop();
-    const cellTimeoutMs = options.timeoutMs ?? cellTimeoutFromEnv(io.env) ?? DEFAULT_CELL_TIMEOUT_MS;
-    try {
-      const result = await nbm.runNotebook(notebook, {
-        session: stack.session,
-        tap,
-        language,
-        ...(parameters.length > 0
-          ? {
-              parameters: parameters as never,
-              parameterLanguage: language === 'r' ? ('R' as const) : ('python' as const),
-            }
-          : {}),
-        allowErrors: source.allowErrors,
-        cellTimeoutMs,
-        ...(options.interruptGraceMs === undefined ? {} : { interruptGraceMs: options.interruptGraceMs }),
-        ...(options.killGraceMs === undefined ? {} : { killGraceMs: options.killGraceMs }),
-        ...(outputPath === undefined ? {} : { outputPath }),
-        signal: run.signal,
-        origin: 'cli',
-        onOutput: ({ output }) => printer.onOutput(output),
-        onCell: (report) => {
-          if (report.result) last = report.result;
-          if (progress && report.status !== 'skipped') say(cellLine(report));
-        },
-      });
-      printer.finish(last ?? emptyResult('cell'));
-      const raised = result.cells.filter((c) => c.status === 'error');
-      if (raised.length > 0) {
-        say(
-          `${raised.length} cell${raised.length === 1 ? '' : 's'} raised (--allow-errors): ${raised.map((c) => c.index).join(', ')}`,
-        );
-      }
-      if (outputPath !== undefined) say(`wrote ${shown(source.output)}`);
-      return ExitCode.ok;
-    } catch (error) {
-      printer.finish(last ?? emptyResult('cell'));
-      if (run.signal.aborted) {
-        say(
-          outputPath === undefined
-            ? 'interrupted'
-            : `interrupted; wrote the notebook as far as it ran to ${shown(source.output)}`,
-        );
-        return ExitCode.interrupted;
-      }
-      const failure = fail(notebookFailure(error, source.path));
-      if (outputPath !== undefined && nbm.NotebookError.isInstance(error) && (error as { result?: unknown }).result) {
-        say(`wrote the notebook as far as it ran to ${shown(source.output)}`);
-      }
-      return failure;
-    }
+    return await executeNotebook(nbm, loaded, { source, options, io, stack, tap, printer, signal: run.signal });
   } catch (error) {
     spinner.stop();
     if (run.signal.aborted) return fail({ exitCode: ExitCode.interrupted, code: undefined, message: 'interrupted' });
@@ -153,8 +121,85 @@ export async function notebookCommand(source: NotebookSource, options: StackOpti
   } finally {
     spinner.stop();
     await stack?.close();
-    process.off('SIGINT', onSignal);
-    process.off('SIGTERM', onSignal);
+    stopListening();
+  }
+}
+
+/**
+ * Runs the loaded notebook on the stack's session, each cell's output through `printer` (a line per cell on a
+ * terminal), and says how it ended: the cells that raised under --allow-errors, where the notebook was written, or
+ * what stopped the run and how far the written notebook got.
+ */
+async function executeNotebook(
+  nbm: NotebookModule,
+  loaded: LoadedNotebook,
+  ctx: {
+    source: NotebookSource;
+    options: StackOptions;
+    io: CliIo;
+    stack: Stack;
+    tap: ReturnType<NotebookModule['createMessageTap']>;
+    printer: OutputPrinter;
+    signal: AbortSignal;
+  },
+): Promise<number> {
+  const { source, options, io, printer, signal } = ctx;
+  const { language, parameters } = loaded;
+  const say = (line: string) => io.stderr.write(`kernelwarden: ${line}\n`);
+  const shown = (text: string | undefined) => terminalSafe(text ?? '', { colors: false });
+  const outputPath = source.output === undefined ? undefined : resolve(io.cwd, source.output);
+  const progress = io.stderr.isTTY === true;
+  const cellTimeoutMs = options.timeoutMs ?? cellTimeoutFromEnv(io.env) ?? DEFAULT_CELL_TIMEOUT_MS;
+  let last: ExecuteResult | undefined;
+  try {
+    const result = await nbm.runNotebook(loaded.notebook, {
+      session: ctx.stack.session,
+      tap: ctx.tap,
+      language,
+      ...(parameters.length > 0
+        ? {
+            parameters: parameters as never,
+            parameterLanguage: language === 'r' ? ('R' as const) : ('python' as const),
+          }
+        : {}),
+      allowErrors: source.allowErrors,
+      cellTimeoutMs,
+      ...(options.interruptGraceMs === undefined ? {} : { interruptGraceMs: options.interruptGraceMs }),
+      ...(options.killGraceMs === undefined ? {} : { killGraceMs: options.killGraceMs }),
+      ...(outputPath === undefined ? {} : { outputPath }),
+      signal,
+      origin: 'cli',
+      onOutput: ({ output }) => printer.onOutput(output),
+      onCell: (report) => {
+        if (report.result) last = report.result;
+        if (progress && report.status !== 'skipped') say(cellLine(report));
+      },
+    });
+    printer.finish(last ?? emptyResult('cell'));
+    const raised = result.cells.filter((c) => c.status === 'error');
+    if (raised.length > 0) {
+      say(
+        `${raised.length} cell${raised.length === 1 ? '' : 's'} raised (--allow-errors): ${raised.map((c) => c.index).join(', ')}`,
+      );
+    }
+    if (outputPath !== undefined) say(`wrote ${shown(source.output)}`);
+    return ExitCode.ok;
+  } catch (error) {
+    printer.finish(last ?? emptyResult('cell'));
+    if (signal.aborted) {
+      say(
+        outputPath === undefined
+          ? 'interrupted'
+          : `interrupted; wrote the notebook as far as it ran to ${shown(source.output)}`,
+      );
+      return ExitCode.interrupted;
+    }
+    const failure = notebookFailure(error, source.path);
+    say(failure.message);
+    if (outputPath !== undefined && nbm.NotebookError.isInstance(error) && (error as { result?: unknown }).result) {
+      say(`wrote the notebook as far as it ran to ${shown(source.output)}`);
+    }
+    return failure.exitCode;
   }
 }
 

@@ -12,7 +12,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { readContainedWorkspaces, recordContainedWorkspace } from './contained-workspaces.js';
-import { checkInterpreter, choosePython, interpreterSpecName, PythonInterpreterError } from './python-interpreter.js';
+import {
+  checkInterpreter,
+  choosePython,
+  interpreterSpecName,
+  PythonInterpreterError,
+  passedOverNotice,
+  pythonOptIn,
+} from './python-interpreter.js';
 
 const dirs: string[] = [];
 afterEach(() => {
@@ -71,6 +78,29 @@ describe('choosePython', () => {
     expect(
       choosePython({ flag: undefined, env: { VIRTUAL_ENV: '/v' }, cwd: deep, untrusted: [workspace] })?.source,
     ).toBe('VIRTUAL_ENV');
+  });
+});
+
+describe('passedOverNotice', () => {
+  it("says why a contained workspace's .venv is passed over and how to opt in to it with --python", () => {
+    expect(passedOverNotice('/p/.venv', '/p', '/p')).toBe(
+      "not using /p/.venv: it lies in /p, the workspace of a contained kernel (--hide or a limit), which could have written it, so it is no longer picked automatically; the Python kernel runs the gateway's python3 kernelspec. To opt in to it, pass --python .venv/bin/python (or activate it: VIRTUAL_ENV=/p/.venv)",
+    );
+  });
+
+  it('gives the --python path relative to the directory it resolves against, quoted when a shell needs it', () => {
+    expect(pythonOptIn('/p/.venv', '/p')).toBe('--python .venv/bin/python');
+    expect(pythonOptIn('/p/.venv', '/p/src/deep')).toBe('--python ../../.venv/bin/python');
+    expect(pythonOptIn("/my proj/it's/.venv", "/my proj/it's")).toBe('--python .venv/bin/python');
+    expect(pythonOptIn("/my proj/it's/.venv", '/p')).toBe(`--python '../my proj/it'\\''s/.venv/bin/python'`);
+    // What the flag names is the interpreter the .venv holds, resolved as --python resolves it.
+    const dir = project();
+    const deep = join(dir, 'src', 'deep');
+    const flag = pythonOptIn(join(dir, '.venv'), deep).slice('--python '.length);
+    expect(choosePython({ flag, env: {}, cwd: deep })).toEqual({
+      path: join(dir, '.venv', 'bin', 'python'),
+      source: '--python',
+    });
   });
 });
 

@@ -10,7 +10,7 @@ import {
   renameSync,
   writeFileSync,
 } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
+import { dirname, join, relative, resolve } from 'node:path';
 import { KernelwardenError } from '@kernelwarden/core';
 import { containingWorkspace } from './contained-workspaces.js';
 
@@ -72,6 +72,28 @@ function ownVenv(venv: string): boolean {
 /** The interpreter of a virtual environment directory. */
 function venvPython(dir: string): string {
   return join(dir, 'bin', 'python');
+}
+
+/**
+ * The flag that opts in to `venv`, a `.venv` passed over for lying in a contained kernel's workspace: `--python` with
+ * its interpreter's path relative to `cwd` (against which `--python` resolves), `--python .venv/bin/python` for the
+ * `.venv` of `cwd` itself; quoted for a shell when the path needs it.
+ */
+export function pythonOptIn(venv: string, cwd: string): string {
+  const path = relative(resolve(cwd), venvPython(venv)) || venvPython(venv);
+  return `--python ${/^[\w@%+=:,./-]+$/.test(path) ? path : `'${path.replaceAll("'", "'\\''")}'`}`;
+}
+
+/**
+ * What a command says of `venv`, a `.venv` passed over for lying in `workspace`, a contained kernel's: why, what runs
+ * instead, and how to opt in to it.
+ */
+export function passedOverNotice(venv: string, workspace: string, cwd: string): string {
+  return (
+    `not using ${venv}: it lies in ${workspace}, the workspace of a contained kernel (--hide or a limit), which ` +
+    "could have written it, so it is no longer picked automatically; the Python kernel runs the gateway's python3 " +
+    `kernelspec. To opt in to it, pass ${pythonOptIn(venv, cwd)} (or activate it: VIRTUAL_ENV=${venv})`
+  );
 }
 
 /**

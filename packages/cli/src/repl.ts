@@ -30,218 +30,310 @@ const REPL_HELP = `:py / :python  switch to Python      :r  switch to R
 :help          this list            :quit (or Ctrl-D)  leave
 Ctrl-C interrupts the running cell; Ctrl-C again within 2 s kills and restarts its kernel.`;
 
-/**
- * `kernelwarden repl`: a line-editing prompt on the stack. Python and R each keep their own kernel for the whole
- * session; Ctrl-C interrupts, a second Ctrl-C within 2 s aborts the cell so the watchdog kills and restarts it.
- */
-export async function replCommand(options: StackOptions, io: CliIo): Promise<number> {
-  const terminal = io.stdin.isTTY === true && io.stdout.isTTY === true;
-  const spinner = new Spinner(io.stderr);
-  const say = (text: string) => io.stderr.write(`${terminalSafe(text, { colors: false })}\n`);
-  let stack: Stack;
+/** Opens the repl's stack with a spinner; a failure is said and its exit code returned instead. */
+async function openStack(options: StackOptions, io: CliIo, spinner: Spinner): Promise<Stack | number> {
   try {
     spinner.start(
       options.gatewayUrl ? `connecting to ${options.gatewayUrl}…` : 'connecting to the embedded Jupyter gateway…',
     );
-    stack = await createStack(options, {
+    const stack = await createStack(options, {
       env: io.env,
       onNotice: (message) => io.stderr.write(`kernelwarden: ${message}\n`),
       onKernelStarting: (language) => spinner.start(`starting the ${language === 'r' ? 'R' : 'Python'} kernel…`),
       onKernelStarted: () => spinner.stop(),
     });
     spinner.stop();
+    return stack;
   } catch (error) {
     spinner.stop();
     const failure = describeFailure(error);
-    say(`kernelwarden repl: ${failure.message}`);
+    io.stderr.write(`${terminalSafe(`kernelwarden repl: ${failure.message}`, { colors: false })}\n`);
     return failure.exitCode;
   }
-  // The kill is said as it happens; the restart after the cell's own outcome, in the order things happened.
-  let restartedDuringCell = false;
-  const stopWatching = stack.watchdog.on('*', (event) => {
-    if (event.type === 'kill') say('kernelwarden: the cell did not stop; killing the kernel…');
-    if (event.type === 'restart' && event.acted) restartedDuringCell = true;
-  });
+}
 
-  let language: Language = options.language;
+/**
+ * `kernelwarden repl`: a line-editing prompt on the stack. Python and R each keep their own kernel for the whole
+ * session; Ctrl-C interrupts, a second Ctrl-C within 2 s aborts the cell so the watchdog kills and restarts it.
+ */
+export async function replCommand(options: StackOptions, io: CliIo): Promise<number> {
+  const spinner = new Spinner(io.stderr);
+  const stack = await openStack(options, io, spinner);
+  if (typeof stack === 'number') return stack;
+  return new Repl(options, io, stack, spinner).run();
+}
+
+/** One repl session on an open stack: its line reader, the cell being typed, the cell running. */
+class Repl {
+  readonly #options: StackOptions;
+  readonly #io: CliIo;
+  readonly #stack: Stack;
+  readonly #spinner: Spinner;
+  readonly #terminal: boolean;
+  readonly #maxSourceBytes: number;
+  /** Bytes that are not UTF-8 are marked (readline would make them U+FFFD silently) and their cell refused. */
+  readonly #input: ReturnType<typeof markInvalidUtf8>;
+  readonly #rl: ReturnType<typeof createInterface>;
+  #language: Language;
   /** The indentation of the next block line after an empty line went back a level. */
-  let dedentTo: string | undefined;
-  let buffer: string[] = [];
-  let running: AbortController | undefined;
-  let lastInterruptAt = Number.NEGATIVE_INFINITY;
+  #dedentTo: string | undefined;
+  #buffer: string[] = [];
+  #running: AbortController | undefined;
+  #lastInterruptAt = Number.NEGATIVE_INFINITY;
   /** Lines read and not yet handled; `sawIndent`: typed after the repl had typed that line's indentation. */
-  const queue: { text: string; sawIndent: boolean }[] = [];
+  readonly #queue: { text: string; sawIndent: boolean }[] = [];
   /** True while the indentation the repl typed for the next line (if any) is on screen for it. */
-  let indentShown = true;
+  #indentShown = true;
+  /**
+   * A cell's input() / getpass() / readline() waiting: the next line typed (or piped, or already typed ahead)
+   * answers it, a password without echo; end of input is EOFError in Python and an empty line in R.
+   */
+  #pendingInput: { answer: (line: string | undefined) => void } | undefined;
+  #muted = false;
+  /** The kill of the running cell's kernel a second Ctrl-C started, if any. */
+  #killing: Promise<boolean> | undefined;
+  /** The kill is said as it happens; the restart after the cell's own outcome, in the order things happened. */
+  #restartedDuringCell = false;
+  #closed = false;
+  #draining: Promise<void> | undefined;
 
-  // Bytes that are not UTF-8 are marked (readline would make them U+FFFD silently) and their cell refused.
-  const input = markInvalidUtf8(io.stdin);
-  const maxSourceBytes = options.maxSourceBytes ?? DEFAULT_MAX_SOURCE_BYTES;
-  const rl = createInterface({
-    input: input.stream,
-    output: io.stdout as NodeJS.WritableStream,
-    terminal,
-    prompt: PROMPT[language],
-    historySize: 1000,
-  });
-  // A cell's input() / getpass() / readline(): the next line typed (or piped, or already typed ahead), a password
-  // without echo; end of input is EOFError in Python and an empty line in R.
-  let pendingInput: { answer: (line: string | undefined) => void } | undefined;
-  let muted = false;
-  const output = rl as unknown as { _writeToOutput?: (text: string) => void };
-  const writeToOutput = output._writeToOutput?.bind(rl);
-  if (terminal && writeToOutput) {
-    output._writeToOutput = (text: string) => {
-      if (!muted) writeToOutput(text);
-    };
+  constructor(options: StackOptions, io: CliIo, stack: Stack, spinner: Spinner) {
+    this.#options = options;
+    this.#io = io;
+    this.#stack = stack;
+    this.#spinner = spinner;
+    this.#terminal = io.stdin.isTTY === true && io.stdout.isTTY === true;
+    this.#language = options.language;
+    this.#maxSourceBytes = options.maxSourceBytes ?? DEFAULT_MAX_SOURCE_BYTES;
+    this.#input = markInvalidUtf8(io.stdin);
+    this.#rl = createInterface({
+      input: this.#input.stream,
+      output: io.stdout as NodeJS.WritableStream,
+      terminal: this.#terminal,
+      prompt: PROMPT[this.#language],
+      historySize: 1000,
+    });
+    // A password is typed without echo: readline's output is muted meanwhile.
+    const output = this.#rl as unknown as { _writeToOutput?: (text: string) => void };
+    const writeToOutput = output._writeToOutput?.bind(this.#rl);
+    if (this.#terminal && writeToOutput) {
+      output._writeToOutput = (text: string) => {
+        if (!this.#muted) writeToOutput(text);
+      };
+    }
   }
-  const answerInput = (line: string | undefined): boolean => {
-    const pending = pendingInput;
+
+  /** Runs the session until end of input or `:quit`, then shuts the stack down; resolves with the exit code. */
+  async run(): Promise<number> {
+    const io = this.#io;
+    const stack = this.#stack;
+    const stopWatching = stack.watchdog.on('*', (event) => {
+      if (event.type === 'kill') this.#say('kernelwarden: the cell did not stop; killing the kernel…');
+      if (event.type === 'restart' && event.acted) this.#restartedDuringCell = true;
+    });
+    const done = new Promise<void>((resolveDone) => {
+      this.#rl.on('close', () => {
+        this.#closed = true;
+        this.#answerInput(undefined);
+        resolveDone();
+      });
+    });
+    this.#rl.on('line', (line) => {
+      if (this.#answerInput(line)) return;
+      this.#queue.push({ text: line, sawIndent: this.#indentShown });
+      this.#indentShown = false;
+      void this.#drain();
+    });
+    this.#rl.on('SIGINT', this.#onInterrupt);
+    // Without a terminal, readline does not see Ctrl-C: the process gets SIGINT.
+    if (!this.#terminal) process.on('SIGINT', this.#onInterrupt);
+    this.#say(
+      `kernelwarden repl — ${this.#language === 'r' ? 'R' : 'Python'} on ${stack.gateway.embedded ? 'the embedded gateway' : stack.gateway.baseUrl}${
+        stack.python ? `; Python is ${stack.python.path} (${stack.python.source})` : ''
+      }. :help for commands, Ctrl-D to leave.`,
+    );
+    this.#prompt();
+    await done;
+    // Ctrl-D while a cell runs: let it finish (or be stopped by the timeout) before shutting down.
+    await this.#draining;
+    if (this.#terminal) io.stdout.write('\n');
+    process.off('SIGINT', this.#onInterrupt);
+    this.#input.detach();
+    stopWatching();
+    await stack.close();
+    return ExitCode.ok;
+  }
+
+  #say(text: string): void {
+    this.#io.stderr.write(`${terminalSafe(text, { colors: false })}\n`);
+  }
+
+  /** Answers the cell's pending input request with `line` (undefined: end of input); false when none waits. */
+  #answerInput(line: string | undefined): boolean {
+    const pending = this.#pendingInput;
     if (!pending) return false;
-    pendingInput = undefined;
-    if (muted) {
-      muted = false;
-      io.stdout.write('\n');
+    this.#pendingInput = undefined;
+    if (this.#muted) {
+      this.#muted = false;
+      this.#io.stdout.write('\n');
     }
     pending.answer(line);
     return true;
-  };
-  const onInput = (cellLanguage: Language) => async (request: InputRequest) => {
-    await new Promise((resolveSettle) => setTimeout(resolveSettle, PROMPT_SETTLE_MS));
-    const text = terminalSafe(request.prompt, { colors: terminal });
-    // Piped input: the prompt is printed as python prints it, then the next line answers.
-    if (!terminal && text !== '') io.stdout.write(text);
-    const typedAhead = queue.shift();
-    if (typedAhead !== undefined) return typedAhead.text;
-    if (closed) return endOfInput(cellLanguage);
-    return new Promise<string>((resolveInput) => {
-      pendingInput = { answer: (line) => resolveInput(line ?? endOfInput(cellLanguage)) };
-      if (terminal) {
-        rl.setPrompt(text);
-        rl.prompt();
-        muted = request.password;
-      }
-    });
-  };
+  }
 
-  const prompt = () => {
+  /** The input handler of a cell in `cellLanguage`. */
+  #onInput(cellLanguage: Language) {
+    return async (request: InputRequest): Promise<string> => {
+      await new Promise((resolveSettle) => setTimeout(resolveSettle, PROMPT_SETTLE_MS));
+      const text = terminalSafe(request.prompt, { colors: this.#terminal });
+      // Piped input: the prompt is printed as python prints it, then the next line answers.
+      if (!this.#terminal && text !== '') this.#io.stdout.write(text);
+      const typedAhead = this.#queue.shift();
+      if (typedAhead !== undefined) return typedAhead.text;
+      if (this.#closed) return endOfInput(cellLanguage);
+      return new Promise<string>((resolveInput) => {
+        this.#pendingInput = { answer: (line) => resolveInput(line ?? endOfInput(cellLanguage)) };
+        if (this.#terminal) {
+          this.#rl.setPrompt(text);
+          this.#rl.prompt();
+          this.#muted = request.password;
+        }
+      });
+    };
+  }
+
+  #prompt(): void {
     // Piped input gets no prompts, like python's own REPL: only the cells' output.
-    if (!terminal) return;
-    rl.setPrompt(buffer.length > 0 ? CONTINUATION : PROMPT[language]);
-    rl.prompt();
+    if (!this.#terminal) return;
+    this.#rl.setPrompt(this.#buffer.length > 0 ? CONTINUATION : PROMPT[this.#language]);
+    this.#rl.prompt();
     // Inside a Python block the next line starts indented, as typed by hand (it can be erased).
-    if (buffer.length > 0) rl.write(expectedIndent());
-    indentShown = true;
-  };
+    if (this.#buffer.length > 0) this.#rl.write(this.#expectedIndent());
+    this.#indentShown = true;
+  }
 
-  /** The kill of the running cell's kernel a second Ctrl-C started, if any. */
-  let killing: Promise<boolean> | undefined;
-
-  const runCell = async (code: string) => {
+  async #runCell(code: string): Promise<void> {
     const controller = new AbortController();
-    running = controller;
-    restartedDuringCell = false;
-    killing = undefined;
+    this.#running = controller;
+    this.#restartedDuringCell = false;
+    this.#killing = undefined;
     const cellId = `kw-${randomUUID().slice(0, 8)}`;
+    const options = this.#options;
     const printer = new OutputPrinter({
-      stdout: io.stdout,
-      stderr: io.stderr,
-      outputsDir: options.outputsDir === undefined ? undefined : resolve(io.cwd, options.outputsDir),
+      stdout: this.#io.stdout,
+      stderr: this.#io.stderr,
+      outputsDir: options.outputsDir === undefined ? undefined : resolve(this.#io.cwd, options.outputsDir),
       filePrefix: cellId,
-      color: terminal,
+      color: this.#terminal,
       maxImages: options.maxImages,
       maxImageBytes: options.maxImagesBytes,
     });
     try {
-      const result = await stack.execute(code, {
-        language,
+      const result = await this.#stack.execute(code, {
+        language: this.#language,
         cellId,
         onOutput: printer.onOutput,
-        onInput: onInput(language),
+        onInput: this.#onInput(this.#language),
         signal: controller.signal,
       });
       printer.finish(result);
-      if (killing) say('kernelwarden: the cell was stopped');
+      if (this.#killing) this.#say('kernelwarden: the cell was stopped');
       else if (result.timedOut)
-        say('kernelwarden: the cell ran past --timeout and was interrupted (the kernel kept its state)');
-      else if (result.cancelled) say('kernelwarden: the cell was stopped');
+        this.#say('kernelwarden: the cell ran past --timeout and was interrupted (the kernel kept its state)');
+      else if (result.cancelled) this.#say('kernelwarden: the cell was stopped');
     } catch (error) {
-      spinner.stop();
-      if (killing || controller.signal.aborted) say('kernelwarden: the cell was stopped');
-      else say(`kernelwarden: ${describeFailure(error).message}`);
+      this.#spinner.stop();
+      if (this.#killing || controller.signal.aborted) this.#say('kernelwarden: the cell was stopped');
+      else this.#say(`kernelwarden: ${describeFailure(error).message}`);
     } finally {
-      running = undefined;
+      this.#running = undefined;
       // An input the cell no longer waits for (it was interrupted): the next line is a cell again.
-      answerInput('');
+      this.#answerInput('');
     }
-    if (killing) {
-      const restarted = await killing;
-      killing = undefined;
-      say(
+    await this.#sayRestart();
+  }
+
+  /** After a cell: whether its kernel was restarted (by a second Ctrl-C, or by the watchdog). */
+  async #sayRestart(): Promise<void> {
+    if (this.#killing) {
+      const restarted = await this.#killing;
+      this.#killing = undefined;
+      this.#say(
         restarted
           ? 'kernelwarden: the kernel was restarted; earlier variables are gone'
           : 'kernelwarden: the kernel could not be killed; it starts afresh with the next cell if it is gone',
       );
-    } else if (restartedDuringCell) {
-      say('kernelwarden: the kernel was restarted; earlier variables are gone');
+    } else if (this.#restartedDuringCell) {
+      this.#say('kernelwarden: the kernel was restarted; earlier variables are gone');
     }
-  };
+  }
 
-  const meta = (line: string): boolean => {
+  /** Handles a `:command` line; false when `line` is not one. */
+  #meta(line: string): boolean {
     const command = line.trim();
     if (!command.startsWith(':')) return false;
     switch (command) {
       case ':r':
       case ':R':
-        language = 'r';
-        say('kernelwarden: now running R (:py to go back)');
+        this.#language = 'r';
+        this.#say('kernelwarden: now running R (:py to go back)');
         return true;
       case ':py':
       case ':python':
-        language = 'python';
-        say('kernelwarden: now running Python (:r for R)');
+        this.#language = 'python';
+        this.#say('kernelwarden: now running Python (:r for R)');
         return true;
       case ':help':
       case ':h':
-        say(REPL_HELP);
+        this.#say(REPL_HELP);
         return true;
       case ':quit':
       case ':q':
       case ':exit':
-        rl.close();
+        this.#rl.close();
         return true;
       default:
-        say(`kernelwarden: unknown command ${command} (:help lists them)`);
+        this.#say(`kernelwarden: unknown command ${command} (:help lists them)`);
         return true;
     }
-  };
+  }
 
   /** The indentation of the next line of a Python block, typed by the repl on a terminal. */
-  const expectedIndent = () => (terminal ? (dedentTo ?? nextIndent(buffer, language)) : '');
+  #expectedIndent(): string {
+    return this.#terminal ? (this.#dedentTo ?? nextIndent(this.#buffer, this.#language)) : '';
+  }
 
-  const handleLine = async (entry: { text: string; sawIndent: boolean }) => {
+  async #handleLine(entry: { text: string; sawIndent: boolean }): Promise<void> {
     let line = entry.text;
     // A line typed before the repl could type its indentation (typed ahead, pasted) gets it now, unless it brings
     // its own.
-    if (!entry.sawIndent && buffer.length > 0 && !/^\s/.test(line)) line = expectedIndent() + line;
-    dedentTo = undefined;
-    if (buffer.length === 0 && meta(line)) return;
-    if (buffer.length === 0 && line.trim() === '') return;
+    if (!entry.sawIndent && this.#buffer.length > 0 && !/^\s/.test(line)) line = this.#expectedIndent() + line;
+    this.#dedentTo = undefined;
+    if (this.#buffer.length === 0 && this.#meta(line)) return;
+    if (this.#buffer.length === 0 && line.trim() === '') return;
     // On a terminal, an empty line inside a nested Python block goes back one level; at the first level it runs the
     // block.
-    if (terminal && language === 'python' && buffer.length > 0 && line.trim() === '') {
+    if (this.#terminal && this.#language === 'python' && this.#buffer.length > 0 && line.trim() === '') {
       const width = line.replaceAll('\t', INDENT).length;
       if (width > INDENT.length) {
-        dedentTo = ' '.repeat(width - INDENT.length);
+        this.#dedentTo = ' '.repeat(width - INDENT.length);
         return;
       }
     }
     const state =
-      buffer.length > 0 && line.trim() === '' ? 'complete' : inputState([...buffer, line].join('\n'), language);
-    buffer.push(line);
+      this.#buffer.length > 0 && line.trim() === ''
+        ? 'complete'
+        : inputState([...this.#buffer, line].join('\n'), this.#language);
+    this.#buffer.push(line);
     if (state !== 'complete') return;
-    const code = buffer.join('\n');
-    buffer = [];
+    const code = this.#buffer.join('\n');
+    this.#buffer = [];
+    if (this.#refused(code)) return;
+    await this.#runCell(code);
+  }
+
+  /** Says why `code` cannot be sent (not UTF-8, a NUL, too big) and returns true; false when it can. */
+  #refused(code: string): boolean {
     try {
       if (hasInvalidBytes(code)) {
         throw new InvalidSourceError(
@@ -249,79 +341,46 @@ export async function replCommand(options: StackOptions, io: CliIo): Promise<num
           { source: 'the repl input', problem: 'encoding' },
         );
       }
-      checkSourceText(code, 'the repl input', maxSourceBytes);
+      checkSourceText(code, 'the repl input', this.#maxSourceBytes);
+      return false;
     } catch (error) {
-      say(`kernelwarden: ${describeFailure(error).message}`);
-      return;
+      this.#say(`kernelwarden: ${describeFailure(error).message}`);
+      return true;
     }
-    await runCell(code);
-  };
+  }
 
-  let draining: Promise<void> | undefined;
-  const drain = () =>
-    (draining ??= (async () => {
+  #drain(): Promise<void> {
+    this.#draining ??= (async () => {
       try {
-        while (queue.length > 0) await handleLine(queue.shift()!);
+        while (this.#queue.length > 0) await this.#handleLine(this.#queue.shift()!);
       } finally {
-        draining = undefined;
+        this.#draining = undefined;
       }
-      if (!closed) prompt();
-    })());
+      if (!this.#closed) this.#prompt();
+    })();
+    return this.#draining;
+  }
 
-  const onInterrupt = () => {
-    const controller = running;
+  readonly #onInterrupt = (): void => {
+    const controller = this.#running;
     if (!controller) {
-      buffer = [];
-      queue.length = 0;
-      io.stdout.write('^C\n');
-      say('(Ctrl-D or :quit to leave)');
-      prompt();
+      this.#buffer = [];
+      this.#queue.length = 0;
+      this.#io.stdout.write('^C\n');
+      this.#say('(Ctrl-D or :quit to leave)');
+      this.#prompt();
       return;
     }
     const now = performance.now();
-    if (now - lastInterruptAt <= DOUBLE_INTERRUPT_MS) {
-      if (!killing) {
-        say('\nkernelwarden: killing the kernel…');
-        killing = stack.kill(language);
+    if (now - this.#lastInterruptAt <= DOUBLE_INTERRUPT_MS) {
+      if (!this.#killing) {
+        this.#say('\nkernelwarden: killing the kernel…');
+        this.#killing = this.#stack.kill(this.#language);
       }
     } else {
-      say('\nkernelwarden: interrupting (Ctrl-C again within 2 s to kill and restart the kernel)');
-      void stack.interrupt(language);
+      this.#say('\nkernelwarden: interrupting (Ctrl-C again within 2 s to kill and restart the kernel)');
+      void this.#stack.interrupt(this.#language);
     }
-    lastInterruptAt = now;
+    this.#lastInterruptAt = now;
   };
-
-  let closed = false;
-  const done = new Promise<void>((resolveDone) => {
-    rl.on('close', () => {
-      closed = true;
-      answerInput(undefined);
-      resolveDone();
-    });
-  });
-  rl.on('line', (line) => {
-    if (answerInput(line)) return;
-    queue.push({ text: line, sawIndent: indentShown });
-    indentShown = false;
-    void drain();
-  });
-  rl.on('SIGINT', onInterrupt);
-  // Without a terminal, readline does not see Ctrl-C: the process gets SIGINT.
-  if (!terminal) process.on('SIGINT', onInterrupt);
-
-  say(
-    `kernelwarden repl — ${language === 'r' ? 'R' : 'Python'} on ${stack.gateway.embedded ? 'the embedded gateway' : stack.gateway.baseUrl}${
-      stack.python ? `; Python is ${stack.python.path} (${stack.python.source})` : ''
-    }. :help for commands, Ctrl-D to leave.`,
-  );
-  prompt();
-  await done;
-  // Ctrl-D while a cell runs: let it finish (or be stopped by the timeout) before shutting down.
-  await draining;
-  if (terminal) io.stdout.write('\n');
-  process.off('SIGINT', onInterrupt);
-  input.detach();
-  stopWatching();
-  await stack.close();
-  return ExitCode.ok;
 }

@@ -23,7 +23,12 @@ import type { Language } from './args.js';
  *
  * R (IRkernel): `quit()`/`q()` stop the cell with an error the CLI recognises by a random marker and the status
  * (`quit(status = 3)`), instead of IRkernel's `ask_exit`, which runs on; they are found before base's on the search
- * path (an environment attached as `kernelwarden:run`), and run `.Last()` as base's do.
+ * path (an environment attached as `kernelwarden:run`), and run `.Last()` as base's do. The cell whose text is the
+ * script's is parsed with its source file named as the script (its absolute path, `<string>` for `-c`, `<stdin>` for
+ * `-`): `evaluate`'s `parse_all` is wrapped for that text alone, and each top-level expression keeps its source
+ * reference as it runs, so IRkernel's traceback gives every call its line and file — the top-level call's too
+ * (`1. f()   # at line 4 of file /work/boom.R`), and a syntax error names its place as Rscript does
+ * (`/work/boom.R:3:0`).
  */
 export interface ScriptBootstrap {
   /** Code for each new kernel of the script's language. */
@@ -113,7 +118,16 @@ del __kernelwarden_run_setup
 `;
 }
 
-function rBootstrap(marker: string): string {
+/**
+ * An R string literal of `text` in ASCII: JSON's escapes are R's (`\n`, `\"`, `\\`, `\uXXXX`), and every other
+ * character is written as `\U{…}`, so what the kernel reads does not depend on its locale.
+ */
+function rLiteral(text: string): string {
+  return JSON.stringify(text).replace(/[^\x20-\x7e]/gu, (char) => `\\U{${char.codePointAt(0)?.toString(16)}}`);
+}
+
+function rBootstrap(marker: string, name: ScriptName, code: string): string {
+  const filename = name.kind === 'file' ? name.path : name.kind === 'code' ? '<string>' : '<stdin>';
   return `local({
   quitter <- function(save = "default", status = 0, runLast = TRUE) {
     if (isTRUE(runLast) && exists(".Last", envir = .GlobalEnv, inherits = FALSE)) get(".Last", envir = .GlobalEnv)()
@@ -127,6 +141,40 @@ function rBootstrap(marker: string): string {
   assign("q", quitter, envir = env)
   if ("kernelwarden:run" %in% search()) detach("kernelwarden:run", character.only = TRUE)
   attach(env, name = "kernelwarden:run", warn.conflicts = FALSE)
+})
+local({
+  script <- ${rLiteral(code)}
+  script_name <- ${rLiteral(filename)}
+  bytes <- ${Buffer.byteLength(code, 'utf8')}
+  ns <- asNamespace("evaluate")
+  original <- get("parse_all", envir = ns)
+  original <- if (is.null(attr(original, "kernelwarden_original"))) original else attr(original, "kernelwarden_original")
+  located <- function(exprs) {
+    refs <- attr(exprs, "srcref", exact = TRUE)
+    if (!is.expression(exprs) || length(refs) != length(exprs)) return(exprs)
+    for (i in seq_along(exprs)) {
+      block <- call("{", exprs[[i]])
+      attr(block, "srcref") <- list(refs[[i]], refs[[i]])
+      exprs[[i]] <- block
+    }
+    exprs
+  }
+  named <- function(x, filename = NULL, ...) {
+    is_script <- is.null(filename) && is.character(x) && length(x) == 1L && !is.na(x) &&
+      nchar(x, type = "bytes") == bytes && identical(enc2utf8(x), script)
+    if (!is_script) return(original(x, filename, ...))
+    # One final newline is the end of the last line (evaluate would count another, empty one after it).
+    parsed <- original(sub("\\n$", "", x), script_name, ...)
+    tryCatch({
+      if (is.data.frame(parsed) && is.list(parsed$expr)) parsed$expr <- I(lapply(parsed$expr, located))
+      parsed
+    }, error = function(e) parsed)
+  }
+  attr(named, "kernelwarden_original") <- original
+  locked <- bindingIsLocked("parse_all", ns)
+  if (locked) unlockBinding("parse_all", ns)
+  assign("parse_all", named, envir = ns)
+  if (locked) lockBinding("parse_all", ns)
 })
 `;
 }
@@ -148,7 +196,7 @@ export function scriptBootstrap(language: Language, name: ScriptName, code: stri
   const marker = `kernelwarden-exit-${randomBytes(8).toString('hex')}`;
   const pattern = new RegExp(`${marker} (-?\\d+)`);
   return {
-    code: rBootstrap(marker),
+    code: rBootstrap(marker, name, code),
     exitStatus: (result) => {
       const match = result.error ? pattern.exec(result.error.evalue) : null;
       return match ? Number(match[1]) & 0xff : undefined;

@@ -1,5 +1,6 @@
 import { getEventListeners } from 'node:events';
 import type { ExecuteOptions, ExecuteResult } from '@kernelwarden/core';
+import { GatewayDownError } from '@kernelwarden/gateway-client';
 import { createRSlot } from '@kernelwarden/r-kernel';
 import { createLanguageSlot, KernelSession } from '@kernelwarden/supervisor';
 import { ManualClock, okResult, RecordingKernel } from '@kernelwarden/testkit';
@@ -21,6 +22,13 @@ async function script(code: string, opts: ExecuteOptions & { cellId: string }, k
       return { ...result, status: 'error' as const, error };
     }
     print(`${k.state.get('x')}\n`);
+  } else if (code === 'gateway down') {
+    print('started\n');
+    k.live = false;
+    throw new GatewayDownError('Gateway http://127.0.0.1:8888 stopped answering; kernel k on it is lost', {
+      url: 'http://127.0.0.1:8888',
+      kernelId: 'k',
+    });
   } else if (code === 'spin' || code === 'sleep') {
     print('started\n');
     await k.executeRelease.wait();
@@ -177,6 +185,23 @@ describe('KernelTools.runCode', () => {
       /the Python kernel was restarted since the last call .* variables from earlier calls are gone/,
     );
     expect(textOf(await tools.runCode({ code: 'x' }))).toBe('2\n');
+  });
+
+  it('says when the gateway went down under the cell, naming it, and that no restart was attempted', async () => {
+    const { kernels, tools } = setup();
+    await tools.runCode({ code: 'x = 1' });
+    const result = await tools.runCode({ code: 'gateway down' });
+    expect(result.isError).toBe(true);
+    expect(textOf(result)).toContain('started\n');
+    expect(textOf(result)).toContain(
+      'The gateway http://127.0.0.1:8888 went down while the Python cell ran (it stopped answering), so the Python kernel on it was lost. No restart was attempted: the next call starts a new Python kernel',
+    );
+    expect(kernels).toHaveLength(1);
+    // The next call runs on a new kernel, without telling the model of the reset a second time.
+    const next = await tools.runCode({ code: 'x' });
+    expect(kernels).toHaveLength(2);
+    expect(textOf(next)).toMatch(/name 'x' is not defined/);
+    expect(textOf(next)).not.toMatch(/restarted since the last call/);
   });
 
   it('interrupts the cell when the caller aborts, and keeps the variables', async () => {

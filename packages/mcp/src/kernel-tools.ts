@@ -173,7 +173,16 @@ export class KernelTools<K extends SupervisedKernel = SupervisedKernel, H = unkn
       const after = this.#leaseKey(language);
       const resetDuringCall = run.leaseWhenStopped !== undefined && after !== run.leaseWhenStopped;
       const resetBefore = !resetDuringCall && before !== undefined && before !== after && result !== undefined;
-      const outcome = this.#describe({ language, label, result, failure, stoppedBy, timeoutMs, resetDuringCall });
+      const outcome = this.#describe({
+        language,
+        label,
+        result,
+        failure,
+        stoppedBy,
+        timeoutMs,
+        resetDuringCall,
+        restarted: after !== undefined,
+      });
       // A reset the model has just been told about must not be reported again at the next call.
       if (after !== undefined) this.#seen.set(language, after);
       else if (outcome.toldReset) this.#seen.delete(language);
@@ -357,6 +366,8 @@ export class KernelTools<K extends SupervisedKernel = SupervisedKernel, H = unkn
     stoppedBy: 'timeout' | 'cancel' | undefined;
     timeoutMs: number;
     resetDuringCall: boolean;
+    /** Whether the slot holds a live kernel once the cell has failed (a replacement, when the cell's kernel died). */
+    restarted: boolean;
   }): { isError: boolean; notice?: string; toldReset: boolean } {
     const { label, result, failure, stoppedBy } = c;
     const lost = `variables from earlier calls are gone: re-run the imports and setup your next cells need`;
@@ -371,6 +382,9 @@ export class KernelTools<K extends SupervisedKernel = SupervisedKernel, H = unkn
     }
     if (failure !== undefined) {
       if (CellTimeoutError.isInstance(failure)) return { isError: true, toldReset: true, notice: failure.message };
+      if (KernelwardenError.isInstance(failure) && failure.code === 'GATEWAY_DOWN') {
+        return { isError: true, toldReset: true, notice: gatewayDownNotice(label, failure, c.restarted, lost) };
+      }
       if (KernelwardenError.isInstance(failure) && failure.code === 'KERNEL_DIED') {
         return {
           isError: true,
@@ -412,6 +426,19 @@ export class KernelTools<K extends SupervisedKernel = SupervisedKernel, H = unkn
     }
     return { isError: false, toldReset: false };
   }
+}
+
+/**
+ * What the model is told when the gateway running a cell went down (`GatewayDownError`): which gateway, that the
+ * kernel and its variables are lost, and whether a replacement kernel was started.
+ */
+function gatewayDownNotice(label: string, failure: KernelwardenError, restarted: boolean, lost: string): string {
+  const url = (failure as { url?: unknown }).url;
+  const gateway = typeof url === 'string' ? `The gateway ${url}` : 'The gateway';
+  const restart = restarted
+    ? `A new ${label} kernel was started in its place (on a gateway that answers): ${lost}.`
+    : `No restart was attempted: the next call starts a new ${label} kernel (on another gateway if one answers), and ${lost}.`;
+  return `${gateway} went down while the ${label} cell ran (it stopped answering), so the ${label} kernel on it was lost. ${restart}`;
 }
 
 function text(message: string, isError: boolean): KernelToolResult {

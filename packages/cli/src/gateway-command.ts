@@ -99,14 +99,14 @@ export async function gatewayCommand(
       case 'start': {
         const spinner = new Spinner(io.stderr, { enabled: !opts.json });
         spinner.start('starting the embedded Jupyter server…');
-        let lease: Awaited<ReturnType<typeof LocalGateway.acquire>>;
+        let ticket: Awaited<ReturnType<typeof LocalGateway.acquire>>;
         try {
-          lease = await LocalGateway.acquire({ ...stateDirOption(io), lingerMs: START_LINGER_MS });
+          ticket = await LocalGateway.acquire({ ...stateDirOption(io), lingerMs: START_LINGER_MS });
         } finally {
           spinner.stop();
         }
-        const { baseUrl, pid, reused, stateDir } = lease;
-        await lease.release();
+        const { baseUrl, pid, reused, stateDir } = ticket;
+        await ticket.release();
         write(
           `${reused ? 'already running' : 'started'}: ${baseUrl} (pid ${pid}); it stays up while in use and ${formatDuration(START_LINGER_MS)} after, or until 'kernelwarden gateway stop'\nstate: ${stateDir}`,
           { running: true, reused, baseUrl, pid, stateDir },

@@ -31,7 +31,7 @@ export interface GatewayConnection {
 
 /**
  * Connects to the gateway of `options`: a remote one (`--gateway`, its token from `--token-env`), checked at once so
- * an unreachable one or a wrong token fails before any kernel is asked for; else a lease on the embedded one.
+ * an unreachable one or a wrong token fails before any kernel is asked for; else a ticket on the embedded one.
  */
 export async function connectGateway(
   options: StackOptions,
@@ -52,31 +52,31 @@ export async function connectGateway(
   }
   // LocalGateway's server signals a kernel that ignores its shutdown request after 1 s (not jupyter's 5 s), so the
   // watchdog's kills stay quick without arguments of ours.
-  const lease = await LocalGateway.acquire(signal ? { signal } : {});
+  const ticket = await LocalGateway.acquire(signal ? { signal } : {});
   // With a memory limit, a kernel's cgroups tell an out-of-memory death from any other (KernelDiedError 'oom').
   const diagnostics =
     options.memoryBytes === undefined
-      ? lease.diagnostics
-      : { ...lease.diagnostics, limitEvents: (id: string) => isolation().kernelLimitEvents(id, { pid: lease.pid }) };
+      ? ticket.diagnostics
+      : { ...ticket.diagnostics, limitEvents: (id: string) => isolation().kernelLimitEvents(id, { pid: ticket.pid }) };
   const client = new GatewayClient({
-    baseUrl: lease.baseUrl,
-    token: lease.token,
-    ownership: lease.ownership,
+    baseUrl: ticket.baseUrl,
+    token: ticket.token,
+    ownership: ticket.ownership,
     diagnostics,
     // The warm pool: a python3 kernel is claimed instead of started; a kill of a hung kernel is immediate.
-    pool: lease.pool,
-    processes: lease.processes,
-    fetch: lease.fetch,
-    request: lease.request,
-    WebSocket: wrapWebSocket ? wrapWebSocket(lease.WebSocket) : lease.WebSocket,
+    pool: ticket.pool,
+    processes: ticket.processes,
+    fetch: ticket.fetch,
+    request: ticket.request,
+    WebSocket: wrapWebSocket ? wrapWebSocket(ticket.WebSocket) : ticket.WebSocket,
   });
   return {
     client,
-    kernelSpecDir: lease.kernelSpecDir,
-    pid: lease.pid,
+    kernelSpecDir: ticket.kernelSpecDir,
+    pid: ticket.pid,
     embedded: true,
-    pool: lease.pool,
-    release: () => lease.release(),
+    pool: ticket.pool,
+    release: () => ticket.release(),
   };
 }
 

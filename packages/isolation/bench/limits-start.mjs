@@ -42,23 +42,23 @@ function emit(name, samples, unit = 'ms') {
 
 const root = mkdtempSync(join(tmpdir(), 'kw-limits-bench-'));
 const workspace = mkdtempSync(join(root, 'ws-'));
-let lease;
+let ticket;
 const installed = [];
 let cleaning;
 
 async function cleanup() {
   cleaning ??= (async () => {
-    if (lease) {
+    if (ticket) {
       try {
-        const res = await fetch(`${lease.baseUrl}/api/kernels`, { headers: { Authorization: `token ${lease.token}` } });
+        const res = await fetch(`${ticket.baseUrl}/api/kernels`, { headers: { Authorization: `token ${ticket.token}` } });
         const kernels = res.ok ? await res.json() : [];
         removeIsolatedKernelSpecs({
-          kernelSpecDir: lease.kernelSpecDir,
+          kernelSpecDir: ticket.kernelSpecDir,
           names: installed,
           inUse: kernels.map((k) => k.name),
         });
       } finally {
-        await lease.release();
+        await ticket.release();
       }
     }
     rmSync(root, { recursive: true, force: true });
@@ -74,7 +74,7 @@ process.on('SIGINT', () => {
 
 async function startOnce(kernelName) {
   const t0 = performance.now();
-  const kernel = await GatewayKernel.start({ gateway: lease, kernelName, startupTimeoutMs: 60_000 });
+  const kernel = await GatewayKernel.start({ gateway: ticket, kernelName, startupTimeoutMs: 60_000 });
   const ms = performance.now() - t0;
   const { confirmed } = await kernel.shutdown();
   if (!confirmed) throw new Error(`kernel ${kernel.id} did not confirm its shutdown`);
@@ -83,8 +83,8 @@ async function startOnce(kernelName) {
 
 try {
   // No warm pool: every start here is a cold one, so a limited kernel is compared with a plain cold start.
-  lease = await LocalGateway.acquire({ stateDir: join(root, 'state'), lingerMs: 0, pool: {} });
-  const support = await detectLimits({ pid: lease.pid });
+  ticket = await LocalGateway.acquire({ stateDir: join(root, 'state'), lingerMs: 0, pool: {} });
+  const support = await detectLimits({ pid: ticket.pid });
   for (const [limit, status] of Object.entries(support.limits)) log(`${limit}: ${status.detail}`);
   const limits = {
     memoryBytes: 1024 * MiB,
@@ -94,7 +94,7 @@ try {
   };
   const install = async (policy) => {
     const t0 = performance.now();
-    const name = await prepareIsolatedKernel({ gateway: lease, policy, workspace, hide: [lease.stateDir] });
+    const name = await prepareIsolatedKernel({ gateway: ticket, policy, workspace, hide: [ticket.stateDir] });
     installed.push(name);
     return { name, ms: performance.now() - t0 };
   };

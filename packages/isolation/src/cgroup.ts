@@ -354,7 +354,7 @@ function subtree(dir: string, depth = 3): string[] {
  * machine, or already cleaned up).
  *
  * Use it when a kernel died to tell an out-of-memory kill from other deaths (`KernelDiedError` reason `'oom'`):
- * pass the pid of the jupyter-server that launched it (a LocalGateway lease's `pid`), since kernels' cgroups are made
+ * pass the pid of the jupyter-server that launched it (a LocalGateway ticket's `pid`), since kernels' cgroups are made
  * in the server's cgroup.
  */
 export function kernelLimitEvents(

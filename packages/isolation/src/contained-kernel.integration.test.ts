@@ -15,7 +15,7 @@ import { createKernelPolicy } from './policy.js';
 let base: string;
 let home: string;
 let ws: string;
-let lease: LocalGatewayTicket;
+let ticket: LocalGatewayTicket;
 const installed: string[] = [];
 const hostBinary = `/usr/local/bin/kw-contained-probe-${randomBytes(4).toString('hex')}`;
 
@@ -25,7 +25,7 @@ beforeAll(async () => {
   mkdirSync(ws);
   // The kernels' home, outside the system temporary directory (a contained kernel gets a private one of those).
   home = mkdtempSync('/var/tmp/kw-contained-home-');
-  lease = await LocalGateway.acquire({
+  ticket = await LocalGateway.acquire({
     stateDir: join(base, 'state'),
     lingerMs: 0,
     pool: {},
@@ -34,22 +34,22 @@ beforeAll(async () => {
 }, 120_000);
 
 afterAll(async () => {
-  if (lease) {
-    const res = await fetch(`${lease.baseUrl}/api/kernels`, { headers: { Authorization: `token ${lease.token}` } });
+  if (ticket) {
+    const res = await fetch(`${ticket.baseUrl}/api/kernels`, { headers: { Authorization: `token ${ticket.token}` } });
     const kernels = (await res.json()) as { name: string }[];
     removeIsolatedKernelSpecs({
-      kernelSpecDir: lease.kernelSpecDir,
+      kernelSpecDir: ticket.kernelSpecDir,
       names: installed,
       inUse: kernels.map((k) => k.name),
     });
-    await lease.release();
+    await ticket.release();
   }
   rmSync(home, { recursive: true, force: true });
   rmSync(hostBinary, { force: true });
 }, 60_000);
 
 async function baseSpec(name: string): Promise<BaseKernelSpec> {
-  const res = await fetch(`${lease.baseUrl}/api/kernelspecs`, { headers: { Authorization: `token ${lease.token}` } });
+  const res = await fetch(`${ticket.baseUrl}/api/kernelspecs`, { headers: { Authorization: `token ${ticket.token}` } });
   const listing = (await res.json()) as { kernelspecs: Record<string, { spec: Omit<BaseKernelSpec, 'name'> }> };
   return { name, ...listing.kernelspecs[name]!.spec };
 }
@@ -63,17 +63,17 @@ async function output(kernel: GatewayKernel, code: string): Promise<string> {
 describe('a kernel under limits only', () => {
   it('cannot write the host outside its workspace and private temp: no IPython startup file, usercustomize, .Rprofile or host binary for a later kernel to run', async () => {
     const name = await installIsolatedKernelSpec({
-      kernelSpecDir: lease.kernelSpecDir,
+      kernelSpecDir: ticket.kernelSpecDir,
       baseSpec: await baseSpec('python3'),
       policy: createKernelPolicy({ network: false, cpuSeconds: 600 }),
       workspace: ws,
-      hide: [lease.stateDir],
-      gatewayPid: lease.pid,
+      hide: [ticket.stateDir],
+      gatewayPid: ticket.pid,
     });
     installed.push(name);
     const marker = join(home, 'startup-ran');
     const payload = `open(${JSON.stringify(marker)}, "a").write("ran\\n")\n`;
-    const contained = await GatewayKernel.start({ gateway: lease, kernelName: name, startupTimeoutMs: 60_000 });
+    const contained = await GatewayKernel.start({ gateway: ticket, kernelName: name, startupTimeoutMs: 60_000 });
     let attempts: Record<string, string>;
     try {
       attempts = JSON.parse(
@@ -123,7 +123,7 @@ describe('a kernel under limits only', () => {
     expect(readdirSync(ws)).toEqual(['mine.txt']);
 
     // A plain kernel started afterwards (what a warm pool's refill does) runs nothing the contained one left.
-    const plain = await GatewayKernel.start({ gateway: lease, startupTimeoutMs: 60_000 });
+    const plain = await GatewayKernel.start({ gateway: ticket, startupTimeoutMs: 60_000 });
     try {
       expect((await output(plain, 'import os; print(os.path.expanduser("~"))')).trim()).toBe(home);
     } finally {
@@ -155,16 +155,16 @@ describe('a kernel under limits only', () => {
     const policy = createKernelPolicy({ network: false });
     for (const language of ['python3', 'ir']) {
       const name = await installIsolatedKernelSpec({
-        kernelSpecDir: lease.kernelSpecDir,
+        kernelSpecDir: ticket.kernelSpecDir,
         baseSpec: await baseSpec(language),
         policy,
         workspace,
         extraReadWrite: [base],
-        hide: [lease.stateDir],
-        gatewayPid: lease.pid,
+        hide: [ticket.stateDir],
+        gatewayPid: ticket.pid,
       });
       installed.push(name);
-      const kernel = await GatewayKernel.start({ gateway: lease, kernelName: name, startupTimeoutMs: 60_000 });
+      const kernel = await GatewayKernel.start({ gateway: ticket, kernelName: name, startupTimeoutMs: 60_000 });
       try {
         if (language === 'python3') {
           const said = await output(

@@ -14,7 +14,7 @@ import { createReadIsolationPolicy } from './policy.js';
 
 let base: string;
 let systmp: string;
-let lease: LocalGatewayTicket;
+let ticket: LocalGatewayTicket;
 let specs: Record<string, BaseKernelSpec>;
 
 beforeAll(async () => {
@@ -22,15 +22,15 @@ beforeAll(async () => {
   systmp = join(base, 'systmp');
   mkdirSync(systmp);
   writeFileSync(join(systmp, 'host-file.txt'), 'HOST TEMP\n');
-  lease = await LocalGateway.acquire({ stateDir: join(base, 'state'), lingerMs: 0 });
-  const res = await fetch(`${lease.baseUrl}/api/kernelspecs`, { headers: { Authorization: `token ${lease.token}` } });
+  ticket = await LocalGateway.acquire({ stateDir: join(base, 'state'), lingerMs: 0 });
+  const res = await fetch(`${ticket.baseUrl}/api/kernelspecs`, { headers: { Authorization: `token ${ticket.token}` } });
   const listing = (await res.json()) as { kernelspecs: Record<string, { spec: Omit<BaseKernelSpec, 'name'> }> };
   specs = {};
   for (const [name, entry] of Object.entries(listing.kernelspecs)) specs[name] = { name, ...entry.spec };
 }, 120_000);
 
 afterAll(async () => {
-  await lease?.release();
+  await ticket?.release();
 });
 
 type Language = 'python3' | 'ir';
@@ -59,17 +59,17 @@ function stage(name: string) {
 
 async function isolatedSpec(language: Language, layout: ReturnType<typeof stage>): Promise<string> {
   return installIsolatedKernelSpec({
-    kernelSpecDir: lease.kernelSpecDir,
+    kernelSpecDir: ticket.kernelSpecDir,
     baseSpec: specs[language]!,
     policy: layout.policy,
     workspace: layout.ws,
     privateTemp: [systmp],
-    hide: [lease.stateDir],
+    hide: [ticket.stateDir],
   });
 }
 
 function start(kernelName: string): Promise<GatewayKernel> {
-  return GatewayKernel.start({ gateway: lease, kernelName, startupTimeoutMs: 60_000 });
+  return GatewayKernel.start({ gateway: ticket, kernelName, startupTimeoutMs: 60_000 });
 }
 
 /** Runs `script` through /bin/sh from inside the kernel and returns its stdout. */
@@ -190,12 +190,12 @@ describe.each(['python3', 'ir'] as const)('a hostile isolated %s kernel', (langu
       if (language === 'python3') {
         // The server's automatic restart of the running kernel is refused the same way: the kernel stays down.
         // The launcher's line is in the kernel's own log (kernels never write into the server's).
-        const log = join(lease.stateDir, 'kernel-logs', `${first.id}.log`);
+        const log = join(ticket.stateDir, 'kernel-logs', `${first.id}.log`);
         await first.execute('import os\nos._exit(1)').catch(() => {});
         expect(
           await waitUntil(async () => {
-            const res = await fetch(`${lease.baseUrl}/api/kernels/${first.id}`, {
-              headers: { Authorization: `token ${lease.token}` },
+            const res = await fetch(`${ticket.baseUrl}/api/kernels/${first.id}`, {
+              headers: { Authorization: `token ${ticket.token}` },
             });
             if (res.status === 404) return true;
             return ((await res.json()) as { execution_state?: string }).execution_state === 'dead';
@@ -267,7 +267,7 @@ describe('a hostile isolated kernel next to other kernels of the same gateway', 
     const isolated = await start(name);
     try {
       const connection = JSON.parse(
-        readFileSync(join(lease.stateDir, 'runtime', `kernel-${neighbour.id}.json`), 'utf8'),
+        readFileSync(join(ticket.stateDir, 'runtime', `kernel-${neighbour.id}.json`), 'utf8'),
       ) as { transport: string; ip: string; iopub_port: number };
       expect(connection.transport).toBe('ipc');
       const iopub = `${connection.ip}-${connection.iopub_port}`;
@@ -311,8 +311,8 @@ describe("a hostile isolated kernel and the gateway's log", () => {
     try {
       const marker = `kw-forged-${randomBytes(3).toString('hex')}`;
       await run(kernel, `import os\nos.write(2, b"[I 2026-01-01 00:00:00.000 ServerApp] ${marker}\\n")`);
-      const serverLog = join(lease.stateDir, 'server.log');
-      const kernelLog = join(lease.stateDir, 'kernel-logs', `${kernel.id}.log`);
+      const serverLog = join(ticket.stateDir, 'server.log');
+      const kernelLog = join(ticket.stateDir, 'kernel-logs', `${kernel.id}.log`);
       const held = kernelPids(kernel.id).flatMap((pid) => {
         try {
           return readdirSync(`/proc/${pid}/fd`).map((fd) => {

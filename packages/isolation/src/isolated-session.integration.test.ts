@@ -12,10 +12,10 @@ import { prepareIsolatedKernel } from './gateway-kernelspec.js';
 import { createReadIsolationPolicy } from './policy.js';
 
 // The whole launch path as the CLI composes it: LocalGateway -> KernelSession({ readIsolation }) -> a factory that
-// installs the isolated kernelspec into the lease's kernelSpecDir -> GatewayKernel, with the watchdog as executor.
+// installs the isolated kernelspec into the ticket's kernelSpecDir -> GatewayKernel, with the watchdog as executor.
 
 let base: string;
-let lease: LocalGatewayTicket;
+let ticket: LocalGatewayTicket;
 let policy: ReadIsolationPolicy;
 let ws: string;
 let systmp: string;
@@ -30,18 +30,18 @@ beforeAll(async () => {
   secret = join(vault, 'secret.txt');
   writeFileSync(secret, 'TOP-SECRET\n');
   policy = createReadIsolationPolicy({ roots: [{ path: vault, label: 'vault' }], tempDir: systmp });
-  lease = await LocalGateway.acquire({ stateDir: join(base, 'state'), lingerMs: 0 });
+  ticket = await LocalGateway.acquire({ stateDir: join(base, 'state'), lingerMs: 0 });
 }, 120_000);
 
 afterAll(async () => {
-  await lease?.release();
+  await ticket?.release();
 });
 
 function pythonFactory(searchPath?: string) {
   return async (ctx: SlotFactoryContext) => {
     const kernelName = ctx.readIsolation
       ? await prepareIsolatedKernel({
-          gateway: lease,
+          gateway: ticket,
           kernelName: 'python3',
           policy: ctx.readIsolation,
           workspace: ctx.cwd ?? ws,
@@ -50,7 +50,7 @@ function pythonFactory(searchPath?: string) {
           signal: ctx.signal,
         })
       : 'python3';
-    return GatewayKernel.start({ gateway: lease, kernelName, cwd: ctx.cwd ?? ws, signal: ctx.signal });
+    return GatewayKernel.start({ gateway: ticket, kernelName, cwd: ctx.cwd ?? ws, signal: ctx.signal });
   };
 }
 

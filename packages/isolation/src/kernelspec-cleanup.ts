@@ -121,7 +121,7 @@ export function removeIsolatedKernelSpecs(opts: RemoveIsolatedKernelSpecsOptions
 
 /** Options of `sweepIsolatedKernelSpecs()`. */
 export interface SweepIsolatedKernelSpecsOptions {
-  /** The kernelspec directory to sweep (`LocalGateway` lease's `kernelSpecDir`). */
+  /** The kernelspec directory to sweep (`LocalGateway` ticket's `kernelSpecDir`). */
   kernelSpecDir: string;
   /** The kernelspec names of the kernels the gateway runs (`GET /api/kernels`, each kernel's `name`); never removed. */
   inUse: Iterable<string>;

@@ -83,7 +83,7 @@ export interface InstallIsolatedKernelSpecOptions extends DetectSandboxOptions {
    */
   pythonExecutable?: string;
   /**
-   * The pid of the jupyter-server that will launch the kernels (a LocalGateway lease's `pid`): kernels' cgroups are
+   * The pid of the jupyter-server that will launch the kernels (a LocalGateway ticket's `pid`): kernels' cgroups are
    * made in its cgroups, so that is where `detectLimits()` looks. @defaultValue process.pid
    */
   gatewayPid?: number;
@@ -95,8 +95,8 @@ export interface InstallIsolatedKernelSpecOptions extends DetectSandboxOptions {
   /**
    * The process the spec belongs to: it is part of the spec's name, `sweepIsolatedKernelSpecs()` removes the spec
    * once that process is gone, and `removeIsolatedKernelSpecs()` is for the process that installed it. The LocalGateway
-   * server's pid (a lease's `pid`) makes one spec per request shared by every process of the user on that server —
-   * what a warm pool of isolated kernels needs (`lease.pool.keep(name, base)`): it lives as long as the server.
+   * server's pid (a ticket's `pid`) makes one spec per request shared by every process of the user on that server —
+   * what a warm pool of isolated kernels needs (`ticket.pool.keep(name, base)`): it lives as long as the server.
    * Must be a live process of this user. @defaultValue process.pid
    */
   ownerPid?: number;

@@ -19,7 +19,7 @@ import { createKernelPolicy, createReadIsolationPolicy } from './policy.js';
 const MiB = 1024 * 1024;
 let base: string;
 let ws: string;
-let lease: LocalGatewayTicket;
+let ticket: LocalGatewayTicket;
 let specs: Record<string, BaseKernelSpec>;
 let support: LimitSupport;
 const installed: string[] = [];
@@ -28,12 +28,12 @@ beforeAll(async () => {
   base = mkdtempSync(join(testGateway().root, 'limits-'));
   ws = join(base, 'ws');
   mkdirSync(ws);
-  lease = await LocalGateway.acquire({ stateDir: join(base, 'state'), lingerMs: 0 });
-  const res = await fetch(`${lease.baseUrl}/api/kernelspecs`, { headers: { Authorization: `token ${lease.token}` } });
+  ticket = await LocalGateway.acquire({ stateDir: join(base, 'state'), lingerMs: 0 });
+  const res = await fetch(`${ticket.baseUrl}/api/kernelspecs`, { headers: { Authorization: `token ${ticket.token}` } });
   const listing = (await res.json()) as { kernelspecs: Record<string, { spec: Omit<BaseKernelSpec, 'name'> }> };
   specs = {};
   for (const [name, entry] of Object.entries(listing.kernelspecs)) specs[name] = { name, ...entry.spec };
-  support = await detectLimits({ pid: lease.pid });
+  support = await detectLimits({ pid: ticket.pid });
 }, 120_000);
 
 /**
@@ -41,28 +41,28 @@ beforeAll(async () => {
  * kernels on this machine, whose cgroups sit beside them, are not this file's).
  */
 function leftoverCgroups(): string[] {
-  const bases = [...kernelCgroupBases({ pid: lease.pid }), ...kernelCgroupBases()];
+  const bases = [...kernelCgroupBases({ pid: ticket.pid }), ...kernelCgroupBases()];
   return installed.flatMap((name) => listKernelCgroups(bases, { tag: name.slice(-16) }));
 }
 
 afterAll(async () => {
-  if (!lease) return;
-  const res = await fetch(`${lease.baseUrl}/api/kernels`, { headers: { Authorization: `token ${lease.token}` } });
+  if (!ticket) return;
+  const res = await fetch(`${ticket.baseUrl}/api/kernels`, { headers: { Authorization: `token ${ticket.token}` } });
   const kernels = (await res.json()) as { name: string }[];
   removeIsolatedKernelSpecs({
-    kernelSpecDir: lease.kernelSpecDir,
+    kernelSpecDir: ticket.kernelSpecDir,
     names: installed,
     inUse: kernels.map((k) => k.name),
   });
   // A kernel's processes may still be exiting a moment after its shutdown was confirmed (on a loaded machine, longer
   // than the second the removal waits): give their cgroups the time to empty, then remove them.
-  const bases = [...kernelCgroupBases({ pid: lease.pid }), ...kernelCgroupBases()];
+  const bases = [...kernelCgroupBases({ pid: ticket.pid }), ...kernelCgroupBases()];
   for (const until = Date.now() + 15_000; leftoverCgroups().length > 0 && Date.now() < until; ) {
     await new Promise((r) => setTimeout(r, 250));
     for (const name of installed) removeEmptyKernelCgroups(bases, name.slice(-16));
   }
   const left = leftoverCgroups();
-  await lease.release();
+  await ticket.release();
   // Nothing a test made outlives the file: no kernel cgroup (the run's teardown checks kernels and processes).
   expect(left).toEqual([]);
 }, 60_000);
@@ -84,13 +84,13 @@ async function limitedSpec(
     policy = createReadIsolationPolicy({ roots: [{ path: secret, label: 'secret' }], tempDir: systmp, ...limits });
   }
   const name = await installIsolatedKernelSpec({
-    kernelSpecDir: lease.kernelSpecDir,
+    kernelSpecDir: ticket.kernelSpecDir,
     baseSpec: specs[language]!,
     policy,
     workspace: ws,
     ...(more.hidden ? { privateTemp: [systmp] } : {}),
-    hide: [lease.stateDir],
-    gatewayPid: lease.pid,
+    hide: [ticket.stateDir],
+    gatewayPid: ticket.pid,
     ...(more.limitSupport ? { limitSupport: more.limitSupport } : {}),
   });
   installed.push(name);
@@ -98,7 +98,7 @@ async function limitedSpec(
 }
 
 async function withKernel<T>(kernelName: string, body: (kernel: GatewayKernel) => Promise<T>): Promise<T> {
-  const kernel = await GatewayKernel.start({ gateway: lease, kernelName, startupTimeoutMs: 60_000 });
+  const kernel = await GatewayKernel.start({ gateway: ticket, kernelName, startupTimeoutMs: 60_000 });
   try {
     return await body(kernel);
   } finally {
@@ -145,7 +145,7 @@ describe.each(['python3', 'ir'] as const)('a %s kernel under memoryBytes', (lang
       else expect(`${big.error?.evalue}${big.stderr}`).toMatch(/cannot allocate/);
       expect((await run(kernel, SMALL_CELL[language])).trim()).toBe('45');
       // An allocation that failed in the cell is no out-of-memory kill.
-      const events = kernelLimitEvents(kernel.id, { pid: lease.pid });
+      const events = kernelLimitEvents(kernel.id, { pid: ticket.pid });
       expect(events).toMatchObject({ oomKills: 0, memoryLimitBytes: 512 * MiB });
     });
   });
@@ -195,7 +195,7 @@ describe('maxProcesses', () => {
       expect(started! + refused!).toBe(300);
       expect(refused).toBeGreaterThan(200);
       expect((await run(kernel, SMALL_CELL.python3)).trim()).toBe('45');
-      expect(kernelLimitEvents(kernel.id, { pid: lease.pid })?.processLimitHits).toBeGreaterThan(0);
+      expect(kernelLimitEvents(kernel.id, { pid: ticket.pid })?.processLimitHits).toBeGreaterThan(0);
     });
   });
 
@@ -209,7 +209,7 @@ describe('maxProcesses', () => {
           problems: { pids: 'no pids cgroup (staged)' },
         },
       };
-      const before = readdirSync(lease.kernelSpecDir);
+      const before = readdirSync(ticket.kernelSpecDir);
       const refused = await limitedSpec('python3', { maxProcesses: 64 }, { limitSupport: noPids }).catch(
         (error: unknown) => error,
       );
@@ -219,7 +219,7 @@ describe('maxProcesses', () => {
       expect(error.limit).toBe('maxProcesses');
       expect(error.message).toMatch(/process limit \(maxProcesses\) cannot be enforced here: no writable pids cgroup/);
       expect(error.message).toMatch(/RLIMIT_NPROC for root/);
-      expect(readdirSync(lease.kernelSpecDir)).toEqual(before);
+      expect(readdirSync(ticket.kernelSpecDir)).toEqual(before);
     },
   );
 });
@@ -295,7 +295,7 @@ describe('limits across restarts', () => {
       expect(said).toContain('rlimit kept');
       expect(said).not.toContain('WROTE');
       expect(said).toContain('Read-only file system');
-      const after = kernelLimitEvents(kernel.id, { pid: lease.pid });
+      const after = kernelLimitEvents(kernel.id, { pid: ticket.pid });
       expect(after?.memoryLimitBytes).toBe(512 * MiB);
     });
   });
@@ -305,14 +305,14 @@ describe('deaths named', () => {
   it('counts the out-of-memory kill of a kernel its memory cgroup killed', async () => {
     const kernelName = await limitedSpec('python3', { memoryBytes: 512 * MiB });
     await withKernel(kernelName, async (kernel) => {
-      expect(kernelLimitEvents(kernel.id, { pid: lease.pid })?.oomKills).toBe(0);
+      expect(kernelLimitEvents(kernel.id, { pid: ticket.pid })?.oomKills).toBe(0);
       // A shared mapping is outside RLIMIT_DATA: touching 2 GB of it is stopped by the cgroup alone, which kills.
       const died = await dieAndComeBack(
         kernel,
         'import mmap\nm = mmap.mmap(-1, 2 << 30)\nfor i in range(0, 2 << 30, 4096):\n    m[i] = 1',
       );
       expect(KernelDiedError.isInstance(died)).toBe(true);
-      const events = kernelLimitEvents(kernel.id, { pid: lease.pid });
+      const events = kernelLimitEvents(kernel.id, { pid: ticket.pid });
       expect(events?.oomKills).toBeGreaterThanOrEqual(1);
       expect(events?.memoryLimitBytes).toBe(512 * MiB);
       // The restarted kernel is in the same cgroup: the count is still there, and it works.
@@ -323,10 +323,10 @@ describe('deaths named', () => {
   it("is named an out-of-memory death by GatewayKernel when the gateway's diagnostics read the kernel's cgroups", async () => {
     const kernelName = await limitedSpec('python3', { memoryBytes: 512 * MiB });
     const client = new GatewayClient({
-      ...lease,
+      ...ticket,
       diagnostics: {
-        ...lease.diagnostics,
-        limitEvents: (id: string) => kernelLimitEvents(id, { pid: lease.pid }),
+        ...ticket.diagnostics,
+        limitEvents: (id: string) => kernelLimitEvents(id, { pid: ticket.pid }),
       },
     });
     const kernel = await GatewayKernel.start({ gateway: client, kernelName, startupTimeoutMs: 60_000 });
@@ -356,7 +356,7 @@ describe('kernel cgroups', () => {
   it("are removed by the next launch once their kernel is gone, and with the spec, and never a running kernel's", async () => {
     const kernelName = await limitedSpec('python3', { memoryBytes: 512 * MiB });
     const tag = kernelName.slice(-16);
-    const bases = kernelCgroupBases({ pid: lease.pid });
+    const bases = kernelCgroupBases({ pid: ticket.pid });
     const first = await withKernel(kernelName, async (kernel) => {
       expect(listKernelCgroups(bases, { tag }).map((d) => d.split('/').at(-1))).toEqual([`kw-${tag}-${kernel.id}`]);
       return kernel.id;
@@ -369,7 +369,7 @@ describe('kernel cgroups', () => {
       removeEmptyKernelCgroups(bases, tag);
       expect(listKernelCgroups(bases, { tag })).toHaveLength(1);
     });
-    removeIsolatedKernelSpecs({ kernelSpecDir: lease.kernelSpecDir, names: [kernelName], inUse: [] });
+    removeIsolatedKernelSpecs({ kernelSpecDir: ticket.kernelSpecDir, names: [kernelName], inUse: [] });
     expect(listKernelCgroups(bases, { tag })).toEqual([]);
   });
 });

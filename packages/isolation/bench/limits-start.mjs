@@ -50,7 +50,9 @@ async function cleanup() {
   cleaning ??= (async () => {
     if (ticket) {
       try {
-        const res = await fetch(`${ticket.baseUrl}/api/kernels`, { headers: { Authorization: `token ${ticket.token}` } });
+        const res = await fetch(`${ticket.baseUrl}/api/kernels`, {
+          headers: { Authorization: `token ${ticket.token}` },
+        });
         const kernels = res.ok ? await res.json() : [];
         removeIsolatedKernelSpecs({
           kernelSpecDir: ticket.kernelSpecDir,

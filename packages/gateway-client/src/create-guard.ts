@@ -80,6 +80,18 @@ interface Guard {
 }
 
 let current: Guard | undefined;
+
+/** The `fetch` installed when this module loaded: one put in its place later (a test's hook) is not bypassed. */
+const LOADED_FETCH = globalThis.fetch;
+
+/**
+ * Whether a start on `client` sends its create through the guard: the client's `createGuard`, unless
+ * `globalThis.fetch` was replaced since this package loaded (a test's hook, such as testkit's `hookFetch`): the client
+ * looks `fetch` up at each call, so that hook answers its create instead.
+ */
+export function guardsCreates(client: { readonly createGuard: boolean }): boolean {
+  return client.createGuard && globalThis.fetch === LOADED_FETCH;
+}
 let warned = false;
 
 /** Variables the guard's HTTP needs from this process (TLS trust); nothing else of the environment is passed. */

@@ -6,7 +6,7 @@ import {
   type ExecuteOptions,
   type ExecuteResult,
 } from '@kernelwarden/core';
-import { type CreateTicket, openCreateTicket } from './create-guard.js';
+import { type CreateTicket, guardsCreates, openCreateTicket } from './create-guard.js';
 import { environmentCode } from './environment-code.js';
 import { GatewayBusyError, GatewayCapacityError, GatewayUnavailableError, KernelStartError } from './errors.js';
 import type { GatewayClient, GatewayRouter, KernelModel } from './gateway-client.js';
@@ -275,7 +275,7 @@ function queueWaitMs(remaining: number): number | undefined {
  * while its create was unanswered rejects with `GatewayBusyError` (`GATEWAY_BUSY`, retryable); a gateway at its
  * kernel limit answers with `GatewayCapacityError` (`GATEWAY_CAPACITY`, retryable), neither retried here.
  *
- * With `client.createGuard`, each attempt's request is sent by the create guard's process (`openCreateTicket`), which
+ * With `client.createGuard` (and `globalThis.fetch` not replaced since load: see `guardsCreates`), each attempt's request is sent by the create guard's process (`openCreateTicket`), which
  * deletes the kernel should this process exit first. The guard holds a created kernel until `hold`'s release is
  * called (the start returned it or cleaned it up); without `hold`, until the create returns. A create given up on is
  * held until `abandonCreate` is done with it.
@@ -299,7 +299,7 @@ export async function createKernel(
 ): Promise<KernelModel> {
   for (let attempt = 1; ; attempt++) {
     scope.throwIfAborted();
-    const ticket = client.createGuard ? await guardTicket(opts, scope) : undefined;
+    const ticket = guardsCreates(client) ? await guardTicket(opts, scope) : undefined;
     const kernelId = randomUUID();
     const launchTimeoutMs = queueWaitMs(scope.remaining());
     const waitMs = queueTimeoutMs ?? launchTimeoutMs;

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { testGateway } from '@kernelwarden/test-env';
 import { afterEach, describe, expect, it } from 'vitest';
-import { GatewayClient } from './index.js';
+import { GatewayBusyError, GatewayClient, GatewayKernel } from './index.js';
 
 /** The package's build, which the child process imports (the guard's entry is beside it). */
 const DIST = pathToFileURL(fileURLToPath(new URL('../dist/index.js', import.meta.url))).href;
@@ -242,5 +242,28 @@ describe('a process that exits while GatewayKernel.start() is creating its kerne
     expect(await until(() => guardsOf(child.pid as number).length === 0, 10_000)).toBe(true);
     // Past the guard's exit, the kernel is still there: nothing deleted a kernel whose start succeeded.
     expect((await client.listKernels()).some((k) => k.id === id)).toBe(true);
+  });
+
+  it('a start of this process given up on at its deadline, through the guard, deletes the late kernel, and the guard exits after', async () => {
+    const { baseUrl, token } = testGateway();
+    const client = new GatewayClient({ baseUrl, token });
+    const proxy = await slowCreateProxy(baseUrl, 0, 3_000);
+    cleanups.push(() => proxy.close());
+    const starting = GatewayKernel.start({ gateway: { baseUrl: proxy.url, token }, startupTimeoutMs: 1_000 });
+    const error = await starting.catch((e: unknown) => e);
+    expect(GatewayBusyError.isInstance(error)).toBe(true);
+    // The create went through this process's guard, which is still open for it.
+    expect(guardsOf(process.pid)).toHaveLength(1);
+    await proxy.answered;
+    const id = proxy.created[0] as string;
+    expect(id).toBeDefined();
+    cleanups.push(async () => {
+      await client.deleteKernel(id).catch(() => {});
+    });
+    expect(
+      await until(async () => !(await client.listKernels()).some((k) => k.id === id), 30_000),
+      'the kernel is still listed',
+    ).toBe(true);
+    expect(await until(() => guardsOf(process.pid).length === 0, 30_000), 'the guard still runs').toBe(true);
   });
 });

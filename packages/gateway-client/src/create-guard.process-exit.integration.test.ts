@@ -266,4 +266,25 @@ describe('a process that exits while GatewayKernel.start() is creating its kerne
     ).toBe(true);
     expect(await until(() => guardsOf(process.pid).length === 0, 30_000), 'the guard still runs').toBe(true);
   });
+
+  it('the guard of this process runs only while a start is open: none is left once the start returned', async () => {
+    const { baseUrl, token } = testGateway();
+    let returned = false;
+    let seen = false;
+    const starting = GatewayKernel.start({ gateway: { baseUrl, token } }).finally(() => {
+      returned = true;
+    });
+    while (!returned) {
+      if (guardsOf(process.pid).length > 0) seen = true;
+      await sleep(20);
+    }
+    const kernel = await starting;
+    try {
+      expect(seen, 'no guard ran while the start was open').toBe(true);
+      expect(await until(() => guardsOf(process.pid).length === 0, 5_000), 'the guard still runs').toBe(true);
+      expect((await kernel.execute('6 * 7')).status).toBe('ok');
+    } finally {
+      await kernel.shutdown();
+    }
+  });
 });

@@ -29,12 +29,6 @@ export interface CreateTicketOptions {
 /** The file name of the guard's built entry (`src/create-guard-main.ts`). */
 const ENTRY_NAME = 'create-guard-main.js';
 
-/**
- * How long the guard's process waits for the next start once none is open, so that starts in a row share it: 2 s.
- * Meanwhile it does not keep this process alive (its channel is unref'd; an exit closes it, and the guard exits).
- */
-export const CREATE_GUARD_LINGER_MS = 2_000;
-
 /** The longest the guard's process may take to say it is ready before starts go without it. */
 export const CREATE_GUARD_READY_TIMEOUT_MS = 15_000;
 
@@ -75,8 +69,6 @@ interface Guard {
   next: number;
   readonly pending: Map<number, Pending>;
   gone: boolean;
-  /** While no start is open: the time it waits for the next one before it is closed. */
-  linger: NodeJS.Timeout | undefined;
 }
 
 let current: Guard | undefined;
@@ -118,7 +110,6 @@ function startGuard(entry: string): Guard {
     next: 1,
     pending: new Map(),
     gone: false,
-    linger: undefined,
   };
   const readyTimer = setTimeout(() => {
     settleReady(false);
@@ -158,7 +149,6 @@ function startGuard(entry: string): Guard {
 /** Closes the channel: the guard exits (undoing nothing, since no start is open); the next start starts another. */
 function end(guard: Guard): void {
   if (current === guard) current = undefined;
-  clearTimeout(guard.linger);
   guard.gone = true;
   try {
     if (guard.child.connected) guard.child.disconnect();
@@ -189,11 +179,6 @@ export async function openCreateTicket(opts: CreateTicketOptions): Promise<Creat
     guard = startGuard(entry);
     current = guard;
   }
-  if (guard.linger !== undefined) {
-    clearTimeout(guard.linger);
-    guard.linger = undefined;
-    guard.child.channel?.ref();
-  }
   guard.open++;
   const n = guard.next++;
   let released = false;
@@ -203,11 +188,8 @@ export async function openCreateTicket(opts: CreateTicketOptions): Promise<Creat
     released = true;
     g.pending.delete(n);
     post(g, { type: 'release', n });
-    if (--g.open === 0 && !g.gone) {
-      g.child.channel?.unref();
-      g.linger = setTimeout(() => end(g), CREATE_GUARD_LINGER_MS);
-      g.linger.unref();
-    }
+    // Nothing left to undo: the guard exits now (the next start starts another).
+    if (--g.open === 0) end(g);
   };
   if (!(await guard.ready)) {
     release();

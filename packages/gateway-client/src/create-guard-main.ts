@@ -6,6 +6,9 @@
  * starts still open — the process exited, was killed, or crashed — the requester is gone: the guard deletes each open
  * start's kernel (its chosen id at once, then the id of the create's answer once it comes, within `waitMs`), each
  * DELETE retried until the server confirms it, and exits. When the channel closes with nothing open, it exits at once.
+ * A create the process sent itself (the guard was not up in time for it) is only watched: the guard deletes its
+ * chosen id until a DELETE finds the kernel or `waitMs` passes, and the id its answer named if the process reported
+ * one.
  *
  * Self-contained (`node:http`/`node:https` only): it starts in the time of `node -e 0`. Built as an entry of its own
  * (`dist/create-guard-main.js`); its only argument is the pid of the process it serves (for `ps`), never a token.
@@ -31,6 +34,16 @@ type Inbound =
       waitMs: number;
       cleanup: CleanupPolicy;
     }
+  | {
+      type: 'watch';
+      n: number;
+      url: string;
+      headers: Record<string, string>;
+      body: string;
+      waitMs: number;
+      cleanup: CleanupPolicy;
+    }
+  | { type: 'created'; n: number; id: string }
   | { type: 'abort'; n: number }
   | { type: 'release'; n: number };
 
@@ -44,6 +57,8 @@ interface Ticket {
   inFlight: { abort(): void; answered: Promise<string | undefined> } | undefined;
   /** The id the create's 2xx answer named. */
   created: string | undefined;
+  /** The create was sent by the requester itself: only its chosen id, and the id it reported, name its kernel. */
+  watched: boolean;
 }
 
 const KERNEL_ID = /^[A-Za-z0-9_-]{1,128}$/;
@@ -118,8 +133,48 @@ async function deleteUntilConfirmed(ticket: Ticket, id: string): Promise<void> {
   }
 }
 
+/** How often a watched create's chosen id is deleted again while it may still land. */
+const WATCH_RETRY_MS = 1_000;
+
+/**
+ * A watched create (sent by the requester, whose answer is lost with it): DELETEs its chosen id until one deletes a
+ * kernel (2xx: it had landed) or `waitMs` passes (the create never landed under it, or the server ignores the id).
+ */
+async function reconcileWatched(ticket: Ticket): Promise<void> {
+  const chosen = ticket.chosen;
+  if (!chosen) return;
+  const until = Date.now() + (ticket.waitMs > 0 ? ticket.waitMs : 60_000);
+  const headers = { ...ticket.headers };
+  delete headers['Content-Type'];
+  for (;;) {
+    const timeoutMs = ticket.cleanup.timeoutMs > 0 ? ticket.cleanup.timeoutMs : 10_000;
+    try {
+      const res = await http(
+        `${ticket.base}/api/kernels/${chosen}`,
+        'DELETE',
+        headers,
+        undefined,
+        65_536,
+        AbortSignal.timeout(timeoutMs),
+      );
+      if (res.status >= 200 && res.status < 300) return;
+    } catch {
+      // unreachable or past its deadline: again
+    }
+    if (Date.now() + WATCH_RETRY_MS > until) return;
+    await sleep(WATCH_RETRY_MS);
+  }
+}
+
 /** Undoes an open start whose requester is gone. */
 async function reconcile(ticket: Ticket): Promise<void> {
+  if (ticket.watched) {
+    await Promise.all([
+      reconcileWatched(ticket),
+      ticket.created !== undefined ? deleteUntilConfirmed(ticket, ticket.created) : undefined,
+    ]);
+    return;
+  }
   const chosen = ticket.chosen;
   const deletes: Promise<void>[] = [];
   if (chosen) deletes.push(deleteUntilConfirmed(ticket, chosen));
@@ -146,6 +201,29 @@ async function reconcile(ticket: Ticket): Promise<void> {
   await Promise.all(deletes);
 }
 
+function watch(message: Extract<Inbound, { type: 'watch' }>): void {
+  const suffix = '/api/kernels';
+  tickets.set(message.n, {
+    base: message.url.endsWith(suffix) ? message.url.slice(0, -suffix.length) : message.url,
+    headers: message.headers,
+    chosen: chosenId(message.body),
+    waitMs: message.waitMs,
+    cleanup: message.cleanup,
+    inFlight: undefined,
+    created: undefined,
+    watched: true,
+  });
+}
+
+function chosenId(body: string): string | undefined {
+  try {
+    const id = (JSON.parse(body) as { kernel_id?: unknown }).kernel_id;
+    return typeof id === 'string' && KERNEL_ID.test(id) ? id : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 function create(message: Extract<Inbound, { type: 'create' }>): void {
   let chosen: string | undefined;
   try {
@@ -165,6 +243,7 @@ function create(message: Extract<Inbound, { type: 'create' }>): void {
     cleanup: message.cleanup,
     inFlight: undefined,
     created: undefined,
+    watched: false,
   };
   const answered = http(message.url, 'POST', message.headers, message.body, message.maxResponseBytes, controller.signal)
     .then(
@@ -201,7 +280,11 @@ function create(message: Extract<Inbound, { type: 'create' }>): void {
 
 process.on('message', (message: Inbound) => {
   if (message.type === 'create') create(message);
-  else if (message.type === 'abort') tickets.get(message.n)?.inFlight?.abort();
+  else if (message.type === 'watch') watch(message);
+  else if (message.type === 'created') {
+    const ticket = tickets.get(message.n);
+    if (ticket && KERNEL_ID.test(message.id)) ticket.created = message.id;
+  } else if (message.type === 'abort') tickets.get(message.n)?.inFlight?.abort();
   else if (message.type === 'release') {
     const ticket = tickets.get(message.n);
     tickets.delete(message.n);

@@ -14,6 +14,8 @@ import type { CleanupRetryPolicy } from './start-cleanup.js';
 export interface CreateTicket {
   readonly request: GatewayRequest;
   release(): void;
+  /** Waits at most `ms` for the guard to be up, so that `request` goes through it. */
+  waitForGuard(ms: number): Promise<void>;
 }
 
 /** What the guard needs to undo a start whose process is gone. */
@@ -166,12 +168,17 @@ function post(guard: Guard, message: unknown): void {
 }
 
 /**
- * Opens a ticket for one create: starts the guard's process if none runs (a start waits for it once, the time of
- * `node -e 0`; concurrent starts share it). Undefined when the guard cannot run (its entry is missing from a bundle,
- * or its process did not come up within `CREATE_GUARD_READY_TIMEOUT_MS`): the create is then sent by this process,
- * and a warning says once that a process exiting mid-create may leave its kernel.
+ * Opens a ticket for one create: starts the guard's process if none runs (concurrent starts share it). Undefined when
+ * the guard cannot run (its entry is missing from a bundle): the create is then sent by this process, and a warning
+ * says once that a process exiting mid-create may leave its kernel.
+ *
+ * `request` sends the create through the guard when the guard is up by then (`waitForGuard` waits for it, within a
+ * bound). Otherwise — a start whose deadline leaves too little time to wait for it, or a guard that did not come up
+ * within `CREATE_GUARD_READY_TIMEOUT_MS` — this process sends the create itself (with `globalThis.fetch`) and the guard,
+ * once up, only watches it: it learns the create's URL, headers and chosen id, then the id its answer names, and if
+ * this process is gone first it deletes the chosen id until a DELETE finds the kernel or `waitMs` passes.
  */
-export async function openCreateTicket(opts: CreateTicketOptions): Promise<CreateTicket | undefined> {
+export function openCreateTicket(opts: CreateTicketOptions): CreateTicket | undefined {
   let guard = current;
   if (!guard || guard.gone) {
     const entry = createGuardEntry();
@@ -181,25 +188,50 @@ export async function openCreateTicket(opts: CreateTicketOptions): Promise<Creat
   }
   guard.open++;
   const n = guard.next++;
-  let released = false;
   const g = guard;
+  let released = false;
+  let up = false;
+  /** Messages for the guard, held until it is up. */
+  let held: unknown[] | undefined = [];
+  const tell = (message: unknown) => {
+    if (held) held.push(message);
+    else post(g, message);
+  };
+  void g.ready.then((ok) => {
+    up = ok && !released;
+    const queued = held ?? [];
+    held = undefined;
+    if (!ok) {
+      unguarded('its process did not start');
+      return;
+    }
+    for (const message of queued) post(g, message);
+  });
   const release = () => {
     if (released) return;
     released = true;
     g.pending.delete(n);
-    post(g, { type: 'release', n });
+    tell({ type: 'release', n });
     // Nothing left to undo: the guard exits now (the next start starts another).
-    if (--g.open === 0) end(g);
+    if (--g.open === 0) {
+      if (held) void g.ready.then(() => g.open === 0 && end(g));
+      else end(g);
+    }
   };
-  if (!(await guard.ready)) {
-    release();
-    return unguarded('its process did not start');
-  }
+  const cleanup = { timeoutMs: opts.cleanupTimeoutMs, ...opts.cleanupRetry };
   let used = false;
   const request: GatewayRequest = (url, init) => {
     if (used || released) return Promise.reject(new Error('a create ticket sends one create'));
     used = true;
-    if (g.gone) return Promise.reject(new Error('the create guard process exited'));
+    const limit = init.maxResponseBytes ?? 8 * 1024 * 1024;
+    if (!up || g.gone) {
+      tell({ type: 'watch', n, url, headers: init.headers, body: init.body ?? '', waitMs: opts.waitMs, cleanup });
+      return sendHere(url, init, limit).then((answer) => {
+        const id = answer.status >= 200 && answer.status < 300 ? modelId(answer.body) : undefined;
+        if (id !== undefined && !released) tell({ type: 'created', n, id });
+        return { status: answer.status, text: async () => answer.body };
+      });
+    }
     return new Promise<GatewayAnswer>((resolve, reject) => {
       const onAbort = () => {
         g.pending.delete(n);
@@ -228,13 +260,64 @@ export async function openCreateTicket(opts: CreateTicketOptions): Promise<Creat
         url,
         headers: init.headers,
         body: init.body ?? '',
-        maxResponseBytes: init.maxResponseBytes ?? 8 * 1024 * 1024,
+        maxResponseBytes: limit,
         waitMs: opts.waitMs,
-        cleanup: { timeoutMs: opts.cleanupTimeoutMs, ...opts.cleanupRetry },
+        cleanup,
       });
     });
   };
-  return { request, release };
+  const waitForGuard = async (ms: number): Promise<void> => {
+    if (up || ms <= 0) return;
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([g.ready, new Promise<void>((r) => (timer = setTimeout(r, ms)))]);
+    clearTimeout(timer);
+  };
+  return { request, release, waitForGuard };
+}
+
+/** The id of a kernel model's JSON, when it is one. */
+function modelId(body: string): string | undefined {
+  try {
+    const id = (JSON.parse(body) as { id?: unknown }).id;
+    return typeof id === 'string' && /^[A-Za-z0-9_-]{1,128}$/.test(id) ? id : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The create sent by this process (`globalThis.fetch`), its body read up to `limit` bytes and one more. */
+async function sendHere(
+  url: string,
+  init: Parameters<GatewayRequest>[1],
+  limit: number,
+): Promise<{ status: number; body: string }> {
+  const response = await globalThis.fetch(url, {
+    method: init.method,
+    headers: init.headers,
+    ...(init.body === undefined ? {} : { body: init.body }),
+    signal: init.signal,
+  });
+  const reader = response.body?.getReader();
+  if (!reader) return { status: response.status, body: '' };
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    chunks.push(value);
+    total += value.byteLength;
+    if (total > limit) {
+      // One byte more than the limit is kept: the client refuses the answer as too large.
+      reader.cancel().catch(() => {});
+      break;
+    }
+  }
+  return {
+    status: response.status,
+    body: Buffer.concat(chunks)
+      .subarray(0, limit + 1)
+      .toString('utf8'),
+  };
 }
 
 function unguarded(why: string): undefined {

@@ -6,7 +6,7 @@ import {
   type ExecuteOptions,
   type ExecuteResult,
 } from '@kernelwarden/core';
-import { type CreateTicket, guardsCreates, openCreateTicket } from './create-guard.js';
+import { CREATE_GUARD_READY_TIMEOUT_MS, type CreateTicket, guardsCreates, openCreateTicket } from './create-guard.js';
 import { environmentCode } from './environment-code.js';
 import { GatewayBusyError, GatewayCapacityError, GatewayUnavailableError, KernelStartError } from './errors.js';
 import type { GatewayClient, GatewayRouter, KernelModel } from './gateway-client.js';
@@ -407,22 +407,30 @@ export function abandonCreate(
 }
 
 /**
- * A create guard ticket for one create attempt, or undefined when the guard cannot run. One that comes after the
- * start gave up is released at once.
+ * A create guard ticket for one create attempt (undefined when the guard cannot run), once the guard is up or a
+ * quarter of what the start's deadline leaves (at most `CREATE_GUARD_READY_TIMEOUT_MS`) has passed waiting for it: a
+ * start too short to wait sends its create itself, which the guard then only watches. One that comes after the start
+ * gave up is released at once.
  */
 async function guardTicket(
   opts: Pick<ResolvedGatewayKernelOptions, 'cleanupTimeoutMs' | 'cleanupRetry' | 'abandonedCreateWaitMs'>,
   scope: AbortScope,
 ): Promise<CreateTicket | undefined> {
-  const opening = openCreateTicket({
+  const ticket = openCreateTicket({
     waitMs: opts.abandonedCreateWaitMs,
     cleanupTimeoutMs: opts.cleanupTimeoutMs,
     cleanupRetry: opts.cleanupRetry,
   });
+  if (!ticket) return undefined;
+  const remaining = scope.remaining();
+  const waitMs = Number.isFinite(remaining)
+    ? Math.min(CREATE_GUARD_READY_TIMEOUT_MS, remaining / 4)
+    : CREATE_GUARD_READY_TIMEOUT_MS;
   try {
-    return await scope.race(opening);
+    await scope.race(ticket.waitForGuard(waitMs));
+    return ticket;
   } catch (error) {
-    void opening.then((ticket) => ticket?.release());
+    ticket.release();
     throw error;
   }
 }

@@ -275,10 +275,11 @@ function queueWaitMs(remaining: number): number | undefined {
  * while its create was unanswered rejects with `GatewayBusyError` (`GATEWAY_BUSY`, retryable); a gateway at its
  * kernel limit answers with `GatewayCapacityError` (`GATEWAY_CAPACITY`, retryable), neither retried here.
  *
- * With `client.createGuard` (and `globalThis.fetch` not replaced since load: see `guardsCreates`), each attempt's request is sent by the create guard's process (`openCreateTicket`), which
- * deletes the kernel should this process exit first. The guard holds a created kernel until `hold`'s release is
- * called (the start returned it or cleaned it up); without `hold`, until the create returns. A create given up on is
- * held until `abandonCreate` is done with it.
+ * With `client.createGuard` (and `globalThis.fetch` not replaced since load: see `guardsCreates`), each attempt's
+ * request is sent by the create guard's process (`openCreateTicket`, see `guardTicket`), which deletes the kernel
+ * should this process exit first. The guard holds a created kernel until `hold`'s release is called (the start
+ * returned it or cleaned it up); without `hold`, until the create returns. A create given up on is held until
+ * `abandonCreate` is done with it.
  */
 export async function createKernel(
   client: GatewayClient,

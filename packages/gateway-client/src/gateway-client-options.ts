@@ -161,6 +161,14 @@ export interface GatewayClientOptions {
    * @defaultValue the OS user this process runs as
    */
   kernelUsername?: string;
+  /**
+   * `GatewayKernel.start()` sends its `POST /api/kernels` through the create guard, a small detached process that
+   * deletes the start's kernel should this process exit before the start returned it (see the README's "Nothing is
+   * left behind"). It sends the request over its own `node:http`, so it cannot be combined with `fetch` or `request`.
+   * @defaultValue true, unless `fetch`, `request` or `ownership` is given (a `LocalGateway` ticket's server drops a
+   * create whose requester is gone by itself)
+   */
+  createGuard?: boolean;
 }
 
 /** A gateway's start queue, as `GatewayClientOptions.startQueue` describes it. */
@@ -190,6 +198,8 @@ export interface ResolvedGatewayClientOptions {
   readonly flavor: GatewayFlavor;
   /** The `kernelUsername` given, or undefined: the OS user is then looked up at the first create. */
   readonly kernelUsername: string | undefined;
+  /** Whether starts send their creates through the create guard. */
+  readonly createGuard: boolean;
 }
 
 const hasFunctions =
@@ -199,41 +209,49 @@ const hasFunctions =
 
 const optionsSchema = lazy(() => {
   const { z } = zod();
-  return z.object({
-    baseUrl: z
-      .string()
-      .refine((s) => URL.canParse(s) && /^https?:$/.test(new URL(s).protocol), 'must be an http(s) URL'),
-    token: z.string().optional(),
-    fetch: z.custom<typeof fetch>((v) => typeof v === 'function', 'must be a function').optional(),
-    request: z.custom<GatewayRequest>((v) => typeof v === 'function', 'must be a function').optional(),
-    WebSocket: z.custom<WebSocketClass>((v) => typeof v === 'function', 'must be a WebSocket class').optional(),
-    requestTimeoutMs: z.number().finite().min(0).optional(),
-    maxResponseBytes: z.number().int().positive().optional(),
-    ownership: z
-      .custom<KernelOwnership>(
-        hasFunctions<KernelOwnership>('created', 'deleted'),
-        'must have created(id) and deleted(id) functions',
-      )
-      .optional(),
-    diagnostics: z
-      .custom<KernelDiagnostics>(
-        hasFunctions<KernelDiagnostics>('processAlive', 'stderrTail'),
-        'must have processAlive(id) and stderrTail(id) functions',
-      )
-      .optional(),
-    pool: z.custom<KernelPool>(hasFunctions<KernelPool>('claim'), 'must have a claim(kernelName) function').optional(),
-    processes: z
-      .custom<KernelProcesses>(hasFunctions<KernelProcesses>('kill'), 'must have a kill(kernelId) function')
-      .optional(),
-    startQueue: z.object({ timeoutMs: z.number().finite().min(0) }).optional(),
-    flavor: z.enum(['jupyter', 'enterprise-gateway']).optional(),
-    kernelUsername: z
-      .string()
-      .min(1)
-      .max(4096)
-      .refine((s) => !/[$`\r\n\0]/.test(s), 'must not hold $, a backtick, CR, LF or NUL')
-      .optional(),
-  });
+  return z
+    .object({
+      baseUrl: z
+        .string()
+        .refine((s) => URL.canParse(s) && /^https?:$/.test(new URL(s).protocol), 'must be an http(s) URL'),
+      token: z.string().optional(),
+      fetch: z.custom<typeof fetch>((v) => typeof v === 'function', 'must be a function').optional(),
+      request: z.custom<GatewayRequest>((v) => typeof v === 'function', 'must be a function').optional(),
+      WebSocket: z.custom<WebSocketClass>((v) => typeof v === 'function', 'must be a WebSocket class').optional(),
+      requestTimeoutMs: z.number().finite().min(0).optional(),
+      maxResponseBytes: z.number().int().positive().optional(),
+      ownership: z
+        .custom<KernelOwnership>(
+          hasFunctions<KernelOwnership>('created', 'deleted'),
+          'must have created(id) and deleted(id) functions',
+        )
+        .optional(),
+      diagnostics: z
+        .custom<KernelDiagnostics>(
+          hasFunctions<KernelDiagnostics>('processAlive', 'stderrTail'),
+          'must have processAlive(id) and stderrTail(id) functions',
+        )
+        .optional(),
+      pool: z
+        .custom<KernelPool>(hasFunctions<KernelPool>('claim'), 'must have a claim(kernelName) function')
+        .optional(),
+      processes: z
+        .custom<KernelProcesses>(hasFunctions<KernelProcesses>('kill'), 'must have a kill(kernelId) function')
+        .optional(),
+      startQueue: z.object({ timeoutMs: z.number().finite().min(0) }).optional(),
+      flavor: z.enum(['jupyter', 'enterprise-gateway']).optional(),
+      kernelUsername: z
+        .string()
+        .min(1)
+        .max(4096)
+        .refine((s) => !/[$`\r\n\0]/.test(s), 'must not hold $, a backtick, CR, LF or NUL')
+        .optional(),
+      createGuard: z.boolean().optional(),
+    })
+    .refine((o) => !(o.createGuard === true && (o.fetch !== undefined || o.request !== undefined)), {
+      message: 'cannot be true with fetch or request: the create guard sends the create over its own HTTP',
+      path: ['createGuard'],
+    });
 });
 
 /**
@@ -259,5 +277,7 @@ export function resolveGatewayClientOptions(options: GatewayClientOptions): Reso
     startQueue: opts.startQueue ? Object.freeze({ timeoutMs: opts.startQueue.timeoutMs }) : undefined,
     flavor: opts.flavor ?? DEFAULT_GATEWAY_FLAVOR,
     kernelUsername: opts.kernelUsername,
+    createGuard:
+      opts.createGuard ?? (opts.fetch === undefined && opts.request === undefined && opts.ownership === undefined),
   });
 }

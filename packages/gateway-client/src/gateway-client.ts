@@ -167,6 +167,8 @@ export class GatewayClient {
   readonly startQueue: StartQueue | undefined;
   /** What kind of server the gateway is (`'jupyter'` or `'enterprise-gateway'`). */
   readonly flavor: GatewayFlavor;
+  /** Whether `GatewayKernel.start()` sends its creates through the create guard (the `createGuard` option). */
+  readonly createGuard: boolean;
   readonly #kernelUsername: string | undefined;
   readonly #router: GatewayRouter | undefined;
   readonly #token: string | undefined;
@@ -198,6 +200,7 @@ export class GatewayClient {
       this.startQueue = undefined;
       this.flavor = options.gateways.some((g) => g.flavor === 'enterprise-gateway') ? 'enterprise-gateway' : 'jupyter';
       this.#kernelUsername = undefined;
+      this.createGuard = false;
       return;
     }
     const opts = resolveGatewayClientOptions(options);
@@ -216,6 +219,7 @@ export class GatewayClient {
     this.startQueue = opts.startQueue;
     this.flavor = opts.flavor;
     this.#kernelUsername = opts.kernelUsername;
+    this.createGuard = opts.createGuard;
   }
 
   /** The `GatewaySet` this client routes over, when it was built on one. */
@@ -335,10 +339,11 @@ export class GatewayClient {
    * the gateway: a value over 4,096 characters or holding `$`, a backtick, CR, LF or NUL, a bad name, or a
    * `KERNEL_ID` other than the create's id throws `KernelEnvError` naming the variable, and nothing is sent.
    *
-   * `ownership.creating(id)` is told before the request is sent (a lease records the id as this process's, so that a
+   * `ownership.creating(id)` is told before the request is sent (a ticket records the id as this process's, so that a
    * process that dies while its create is in flight leaves the kernel to the gateway's orphan sweep), and
    * `ownership.notCreated(id)` when no kernel got that id. `waitMs` is how long the embedded gateway's start
-   * queue may hold this create before answering 503 (other servers ignore it).
+   * queue may hold this create before answering 503 (other servers ignore it). `opts.transport` (internal) sends this
+   * one request through another transport than the client's (the create guard's).
    */
   async createKernel(
     spec: {
@@ -349,7 +354,7 @@ export class GatewayClient {
       waitMs?: number;
       launchTimeoutMs?: number;
     },
-    opts: RequestOptions = {},
+    opts: RequestOptions & { /** @internal */ transport?: GatewayRequest } = {},
   ): Promise<KernelModel> {
     if (this.#router) return this.#createPlaced(this.#router, spec, opts);
     const subject = `Kernel create on gateway ${this.baseUrl}`;
@@ -391,7 +396,7 @@ export class GatewayClient {
   async #createPlaced(
     router: GatewayRouter,
     spec: Parameters<GatewayClient['createKernel']>[0],
-    opts: RequestOptions,
+    opts: Parameters<GatewayClient['createKernel']>[1] & {},
   ): Promise<KernelModel> {
     const tried = new Set<GatewayClient>();
     let last: unknown;
@@ -489,7 +494,7 @@ export class GatewayClient {
   async #request(
     method: string,
     path: string,
-    opts: RequestOptions & { body?: unknown; capacity403?: boolean },
+    opts: RequestOptions & { body?: unknown; capacity403?: boolean; transport?: GatewayRequest | undefined },
     accept: number[] | 'any' = [],
   ): Promise<Answer> {
     const label = `${method} ${path}`;
@@ -513,10 +518,11 @@ export class GatewayClient {
           { url: this.baseUrl, request: label, limitBytes: limit },
         );
       let res: Answer;
+      const transport = opts.transport ?? this.#transport;
       try {
-        if (this.#transport) {
+        if (transport) {
           const init = { method, headers, ...(body === undefined ? {} : { body }), signal: scope.signal };
-          const answer = await scope.race(this.#transport(url, { ...init, maxResponseBytes: limit }));
+          const answer = await scope.race(transport(url, { ...init, maxResponseBytes: limit }));
           const text = await scope.race(answer.text());
           // A transport that ignores maxResponseBytes has read it all: it is still not handed on.
           if (text.length > limit || Buffer.byteLength(text) > limit) throw tooLarge();

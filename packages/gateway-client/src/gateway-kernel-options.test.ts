@@ -150,6 +150,24 @@ describe('GatewayClient options', () => {
     }
   });
 
+  it('sends creates through the create guard by default, unless the client has its own transport or an ownership', () => {
+    expect(resolveGatewayClientOptions({ baseUrl: 'http://x' }).createGuard).toBe(true);
+    expect(resolveGatewayClientOptions({ baseUrl: 'http://x', fetch: globalThis.fetch }).createGuard).toBe(false);
+    const request = async () => ({ status: 200, text: async () => '' });
+    expect(resolveGatewayClientOptions({ baseUrl: 'http://x', request }).createGuard).toBe(false);
+    const ownership = { created() {}, deleted() {} };
+    expect(resolveGatewayClientOptions({ baseUrl: 'http://x', ownership }).createGuard).toBe(false);
+    expect(resolveGatewayClientOptions({ baseUrl: 'http://x', ownership, createGuard: true }).createGuard).toBe(true);
+    expect(resolveGatewayClientOptions({ baseUrl: 'http://x', createGuard: false }).createGuard).toBe(false);
+    let error: unknown;
+    try {
+      resolveGatewayClientOptions({ baseUrl: 'http://x', fetch: globalThis.fetch, createGuard: true });
+    } catch (e) {
+      error = e;
+    }
+    expect(error).toMatchObject({ code: 'INVALID_OPTIONS', message: expect.stringMatching(/createGuard/) });
+  });
+
   it('names the bad field', () => {
     expect(() => resolveGatewayClientOptions({ baseUrl: 'http://x', ownership: {} as never })).toThrow(/ownership/);
     expect(() => resolveGatewayClientOptions({ baseUrl: 'http://x', requestTimeoutMs: -5 })).toThrow(

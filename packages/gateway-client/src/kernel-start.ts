@@ -6,6 +6,7 @@ import {
   type ExecuteOptions,
   type ExecuteResult,
 } from '@kernelwarden/core';
+import { CREATE_GUARD_READY_TIMEOUT_MS, type CreateTicket, guardsCreates, openCreateTicket } from './create-guard.js';
 import { environmentCode } from './environment-code.js';
 import { GatewayBusyError, GatewayCapacityError, GatewayUnavailableError, KernelStartError } from './errors.js';
 import type { GatewayClient, GatewayRouter, KernelModel } from './gateway-client.js';
@@ -71,13 +72,17 @@ export async function startKernel<K>(
   let scope = outer;
   let starting: StartingKernel | undefined;
   const owned = source.kind === 'create';
+  // The create guard's hold on the created kernel: released once the start returned it or cleaned it up.
+  let release: (() => void) | undefined;
   try {
     scope.throwIfAborted();
     const model =
       source.kind === 'attach'
         ? await attachedKernel(client, source.kernelId, scope)
         : ((await claimPooledKernel(client, opts, scope)) ??
-          (await createKernel(client, opts, scope, queueMs > 0 ? queueMs : undefined)));
+          (await createKernel(client, opts, scope, queueMs > 0 ? queueMs : undefined, (r) => {
+            release = r;
+          })));
     if (queueMs > 0) {
       // What is left of startupTimeoutMs once the time the create waited in the queue (as the gateway says) is off.
       const queued = typeof model.kernelwarden_queued_ms === 'number' ? model.kernelwarden_queued_ms : 0;
@@ -115,15 +120,18 @@ export async function startKernel<K>(
     }
     if (opts.prelude) await runStartStep(step, opts.prelude, 'prelude', scope);
     kernel.ready();
+    release?.();
     return built.kernel;
   } catch (error) {
     if (starting && !owned) starting.abandon();
     else if (starting) {
       const doomed = starting;
       const cleanup = startCleanup(opts, async (signal) => (await doomed.shutdown({ timeoutMs: 0, signal })).confirmed);
+      const held = release;
+      if (held) void cleanup.done.then(held);
       // A caller who gave up gets its reason at once; a start that failed on its own waits for the first DELETE.
       if (!opts.signal?.aborted) await cleanup.first;
-    }
+    } else release?.();
     throw error;
   } finally {
     scope.dispose();
@@ -266,6 +274,12 @@ function queueWaitMs(remaining: number): number | undefined {
  * only in its answer, keeps waiting for that answer and deletes the kernel it names. A start whose deadline ran out
  * while its create was unanswered rejects with `GatewayBusyError` (`GATEWAY_BUSY`, retryable); a gateway at its
  * kernel limit answers with `GatewayCapacityError` (`GATEWAY_CAPACITY`, retryable), neither retried here.
+ *
+ * With `client.createGuard` (and `globalThis.fetch` not replaced since load: see `guardsCreates`), each attempt's
+ * request is sent by the create guard's process (`openCreateTicket`, see `guardTicket`), which deletes the kernel
+ * should this process exit first. The guard holds a created kernel until `hold`'s release is called (the start
+ * returned it or cleaned it up); without `hold`, until the create returns. A create given up on is held until
+ * `abandonCreate` is done with it.
  */
 export async function createKernel(
   client: GatewayClient,
@@ -282,9 +296,11 @@ export async function createKernel(
   > & { launchEnv?: ResolvedGatewayKernelOptions['launchEnv'] },
   scope: AbortScope,
   queueTimeoutMs?: number,
+  hold?: (release: () => void) => void,
 ): Promise<KernelModel> {
   for (let attempt = 1; ; attempt++) {
     scope.throwIfAborted();
+    const ticket = guardsCreates(client) ? await guardTicket(opts, scope) : undefined;
     const kernelId = randomUUID();
     const launchTimeoutMs = queueWaitMs(scope.remaining());
     const waitMs = queueTimeoutMs ?? launchTimeoutMs;
@@ -298,13 +314,16 @@ export async function createKernel(
         ...(waitMs === undefined ? {} : { waitMs }),
         ...(launchTimeoutMs === undefined ? {} : { launchTimeoutMs }),
       },
-      { timeoutMs: 0, signal: late.signal },
+      { timeoutMs: 0, signal: late.signal, ...(ticket ? { transport: ticket.request } : {}) },
     );
     try {
-      return await scope.race(creating);
+      const model = await scope.race(creating);
+      if (ticket && hold) hold(ticket.release);
+      else ticket?.release();
+      return model;
     } catch (error) {
       if (scope.signal.aborted) {
-        abandonCreate(client, opts, kernelId, creating, late);
+        abandonCreate(client, opts, kernelId, creating, late, ticket?.release);
         if (scope.timedOut) {
           throw new GatewayBusyError(
             `Kernel start on ${client.baseUrl} timed out after ${opts.startupTimeoutMs} ms waiting for the gateway to create its kernel (busy starting other kernels); nothing was left running`,
@@ -315,8 +334,8 @@ export async function createKernel(
       }
       // No HTTP answer (a lost connection): the kernel may exist under the chosen id.
       if (!KernelStartError.isInstance(error) && !GatewayBusyError.isInstance(error)) {
-        abandonCreate(client, opts, kernelId, creating, late);
-      }
+        abandonCreate(client, opts, kernelId, creating, late, ticket?.release);
+      } else ticket?.release();
       const retry =
         KernelStartError.isInstance(error) &&
         !GatewayCapacityError.isInstance(error) &&
@@ -353,12 +372,16 @@ export function abandonCreate(
   kernelId: string,
   creating: Promise<KernelModel>,
   late?: AbortController,
+  settled?: () => void,
 ): void {
-  const remove = (id: string) =>
-    startCleanup(opts, async (signal) => {
+  const cleanups: Promise<boolean>[] = [];
+  const remove = (id: string) => {
+    const cleanup = startCleanup(opts, async (signal) => {
       await client.deleteKernel(id, { timeoutMs: 0, signal });
       return true;
     });
+    cleanups.push(cleanup.done);
+  };
   remove(kernelId);
   const waitMs = opts.abandonedCreateWaitMs;
   const drop =
@@ -373,13 +396,44 @@ export function abandonCreate(
           remove(kernelId);
         }, waitMs)
       : undefined;
-  creating.then(
+  const answered = creating.then(
     (model) => {
       drop?.cancel();
-      void remove(model.id);
+      remove(model.id);
     },
     () => drop?.cancel(),
   );
+  // Every DELETE started by then is done (the create's answer, or its drop, comes first).
+  if (settled) void answered.then(() => Promise.all(cleanups)).then(settled, settled);
+}
+
+/**
+ * A create guard ticket for one create attempt (undefined when the guard cannot run), once the guard is up or a
+ * quarter of what the start's deadline leaves (at most `CREATE_GUARD_READY_TIMEOUT_MS`) has passed waiting for it: a
+ * start too short to wait sends its create itself, which the guard then only watches. One that comes after the start
+ * gave up is released at once.
+ */
+async function guardTicket(
+  opts: Pick<ResolvedGatewayKernelOptions, 'cleanupTimeoutMs' | 'cleanupRetry' | 'abandonedCreateWaitMs'>,
+  scope: AbortScope,
+): Promise<CreateTicket | undefined> {
+  const ticket = openCreateTicket({
+    waitMs: opts.abandonedCreateWaitMs,
+    cleanupTimeoutMs: opts.cleanupTimeoutMs,
+    cleanupRetry: opts.cleanupRetry,
+  });
+  if (!ticket) return undefined;
+  const remaining = scope.remaining();
+  const waitMs = Number.isFinite(remaining)
+    ? Math.min(CREATE_GUARD_READY_TIMEOUT_MS, remaining / 4)
+    : CREATE_GUARD_READY_TIMEOUT_MS;
+  try {
+    await scope.race(ticket.waitForGuard(waitMs));
+    return ticket;
+  } catch (error) {
+    ticket.release();
+    throw error;
+  }
 }
 
 /**

@@ -64,11 +64,20 @@ describe('scripts/check-words.mjs', () => {
     expect(status).toBe(1);
   });
 
-  it('skips changelogs, changesets and the glossary, which name the retired words', () => {
+  it('scans the rest of docs/ARCHITECTURE.md', () => {
+    const root = fixture({
+      'docs/ARCHITECTURE.md': '# A\n\nthe LocalGateway lease of a process\n\n## Glossary\n\n| ticket | not a lease |\n',
+    });
+    const { status, output } = run('check-words.mjs', '--root', root);
+    expect(output).toContain('docs/ARCHITECTURE.md:3:');
+    expect(status).toBe(1);
+  });
+
+  it('skips changelogs, changesets and the glossary section, which name the retired words', () => {
     const root = fixture({
       'packages/supervisor/CHANGELOG.md': 'The warm pool is spares now.\n',
       '.changeset/x.md': 'LocalGatewayLease is LocalGatewayTicket.\n',
-      'docs/GLOSSARY.md': '| ticket | … | not a lease; LocalGateway leases … |\n',
+      'docs/ARCHITECTURE.md': '# A\n\n## Glossary\n\n| ticket | … | not a lease; LocalGateway leases … |\n',
     });
     expect(run('check-words.mjs', '--root', root).status).toBe(0);
   });

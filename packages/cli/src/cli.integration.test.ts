@@ -181,7 +181,7 @@ describe('kernelwarden run (the built binary, embedded gateway)', () => {
       expect(ran.stdout).toBe('');
       expect(ran.stderr).toMatch(/died while starting: its process exited/);
       expect(ran.stderr).toContain(`No module named '${missingModule}'`);
-      // Server start-up included; far below the 60 s start deadline the CLI used to wait out.
+      // Server start-up included; far below the 60 s start deadline, which a refused interpreter must not wait out.
       expect(tookMs).toBeLessThan(30_000);
     } finally {
       const stopped = await cli(['gateway', 'stop'], { env });

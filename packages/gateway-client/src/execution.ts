@@ -272,11 +272,11 @@ export class CellExecution {
   }
 }
 
-function asRecord(value: unknown): Record<string, unknown> {
+export function asRecord(value: unknown): Record<string, unknown> {
   return value !== null && typeof value === 'object' ? (value as Record<string, unknown>) : {};
 }
 
-function toError(content: Record<string, unknown>): ExecuteError {
+export function toError(content: Record<string, unknown>): ExecuteError {
   return {
     ename: String(content.ename ?? 'Error'),
     evalue: String(content.evalue ?? ''),

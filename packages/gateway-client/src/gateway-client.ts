@@ -30,6 +30,12 @@ import {
 } from './gateway-client-options.js';
 import { checkedKernelId, KERNEL_ID_PATTERN } from './kernel-id.js';
 import { createEnv, defaultKernelUsername, isUuidV4 } from './launch-env.js';
+import {
+  type KernelJournalPage,
+  type KernelJournalQuery,
+  kernelJournalPageSchema,
+  kernelJournalSearch,
+} from './kernel-journal.js';
 import { zod } from './zod.js';
 
 export type {
@@ -480,6 +486,22 @@ export class GatewayClient {
     const res = await this.#request('DELETE', path, opts, [404, 410]);
     this.ownership?.deleted(id);
     return { status: res.status };
+  }
+
+  /**
+   * One read of a kernel's journal (`GET /api/kernels/<id>/journal`, see docs/journal-protocol.md), on a server that
+   * keeps one (the embedded gateway); undefined when it answers 404 (no journal, or no record of what was asked).
+   * `collectCell()` (kernel-journal.ts) builds on it.
+   */
+  async kernelJournal(
+    id: string,
+    query: KernelJournalQuery,
+    opts: RequestOptions = {},
+  ): Promise<KernelJournalPage | undefined> {
+    const path = `/api/kernels/${checkedKernelId(id, 'GatewayClient.kernelJournal')}/journal?${kernelJournalSearch(query)}`;
+    const res = await this.#request('GET', path, opts, [404]);
+    if (res.status === 404) return undefined;
+    return this.#parse(kernelJournalPageSchema(), this.#json(res, `GET ${path}`), `GET ${path}`);
   }
 
   /**

@@ -101,6 +101,20 @@ export type { KernelInfo } from './handshake.js';
 export type { GatewayKernelEventMap, GatewayKernelListener, KernelStatus } from './kernel-events.js';
 export { isKernelId, KERNEL_ID_PATTERN } from './kernel-id.js';
 export { checkCreateEnv, defaultKernelUsername, isUuidV4, MAX_ENV_VALUE_LENGTH } from './launch-env.js';
+export type {
+  CollectCellOptions,
+  CollectedCell,
+  JournalNumber,
+  KernelJournalCapability,
+  KernelJournalPage,
+  KernelJournalQuery,
+} from './kernel-journal.js';
+export {
+  collectCell,
+  KERNEL_JOURNAL_VERSION,
+  KernelJournalUnavailableError,
+  kernelJournalCapability,
+} from './kernel-journal.js';
 export type { KernelLimitReading } from './limit-deaths.js';
 export type { RecoveryPolicy } from './restart-recovery.js';
 export type { CleanupRetryPolicy } from './start-cleanup.js';

@@ -3,6 +3,8 @@ import { encodeFrame, type JupyterMessage, V1_SUBPROTOCOL } from '@kernelwarden/
 import { GatewayAuthError, GatewayUnavailableError, ProtocolError } from './errors.js';
 import { toBytes } from './frame-bytes.js';
 import type { GatewayClient, WebSocketClass } from './gateway-client.js';
+import { type JournalRead, replayFromJournal } from './journal-resume.js';
+import type { JournalNumber } from './kernel-journal.js';
 import { connectError, errorOf } from './socket-errors.js';
 import { decodeFrame } from './wire.js';
 
@@ -50,6 +52,15 @@ export interface KernelChannelOptions {
   onReconnecting(attempt: number, delayMs: number, cause: unknown): void;
   onReconnected(): void;
   onLost(error: Error): void;
+  /**
+   * The kernel's journal on the server (the embedded gateway), when it keeps one: after a reconnect, the iopub
+   * messages the dropped socket missed are read from it and handed on in order before the new socket's own.
+   */
+  journal?: JournalRead | undefined;
+  /** A reconnect's replay from the journal found numbers gone from it (retention). */
+  onJournalLost?: ((lost: { from: JournalNumber; to: JournalNumber }) => void) | undefined;
+  /** A reconnect's gap was filled from the journal: every iopub message the dropped socket missed was handed on. */
+  onJournalResumed?: (() => void) | undefined;
 }
 
 /** How many message ids are remembered to drop replayed duplicates. */
@@ -85,6 +96,10 @@ export class KernelChannel {
   #ringAt = 0;
   /** Messages received (after dedupe); lets the kernel see whether the socket is quiet. */
   received = 0;
+  /** The id of the last kernel iopub message handed on: where a replay from the journal starts. */
+  #lastIopubId: string | undefined;
+  /** Messages of a reopened socket held back while the journal's replay is handed on first. */
+  #held: JupyterMessage[] | undefined;
 
   constructor(opts: KernelChannelOptions) {
     this.#opts = opts;
@@ -95,13 +110,29 @@ export class KernelChannel {
     client: GatewayClient,
     kernelId: string,
     sessionId: string,
-    opts: { protocol: WireProtocol; reconnect: ReconnectPolicy; maxFrameBytes: number; clock: Clock },
+    opts: {
+      protocol: WireProtocol;
+      reconnect: ReconnectPolicy;
+      maxFrameBytes: number;
+      clock: Clock;
+      journal?: boolean | undefined;
+    },
     handlers: Pick<
       KernelChannelOptions,
-      'onMessage' | 'onProtocolError' | 'onFrameTooLarge' | 'onReconnecting' | 'onReconnected' | 'onLost'
+      | 'onMessage'
+      | 'onProtocolError'
+      | 'onFrameTooLarge'
+      | 'onReconnecting'
+      | 'onReconnected'
+      | 'onLost'
+      | 'onJournalLost'
+      | 'onJournalResumed'
     >,
   ): KernelChannel {
     const target = client.channelsTarget(kernelId, sessionId);
+    const journal: JournalRead | undefined = opts.journal
+      ? (query, signal) => client.kernelJournal(kernelId, query, { signal })
+      : undefined;
     return new KernelChannel({
       WebSocket: client.WebSocket,
       url: target.url,
@@ -112,6 +143,7 @@ export class KernelChannel {
       reconnect: opts.reconnect,
       maxFrameBytes: opts.maxFrameBytes,
       clock: opts.clock,
+      journal,
       ...handlers,
     });
   }
@@ -127,7 +159,9 @@ export class KernelChannel {
       url: target.url,
       headers: target.headers,
       where: `kernel ${kernelId} at ${client.baseUrl}`,
+      journal: undefined,
     };
+    this.#lastIopubId = undefined;
     this.#seen.clear();
     this.#ring = new Array<string>(DEDUPE_WINDOW);
     this.#ringAt = 0;
@@ -339,14 +373,20 @@ export class KernelChannel {
         return;
       }
       if (this.#seen.has(id)) return;
-      const evicted = this.#ring[this.#ringAt];
-      if (evicted !== undefined) this.#seen.delete(evicted);
-      this.#ring[this.#ringAt] = id;
-      this.#ringAt = (this.#ringAt + 1) % DEDUPE_WINDOW;
-      this.#seen.add(id);
+      // Held while the journal replays: remembered when handed on, so the journal's copy is not taken for a duplicate.
+      if (!this.#held) this.#remember(id);
     }
     this.received++;
     this.#heard();
+    if (this.#held) {
+      this.#held.push(msg);
+      return;
+    }
+    this.#deliver(msg);
+  }
+
+  #deliver(msg: JupyterMessage): void {
+    if (msg.channel === 'iopub' && msg.header.session !== this.#opts.sessionId) this.#lastIopubId = msg.header.msg_id;
     try {
       this.#opts.onMessage(msg);
     } catch (error) {
@@ -410,6 +450,8 @@ export class KernelChannel {
   async #reconnectLoop(cause: unknown): Promise<void> {
     const { attempts, initialDelayMs, maxDelayMs } = this.#opts.reconnect;
     this.#reconnecting = true;
+    // With a journal, what the new socket delivers waits until the journal handed on what the old one missed.
+    if (this.#opts.journal && this.#lastIopubId !== undefined) this.#held ??= [];
     let last: unknown = cause;
     for (let attempt = 1; attempt <= attempts; attempt++) {
       const delayMs = Math.min(maxDelayMs, initialDelayMs * 2 ** (attempt - 1));
@@ -429,6 +471,7 @@ export class KernelChannel {
         this.#reconnecting = false;
         this.#flush();
         this.#opts.onReconnected();
+        await this.#replay();
         return;
       } catch (error) {
         if (this.#closed) return;
@@ -445,6 +488,50 @@ export class KernelChannel {
         { url: this.#opts.where, cause: last },
       ),
     );
+  }
+
+  /** Hands on what the journal holds past the last message handed on, then the held live messages not yet handed on. */
+  async #replay(): Promise<void> {
+    const read = this.#opts.journal;
+    const afterMsgId = this.#lastIopubId;
+    if (!this.#held) return;
+    const own = (msg: JupyterMessage) => msg.header.session === this.#opts.sessionId;
+    try {
+      if (read && afterMsgId !== undefined) {
+        const held = this.#held;
+        const replay = await replayFromJournal({
+          read,
+          afterMsgId,
+          heldIds: () => held.filter((m) => m.channel === 'iopub' && !own(m)).map((m) => m.header.msg_id),
+          deliver: (msg) => {
+            if (this.#remember(msg.header.msg_id)) this.#deliver(msg);
+          },
+          delivered: (id) => this.#seen.has(id),
+          signal: this.#closeController.signal,
+        });
+        if (replay.lost) this.#opts.onJournalLost?.(replay.lost);
+        if (replay.resumed) this.#opts.onJournalResumed?.();
+      }
+    } catch {
+      // The journal could not be read: the held messages go on, and the kernel's own account of holes stands.
+    } finally {
+      const held = this.#held ?? [];
+      this.#held = undefined;
+      for (const msg of held) {
+        if (own(msg) || typeof msg.header.msg_id !== 'string' || this.#remember(msg.header.msg_id)) this.#deliver(msg);
+      }
+    }
+  }
+
+  /** Remembers a kernel message id for de-duplication; false when it was seen already. */
+  #remember(id: string): boolean {
+    if (this.#seen.has(id)) return false;
+    const evicted = this.#ring[this.#ringAt];
+    if (evicted !== undefined) this.#seen.delete(evicted);
+    this.#ring[this.#ringAt] = id;
+    this.#ringAt = (this.#ringAt + 1) % DEDUPE_WINDOW;
+    this.#seen.add(id);
+    return true;
   }
 
   #flush(): void {

@@ -180,6 +180,11 @@ export class CellExecution {
   }
 
   /** Notes that the channels socket dropped while the cell was pending (its output may have a hole). */
+  /** The reconnect's gap was filled from the kernel's journal: no output of this cell was lost across it. */
+  clearCrossedReconnect(): void {
+    this.#crossedReconnect = false;
+  }
+
   markCrossedReconnect(): void {
     this.#crossedReconnect = true;
   }

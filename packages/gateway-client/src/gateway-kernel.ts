@@ -24,6 +24,7 @@ import { Handshake, type KernelInfo } from './handshake.js';
 import { Heartbeat } from './heartbeat.js';
 import { InterruptDrain } from './interrupt-drain.js';
 import type { GatewayKernelEventMap, GatewayKernelListener, KernelStatus } from './kernel-events.js';
+import { kernelJournalCapability } from './kernel-journal.js';
 import { claimPooledKernel, type StartingKernel, startKernel, startPlaced } from './kernel-start.js';
 import { LimitDeaths } from './limit-deaths.js';
 import { LivenessPoll, probeKernel } from './liveness.js';
@@ -85,31 +86,40 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
     this.client = client;
     this.sessionId = randomUUID();
     this.#opts = opts;
-    const channel = KernelChannel.forKernel(client, model.id, this.sessionId, opts, {
-      onMessage: (msg) => {
-        routeMessage(msg, targets);
-        this.#pong.received();
+    const journal = kernelJournalCapability(model) !== undefined;
+    const channel = KernelChannel.forKernel(
+      client,
+      model.id,
+      this.sessionId,
+      { ...opts, journal },
+      {
+        onMessage: (msg) => {
+          routeMessage(msg, targets);
+          this.#pong.received();
+        },
+        onProtocolError: (error) => this.#protocolError(error),
+        onFrameTooLarge: (error) => {
+          this.#droppedMessages++;
+          const cell = this.#cells.lostFrame(error.message);
+          this.#events.emit('protocol-error', cell ? { error, cellId: cell.cellId } : { error });
+        },
+        onReconnecting: (attempt, delayMs) => {
+          if (attempt === 1) this.#cells.markCrossedReconnect();
+          this.#events.emit('reconnecting', { attempt, delayMs });
+          if (attempt === 1) void this.#checkGone();
+        },
+        onReconnected: () => {
+          this.#probeAfterReconnect();
+          this.#events.emit('reconnected', {});
+        },
+        onJournalResumed: () => this.#cells.clearCrossedReconnect(),
+        onJournalLost: () => this.#cells.markAllDropped(),
+        onLost: (error) => {
+          this.#events.emit('connection-lost', { error });
+          void this.#lost(error);
+        },
       },
-      onProtocolError: (error) => this.#protocolError(error),
-      onFrameTooLarge: (error) => {
-        this.#droppedMessages++;
-        const cell = this.#cells.lostFrame(error.message);
-        this.#events.emit('protocol-error', cell ? { error, cellId: cell.cellId } : { error });
-      },
-      onReconnecting: (attempt, delayMs) => {
-        if (attempt === 1) this.#cells.markCrossedReconnect();
-        this.#events.emit('reconnecting', { attempt, delayMs });
-        if (attempt === 1) void this.#checkGone();
-      },
-      onReconnected: () => {
-        this.#probeAfterReconnect();
-        this.#events.emit('reconnected', {});
-      },
-      onLost: (error) => {
-        this.#events.emit('connection-lost', { error });
-        void this.#lost(error);
-      },
-    });
+    );
     this.#channel = channel;
     const alive = () => this.#alive;
     const busy = () => this.#alive && this.#cells.size > 0;

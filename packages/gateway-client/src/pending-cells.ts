@@ -148,6 +148,16 @@ export class PendingCells {
     else this.#probes.set(probeId, left);
   }
 
+  /** The reconnect's gap was filled from the kernel's journal: the cells in flight lost nothing across it. */
+  clearCrossedReconnect(): void {
+    for (const cell of this.#cells.values()) cell.clearCrossedReconnect();
+  }
+
+  /** Output fell out of the kernel's journal before a reconnect could read it: every cell in flight may miss some. */
+  markAllDropped(): void {
+    for (const cell of this.#cells.values()) cell.markDropped();
+  }
+
   /** Resolves every cell in flight as aborted (with `flags`) and stops waiting for orphans. */
   abortAll(flags: { cancelled?: boolean } = {}): void {
     for (const cell of [...this.#cells.values()]) cell.abort(flags);

@@ -41,7 +41,7 @@ describe('replayFromJournal', () => {
     });
     expect(replay).toEqual({ resumed: true });
     expect(delivered).toEqual(['m3', 'm4', 'm5', 'm6', 'm7']);
-    expect(queries[0]).toEqual({ afterMsgId: 'm2', waitForMsgId: 'm7', waitMs: 10_000 });
+    expect(queries[0]).toEqual({ afterMsgId: 'm2', waitForMsgId: 'm7', waitMs: 2_000 });
     expect(queries[1]).toMatchObject({ after: [1, 4] });
   });
 
@@ -67,5 +67,24 @@ describe('replayFromJournal', () => {
       signal: new AbortController().signal,
     });
     expect(unknown).toEqual({ resumed: false });
+  });
+
+  it('gives up within its budget when the journal never holds the newest live message, so nothing stalls', async () => {
+    let t = 0;
+    let reads = 0;
+    const replay = await replayFromJournal({
+      read: async () => {
+        reads++;
+        return page([]);
+      },
+      afterMsgId: 'm2',
+      heldIds: () => ['never'],
+      deliver: () => {},
+      delivered: () => false,
+      signal: new AbortController().signal,
+      now: () => (t += 3_000),
+    });
+    expect(replay).toEqual({ resumed: false });
+    expect(reads).toBeLessThan(10);
   });
 });

@@ -5,9 +5,14 @@ import type { JournalNumber, KernelJournalPage, KernelJournalQuery } from './ker
 export type JournalRead = (query: KernelJournalQuery, signal: AbortSignal) => Promise<KernelJournalPage | undefined>;
 
 /** How long one read may wait for the journal to hold the newest live message. */
-const WAIT_MS = 10_000;
+const WAIT_MS = 2_000;
 /** Reads made before the replay gives up on catching up with the live messages. */
 const MAX_ROUNDS = 100;
+/**
+ * The longest a replay holds the live messages back: past it the held messages go on and the kernel's own account of
+ * holes stands (the cell is flagged, not stalled).
+ */
+const BUDGET_MS = 10_000;
 /**
  * How long after the reopen the journal stays the only source of iopub messages: the server replays what it
  * buffered right after the reopen and can lose a message around that replay; past it, live messages follow the
@@ -81,6 +86,7 @@ export async function replayFromJournal(opts: {
     const latest = opts.heldIds().at(-1);
     const caughtUp = latest === undefined || opts.delivered(latest);
     if (caughtUp && now() - began >= SETTLE_MS) return done();
+    if (now() - began >= BUDGET_MS) return { resumed: false };
     await new Promise((resolve) => setTimeout(resolve, PAUSE_MS));
   }
   return { resumed: false };

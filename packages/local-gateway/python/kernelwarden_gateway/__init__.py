@@ -15,8 +15,9 @@ def _jupyter_server_extension_points():
 def configure(c, values):
     """Configures the server whose config is `c`. `values` (from LocalGateway) holds `instance`, `ipc_dir`,
     `kernel_log_dir`, `loaded_marker`, `max_concurrent_starts`, `max_kernels`, `start_queue_timeout_s`,
-    `ready_wait_s`, and optionally `journal_max_bytes` and `journal_max_age_s`. The extension (extension.py) writes
-    `instance` into `loaded_marker` once the server loaded it: a server that did not run all of this is refused."""
+    `ready_wait_s`, and optionally `journal_max_bytes`, `journal_max_age_s` and `journal_enabled`. The extension
+    (extension.py) writes `instance` into `loaded_marker` once the server loaded it: a server that did not run all of
+    this is refused."""
     server_settings.apply(c)
     capacity.install(
         capacity.Limits(
@@ -32,4 +33,5 @@ def configure(c, values):
     settings.loaded_marker = values["loaded_marker"]
     settings.journal_max_bytes = values.get("journal_max_bytes", settings.journal_max_bytes)
     settings.journal_max_age_s = values.get("journal_max_age_s", settings.journal_max_age_s)
+    settings.journal_enabled = bool(values.get("journal_enabled", True))
     c.ServerApp.jpserver_extensions.update({EXTENSION: True})

@@ -9,24 +9,26 @@ message in the kernel's Journal (numbered, bounded, see journal.py), whoever is 
 
 with `wait_for_msg_id=<msg id>&wait_ms=<n>` (at most 10 s) to answer only once the journal holds that message,
 
-answered as JSON {kernel_id, last, lost, more, entries: [{n: [generation, seq], msg}], complete?}; `lost` is null or
-{from, to} (numbers, inclusive) that fell out of retention; `more` says the answer stopped at `max_bytes` (default
-4 MiB) and the next read continues after the last entry. The kernel model says the journal is there:
+answered as JSON {kernel_id, last, lost, more, held, entries: [{n: [generation, seq], msg}], complete?}; `lost` is
+null or {from, to} (numbers, inclusive) that fell out of retention; `more` says the answer stopped at `max_bytes`
+(default 4 MiB) and the next read continues after the last entry; `held` is {entries, bytes}, what the journal keeps
+now. A create or restart of a kernel is answered once the journal's subscription hears the (new) kernel process, so
+that no message bound for a client passes the journal by. The kernel model says the journal is there:
 `kernelwarden_journal: {version, max_bytes, max_age_ms}`.
 """
 
 import asyncio
-import base64
+import hmac
 import json
 import time
 
-from jupyter_client.session import Session
+import zmq
 from jupyter_server.auth import authorized
 from jupyter_server.base.handlers import APIHandler
 from jupyter_server.services.kernels.handlers import _kernel_id_regex
 from jupyter_server.utils import ensure_async, url_path_join
 from tornado import web
-from tornado.ioloop import PeriodicCallback
+from tornado.ioloop import IOLoop, PeriodicCallback
 
 from .journal import Journal
 
@@ -40,6 +42,102 @@ DEFAULT_PAGE_BYTES = 4 * 1024 * 1024
 SWEEP_MS = 10_000
 MAX_WAIT_S = 10.0
 WAIT_POLL_S = 0.02
+DELIMITER = b"<IDS|MSG>"
+# The most messages recorded in one turn of the event loop: a flood does not starve the server's other work.
+BATCH = 1000
+# How long a start or restart waits for the journal's subscription to hear the kernel (nudged with kernel_info).
+SUBSCRIBE_WAIT_S = 30.0
+NUDGE_FIRST_S = 0.1
+NUDGE_MAX_S = 1.0
+
+
+class Recorder:
+    """One kernel's subscription to its iopub, feeding its journal: a SUB socket of its own, drained in batches on the
+    server's event loop, each message kept as the kernel's frames (signature checked, header read, nothing else)."""
+
+    def __init__(self, kernel, journal, log, kernel_id):
+        self.kernel = kernel
+        self.journal = journal
+        self.log = log
+        self.kernel_id = kernel_id
+        self.session = kernel.session
+        self.heard = 0
+        self.closed = False
+        self.socket = zmq.Context.instance().socket(zmq.SUB)
+        self.socket.linger = 0
+        self.socket.setsockopt(zmq.SUBSCRIBE, b"")
+        self.socket.connect(kernel._make_url("iopub"))
+        self.loop = IOLoop.current()
+        self.loop.add_handler(self.socket, self.drain, IOLoop.READ)
+        self.loop.add_callback(self.drain)
+
+    def drain(self, *_):
+        if self.closed:
+            return
+        socket = self.socket
+        for _ in range(BATCH):
+            try:
+                parts = socket.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            except zmq.ZMQError as error:
+                self.log.warning("kernelwarden journal of %s: iopub read failed (%s)", self.kernel_id, error)
+                return
+            self.record(parts)
+        self.loop.add_callback(self.drain)
+
+    def record(self, parts):
+        try:
+            at = parts.index(DELIMITER)
+            signature = parts[at + 1]
+            frames = tuple(parts[at + 2 :])
+            if len(frames) < 4:
+                raise ValueError("%d frames" % len(frames))
+            if self.session.auth is not None and not hmac.compare_digest(self.session.sign(frames[:4]), signature):
+                raise ValueError("bad signature")
+            header = json.loads(frames[0])
+            parent = json.loads(frames[1]) if len(frames[1]) > 2 else {}
+            msg_type = header.get("msg_type")
+            idle = (
+                msg_type == "status" and b"idle" in frames[3] and json.loads(frames[3]).get("execution_state") == "idle"
+            )
+        except Exception as error:  # a message the server itself could not read either
+            self.log.warning("kernelwarden journal of %s: unreadable iopub message (%s)", self.kernel_id, error)
+            return
+        self.heard += 1
+        self.journal.append(header.get("msg_id"), msg_type, parent.get("msg_id"), header.get("session"), frames, idle)
+
+    async def until(self, heard, alive, timeout=SUBSCRIBE_WAIT_S):
+        """Nudges the kernel with kernel_info_requests (on a shell socket of its own, at growing intervals) until
+        `heard()`: the subscription is through, and nothing the kernel sends from here on passes the journal by."""
+        deadline = time.monotonic() + timeout
+        shell = None
+        pause = NUDGE_FIRST_S
+        try:
+            while not heard() and not self.closed and alive() and time.monotonic() < deadline:
+                if shell is None:
+                    shell = zmq.Context.instance().socket(zmq.DEALER)
+                    shell.linger = 0
+                    shell.connect(self.kernel._make_url("shell"))
+                self.session.send(shell, "kernel_info_request")
+                waited = 0.0
+                while waited < pause and not heard():
+                    await asyncio.sleep(0.02)
+                    waited += 0.02
+                pause = min(NUDGE_MAX_S, pause * 2)
+        finally:
+            if shell is not None:
+                shell.close(linger=0)
+
+    def close(self):
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            self.loop.remove_handler(self.socket)
+        except Exception:
+            pass
+        self.socket.close(linger=0)
 
 
 class KernelJournals:
@@ -51,57 +149,24 @@ class KernelJournals:
         self.max_age_s = max_age_s
         self.log = log
         self.journals = {}
-        self.streams = {}
+        self.recorders = {}
 
     def open(self, kernel_id):
-        if kernel_id in self.journals:
-            return
+        """Starts recording the kernel's iopub; returns its Recorder."""
+        if kernel_id in self.recorders:
+            return self.recorders[kernel_id]
         kernel = self.km.get_kernel(kernel_id)
         journal = Journal(self.max_bytes, self.max_age_s)
-        stream = kernel.connect_iopub()
-        # A session of its own (as jupyter-server's activity watcher has): signatures checked, history not shared.
-        session = Session(config=kernel.session.config, key=kernel.session.key)
-
-        def record(frames):
-            try:
-                _, parts = session.feed_identities(frames)
-                message = session.deserialize(parts, content=False)
-                texts = [bytes(part).decode("utf-8") for part in parts[1:5]]
-                content = json.loads(texts[3])
-            except Exception as error:  # a message the server itself could not read either
-                self.log.warning("kernelwarden journal of %s: unreadable iopub message (%s)", kernel_id, error)
-                return
-            header = message["header"]
-            buffers = [base64.b64encode(bytes(b)).decode("ascii") for b in parts[5:]]
-            # Kept as the kernel's own (checked) JSON text: memory close to the bytes counted, nothing to re-encode.
-            raw = '{"header":%s,"parent_header":%s,"metadata":%s,"content":%s,"buffers":%s,"channel":"iopub"}' % (
-                texts[0],
-                texts[1],
-                texts[2],
-                texts[3],
-                json.dumps(buffers),
-            )
-            kept = {
-                "header": header,
-                "parent_header": message["parent_header"],
-                "content": content if header.get("msg_type") == "status" else {},
-                "raw": raw,
-            }
-            journal.append(kept, sum(len(part) for part in parts), session=header.get("session"))
-
-        stream.on_recv(record)
+        recorder = Recorder(kernel, journal, self.log, kernel_id)
         self.journals[kernel_id] = journal
-        self.streams[kernel_id] = stream
+        self.recorders[kernel_id] = recorder
+        return recorder
 
     def close(self, kernel_id):
         self.journals.pop(kernel_id, None)
-        stream = self.streams.pop(kernel_id, None)
-        if stream is not None:
-            try:
-                stream.on_recv(None)
-                stream.close(linger=0)
-            except Exception:
-                pass
+        recorder = self.recorders.pop(kernel_id, None)
+        if recorder is not None:
+            recorder.close()
 
     def sweep(self):
         for kernel_id in list(self.journals):
@@ -124,17 +189,13 @@ def _number(text):
     return number
 
 
-def _entry_text(entry):
-    generation, seq = entry.number
-    return '{"n":[%d,%d],"msg":%s}' % (generation, seq, entry.message["raw"])
-
-
 def page(entries, max_bytes):
-    """The entries that fit in `max_bytes` of JSON (at least one), and whether some were left for the next read."""
+    """The entries' JSON (bytes) that fit in `max_bytes` (at least one), and whether some were left for the next
+    read."""
     out = []
     used = 0
     for entry in entries:
-        text = _entry_text(entry)
+        text = entry.json()
         if out and used + len(text) > max_bytes:
             return out, True
         out.append(text)
@@ -170,7 +231,7 @@ class JournalHandler(APIHandler):
             until = time.monotonic() + wait
             while journal.number_of(wait_for) is None and time.monotonic() < until:
                 await asyncio.sleep(WAIT_POLL_S)
-        answer = {"kernel_id": kernel_id, "last": list(journal.last), "lost": None}
+        answer = {"kernel_id": kernel_id, "last": list(journal.last), "lost": None, "held": journal.held()}
         cell = self.get_query_argument("cell", None)
         after_msg_id = self.get_query_argument("after_msg_id", None)
         after = self.get_query_argument("after", None)
@@ -207,7 +268,7 @@ class JournalHandler(APIHandler):
         answer["more"] = more
         head = json.dumps(answer, default=json_default)
         self.set_header("Content-Type", "application/json")
-        self.finish(head[:-1] + ', "entries": [' + ",".join(texts) + "]}")
+        self.finish(head[:-1].encode() + b', "entries": [' + b",".join(texts) + b"]}")
 
 
 def _load_jupyter_server_extension(serverapp):
@@ -217,35 +278,60 @@ def _load_jupyter_server_extension(serverapp):
     km = serverapp.kernel_manager
     if journals is not None:
         journals.close_all()
+        journals = None
+    if not current.journal_enabled:
+        current.extension_loaded()
+        return
     journals = KernelJournals(km, current.journal_max_bytes, current.journal_max_age_s, serverapp.log)
+    mine = journals
+
+    def alive(kernel_id):
+        return lambda: kernel_id in km and kernel_id in mine.recorders
 
     start_kernel = km.start_kernel
 
     async def start_kernel_with_journal(*args, **kwargs):
         kernel_id = await ensure_async(start_kernel(*args, **kwargs))
         try:
-            journals.open(kernel_id)
+            recorder = mine.open(kernel_id)
         except Exception as error:
             serverapp.log.warning("kernelwarden journal of %s not opened (%s)", kernel_id, error)
-        journals.sweep()
+        else:
+            # The create is answered once the journal hears the kernel: no message to a client passes it by.
+            await recorder.until(lambda: recorder.heard > 0, alive(kernel_id))
+        mine.sweep()
         return kernel_id
 
     km.start_kernel = start_kernel_with_journal
+
+    restart_kernel = km.restart_kernel
+
+    async def restart_kernel_with_journal(kernel_id, *args, **kwargs):
+        recorder = mine.recorders.get(kernel_id)
+        before = recorder.journal.session if recorder is not None else None
+        result = await ensure_async(restart_kernel(kernel_id, *args, **kwargs))
+        if recorder is not None:
+            # The new process's messages (a new session) reach the journal before the restart is answered.
+            journal = recorder.journal
+            await recorder.until(lambda: journal.session not in (None, before), alive(kernel_id))
+        return result
+
+    km.restart_kernel = restart_kernel_with_journal
 
     kernel_model = km.kernel_model
 
     def kernel_model_with_journal(kernel_id):
         model = kernel_model(kernel_id)
-        if journals is not None and kernel_id in journals.journals:
+        if kernel_id in mine.journals:
             model["kernelwarden_journal"] = {
                 "version": VERSION,
-                "max_bytes": journals.max_bytes,
-                "max_age_ms": int(journals.max_age_s * 1000),
+                "max_bytes": mine.max_bytes,
+                "max_age_ms": int(mine.max_age_s * 1000),
             }
         return model
 
     km.kernel_model = kernel_model_with_journal
-    PeriodicCallback(journals.sweep, SWEEP_MS).start()
+    PeriodicCallback(mine.sweep, SWEEP_MS).start()
     pattern = url_path_join(serverapp.base_url, r"/api/kernels/%s/journal" % _kernel_id_regex)
     serverapp.web_app.add_handlers(".*$", [(pattern, JournalHandler)])
     current.extension_loaded()

@@ -6,6 +6,8 @@ instance = None
 loaded_marker = None
 journal_max_bytes = DEFAULT_MAX_BYTES
 journal_max_age_s = DEFAULT_MAX_AGE_S
+# False turns the journals off: kernels are served as by a stock jupyter-server.
+journal_enabled = True
 
 
 def extension_loaded():

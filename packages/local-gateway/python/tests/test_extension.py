@@ -8,8 +8,9 @@ from kernelwarden_gateway.journal import Journal
 
 def fill(journal, count):
     for i in range(count):
-        raw = json.dumps({"header": {"msg_id": "m%d" % i}, "content": {"text": "x" * 50}})
-        journal.append({"header": {"msg_id": "m%d" % i}, "parent_header": {}, "raw": raw}, 60, session="s")
+        header = json.dumps({"msg_id": "m%d" % i, "msg_type": "stream"}).encode()
+        frames = (header, b"{}", b"{}", json.dumps({"text": "x" * 50}).encode(), b"\x00\x01")
+        journal.append("m%d" % i, "stream", None, "s", frames)
 
 
 def test_a_page_is_valid_json_holding_the_numbers_and_the_kernels_own_message_text():
@@ -17,19 +18,20 @@ def test_a_page_is_valid_json_holding_the_numbers_and_the_kernels_own_message_te
     fill(journal, 3)
     texts, more = extension.page(journal.after((0, 0))[0], 1 << 20)
     assert not more
-    entries = json.loads("[" + ",".join(texts) + "]")
+    entries = json.loads(b"[" + b",".join(texts) + b"]")
     assert [e["n"] for e in entries] == [[1, 1], [1, 2], [1, 3]]
     assert entries[2]["msg"]["header"]["msg_id"] == "m2"
+    assert entries[2]["msg"]["buffers"] == ["AAE="]
 
 
 def test_pages_stop_at_their_byte_bound_but_always_hold_one_entry():
     journal = Journal()
     fill(journal, 10)
     entries = journal.after((0, 0))[0]
-    texts, more = extension.page(entries, 250)
+    texts, more = extension.page(entries, 450)
     assert more
     assert 1 <= len(texts) < 10
-    assert sum(len(t) + 1 for t in texts) <= 250 + 1
+    assert sum(len(t) + 1 for t in texts) <= 450 + 1
     texts, more = extension.page(entries, 1)
     assert (len(texts), more) == (1, True)
 

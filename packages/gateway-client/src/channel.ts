@@ -3,7 +3,7 @@ import { encodeFrame, type JupyterMessage, V1_SUBPROTOCOL } from '@kernelwarden/
 import { GatewayAuthError, GatewayUnavailableError, ProtocolError } from './errors.js';
 import { toBytes } from './frame-bytes.js';
 import type { GatewayClient, WebSocketClass } from './gateway-client.js';
-import { type JournalRead, replayFromJournal } from './journal-resume.js';
+import { JournalFeed, type JournalRead } from './journal-feed.js';
 import type { JournalNumber } from './kernel-journal.js';
 import { connectError, errorOf } from './socket-errors.js';
 import { decodeFrame } from './wire.js';
@@ -53,14 +53,16 @@ export interface KernelChannelOptions {
   onReconnected(): void;
   onLost(error: Error): void;
   /**
-   * The kernel's journal on the server (the embedded gateway), when it keeps one: after a reconnect, the iopub
-   * messages the dropped socket missed are read from it and handed on in order before the new socket's own.
+   * The kernel's journal on the server (the embedded gateway), when it keeps one: from a drop until the socket can
+   * take over again, kernel iopub messages are read from it (`JournalFeed`), every one once, in order.
    */
   journal?: JournalRead | undefined;
-  /** A reconnect's replay from the journal found numbers gone from it (retention). */
+  /** The journal lost numbers (retention) before they were read from it. */
   onJournalLost?: ((lost: { from: JournalNumber; to: JournalNumber }) => void) | undefined;
-  /** A reconnect's gap was filled from the journal: every iopub message the dropped socket missed was handed on. */
+  /** A read of the journal succeeded: every kernel iopub message up to it was handed on. */
   onJournalResumed?: (() => void) | undefined;
+  /** No cell is in flight (the journal hands iopub back to the socket only then). */
+  quiet?: (() => boolean) | undefined;
 }
 
 /** How many message ids are remembered to drop replayed duplicates. */
@@ -96,13 +98,32 @@ export class KernelChannel {
   #ringAt = 0;
   /** Messages received (after dedupe); lets the kernel see whether the socket is quiet. */
   received = 0;
-  /** The id of the last kernel iopub message handed on: where a replay from the journal starts. */
+  /** The id of the last kernel iopub message handed on: where a read of the journal starts. */
   #lastIopubId: string | undefined;
-  /** Messages of a reopened socket held back while the journal's replay is handed on first. */
-  #held: JupyterMessage[] | undefined;
+  /** Kernel iopub from the journal after a drop (with a journal). */
+  #feed: JournalFeed | undefined;
+  #feedController = new AbortController();
 
   constructor(opts: KernelChannelOptions) {
     this.#opts = opts;
+    this.#feed = this.#newFeed();
+  }
+
+  #newFeed(): JournalFeed | undefined {
+    const read = this.#opts.journal;
+    if (!read) return undefined;
+    return new JournalFeed({
+      read,
+      deliver: (msg) => {
+        if (this.#remember(msg.header.msg_id)) this.#deliver(msg);
+      },
+      delivered: (id) => this.#seen.has(id),
+      quiet: () => this.#opts.quiet?.() ?? true,
+      socketOpen: () => this.isOpen,
+      onCaughtUp: () => this.#opts.onJournalResumed?.(),
+      onLost: (lost) => this.#opts.onJournalLost?.(lost),
+      onUnavailable: () => {},
+    });
   }
 
   /** The channels socket of kernel `kernelId` on `client`'s gateway, under `sessionId`. */
@@ -127,6 +148,7 @@ export class KernelChannel {
       | 'onLost'
       | 'onJournalLost'
       | 'onJournalResumed'
+      | 'quiet'
     >,
   ): KernelChannel {
     const target = client.channelsTarget(kernelId, sessionId);
@@ -161,6 +183,8 @@ export class KernelChannel {
       where: `kernel ${kernelId} at ${client.baseUrl}`,
       journal: undefined,
     };
+    this.#feedController.abort();
+    this.#feed = undefined;
     this.#lastIopubId = undefined;
     this.#seen.clear();
     this.#ring = new Array<string>(DEDUPE_WINDOW);
@@ -253,6 +277,7 @@ export class KernelChannel {
     if (this.#closed) return;
     this.#closed = true;
     this.#closeController.abort();
+    this.#feedController.abort();
     this.#queue = [];
     const socket = this.#socket;
     this.#socket = undefined;
@@ -373,15 +398,17 @@ export class KernelChannel {
         return;
       }
       if (this.#seen.has(id)) return;
-      // Held while the journal replays: remembered when handed on, so the journal's copy is not taken for a duplicate.
-      if (!this.#held) this.#remember(id);
+      if (msg.channel === 'iopub' && this.#feed?.active) {
+        // The journal hands the kernel's iopub on meanwhile; the socket's copy only says how far the socket got.
+        this.#feed.socketDelivered(id);
+        this.received++;
+        this.#heard();
+        return;
+      }
+      this.#remember(id);
     }
     this.received++;
     this.#heard();
-    if (this.#held) {
-      this.#held.push(msg);
-      return;
-    }
     this.#deliver(msg);
   }
 
@@ -450,8 +477,8 @@ export class KernelChannel {
   async #reconnectLoop(cause: unknown): Promise<void> {
     const { attempts, initialDelayMs, maxDelayMs } = this.#opts.reconnect;
     this.#reconnecting = true;
-    // With a journal, what the new socket delivers waits until the journal handed on what the old one missed.
-    if (this.#opts.journal && this.#lastIopubId !== undefined) this.#held ??= [];
+    // With a journal, the kernel's iopub is read from it from the last message handed on.
+    this.#feed?.start(this.#lastIopubId, this.#feedController.signal);
     let last: unknown = cause;
     for (let attempt = 1; attempt <= attempts; attempt++) {
       const delayMs = Math.min(maxDelayMs, initialDelayMs * 2 ** (attempt - 1));
@@ -469,9 +496,9 @@ export class KernelChannel {
           continue;
         }
         this.#reconnecting = false;
+        this.#feed?.reopened();
         this.#flush();
         this.#opts.onReconnected();
-        await this.#replay();
         return;
       } catch (error) {
         if (this.#closed) return;
@@ -488,39 +515,6 @@ export class KernelChannel {
         { url: this.#opts.where, cause: last },
       ),
     );
-  }
-
-  /** Hands on what the journal holds past the last message handed on, then the held live messages not yet handed on. */
-  async #replay(): Promise<void> {
-    const read = this.#opts.journal;
-    const afterMsgId = this.#lastIopubId;
-    if (!this.#held) return;
-    const own = (msg: JupyterMessage) => msg.header.session === this.#opts.sessionId;
-    try {
-      if (read && afterMsgId !== undefined) {
-        const held = this.#held;
-        const replay = await replayFromJournal({
-          read,
-          afterMsgId,
-          heldIds: () => held.filter((m) => m.channel === 'iopub' && !own(m)).map((m) => m.header.msg_id),
-          deliver: (msg) => {
-            if (this.#remember(msg.header.msg_id)) this.#deliver(msg);
-          },
-          delivered: (id) => this.#seen.has(id),
-          signal: this.#closeController.signal,
-        });
-        if (replay.lost) this.#opts.onJournalLost?.(replay.lost);
-        if (replay.resumed) this.#opts.onJournalResumed?.();
-      }
-    } catch {
-      // The journal could not be read: the held messages go on, and the kernel's own account of holes stands.
-    } finally {
-      const held = this.#held ?? [];
-      this.#held = undefined;
-      for (const msg of held) {
-        if (own(msg) || typeof msg.header.msg_id !== 'string' || this.#remember(msg.header.msg_id)) this.#deliver(msg);
-      }
-    }
   }
 
   /** Remembers a kernel message id for de-duplication; false when it was seen already. */

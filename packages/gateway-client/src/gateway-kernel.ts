@@ -113,6 +113,7 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
           this.#events.emit('reconnected', {});
         },
         onJournalResumed: () => this.#cells.clearCrossedReconnect(),
+        quiet: () => this.#cells.size === 0,
         onJournalLost: () => this.#cells.markAllDropped(),
         onLost: (error) => {
           this.#events.emit('connection-lost', { error });

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { GatewayClient, GatewayKernel } from '@kernelwarden/gateway-client';
 import { cuttableProxy, testGateway } from '@kernelwarden/test-env';
@@ -8,6 +8,29 @@ import { LocalGateway, type LocalGatewayLease } from './index.js';
 
 const CELL = 'import time\nfor i in range(1000):\n    print(i, flush=True)\n    time.sleep(0.002)';
 const EXPECTED = Array.from({ length: 1000 }, (_, i) => `${i}\n`).join('');
+
+/** mulberry32: the same seed gives the same cut moments. */
+function prng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
+  };
+}
+
+/** The lines 0, 1, 2, … of `text` are each there once, in order, with nothing between: returns how many. */
+function consecutive(text: string): number {
+  const lines = text.split('\n');
+  expect(lines.at(-1)).toBe('');
+  lines.pop();
+  lines.forEach((line, i) => {
+    if (line !== String(i)) throw new Error(`line ${i} is ${JSON.stringify(line)}`);
+  });
+  return lines.length;
+}
 
 describe('a socket cut mid-cell on the embedded gateway', () => {
   let lease: LocalGatewayLease;
@@ -53,4 +76,50 @@ describe('a socket cut mid-cell on the embedded gateway', () => {
       await proxy.close();
     }
   });
+
+  it('loses nothing across 200 cuts at random moments of a long cell (seeded)', async () => {
+    const seed = Number(process.env.KERNELWARDEN_CUTS_SEED ?? randomBytes(4).readUInt32LE(0));
+    console.log(`200 cuts: seed ${seed} (KERNELWARDEN_CUTS_SEED=${seed} replays the cut moments)`);
+    const random = prng(seed);
+    const proxy = await cuttableProxy(Number(new URL(lease.baseUrl).port));
+    const stop = join(testGateway().root, `stop-${randomBytes(4).toString('hex')}`);
+    try {
+      const client = new GatewayClient({ baseUrl: proxy.baseUrl, token: lease.token, ownership: lease.ownership });
+      await using kernel = await GatewayKernel.start({
+        gateway: client,
+        reconnect: { attempts: 20, initialDelayMs: 20, maxDelayMs: 500 },
+      });
+      let reconnected = 0;
+      kernel.on('reconnected', () => {
+        reconnected++;
+      });
+      let seen = '';
+      // Prints 0, 1, 2, … until the test is done cutting.
+      const code = `import os, time\ni = 0\nwhile not os.path.exists(${JSON.stringify(stop)}):\n    print(i, flush=True)\n    i += 1\n    time.sleep(0.003)`;
+      const running = kernel.execute(code, {
+        onOutput: (output) => {
+          if (output.type === 'stream') seen += output.text;
+        },
+      });
+      let cuts = 0;
+      while (cuts < 200) {
+        await new Promise((resolve) => setTimeout(resolve, Math.floor(random() * 120)));
+        if (proxy.cut(kernel.id) > 0) cuts++;
+      }
+      // Some output after the last cut, then the cell ends.
+      const before = seen.length;
+      const until = Date.now() + 60_000;
+      while (seen.length === before && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 50));
+      writeFileSync(stop, '');
+      const result = await running;
+      expect(reconnected, `seed ${seed}`).toBeGreaterThan(0);
+      expect(result.status, `seed ${seed}`).toBe('ok');
+      expect(result.outputDropped, `seed ${seed}`).toBeFalsy();
+      expect(seen, `seed ${seed}`).toBe(result.stdout);
+      expect(consecutive(result.stdout), `seed ${seed}`).toBeGreaterThan(100);
+    } finally {
+      rmSync(stop, { force: true });
+      await proxy.close();
+    }
+  }, 600_000);
 });

@@ -7,7 +7,8 @@ message in the kernel's Journal (numbered, bounded, see journal.py), whoever is 
     GET /api/kernels/<kernel id>/journal?after_msg_id=<msg id>       everything after that message
     GET /api/kernels/<kernel id>/journal?cell=<request msg id>       one cell's messages, and whether it finished
 
-with `wait_for_msg_id=<msg id>&wait_ms=<n>` (at most 10 s) to answer only once the journal holds that message,
+with `wait_for_msg_id=<msg id>&wait_ms=<n>` (at most 10 s) to answer only once the journal holds that message, and
+`after=<number>&wait_ms=<n>` alone to answer as soon as it holds anything past that number (a long poll),
 
 answered as JSON {kernel_id, last, lost, more, held, entries: [{n: [generation, seq], msg}], complete?}; `lost` is
 null or {from, to} (numbers, inclusive) that fell out of retention; `more` says the answer stopped at `max_bytes`
@@ -41,7 +42,6 @@ VERSION = 1
 DEFAULT_PAGE_BYTES = 4 * 1024 * 1024
 SWEEP_MS = 10_000
 MAX_WAIT_S = 10.0
-WAIT_POLL_S = 0.02
 DELIMITER = b"<IDS|MSG>"
 # The most messages recorded in one turn of the event loop: a flood does not starve the server's other work.
 BATCH = 1000
@@ -63,6 +63,8 @@ class Recorder:
         self.session = kernel.session
         self.heard = 0
         self.closed = False
+        # Set (and replaced) each time messages were recorded: what a long poll waits on.
+        self.changed = asyncio.Event()
         self.socket = zmq.Context.instance().socket(zmq.SUB)
         self.socket.linger = 0
         self.socket.setsockopt(zmq.SUBSCRIBE, b"")
@@ -75,16 +77,22 @@ class Recorder:
         if self.closed:
             return
         socket = self.socket
-        for _ in range(BATCH):
-            try:
-                parts = socket.recv_multipart(zmq.NOBLOCK)
-            except zmq.Again:
-                return
-            except zmq.ZMQError as error:
-                self.log.warning("kernelwarden journal of %s: iopub read failed (%s)", self.kernel_id, error)
-                return
-            self.record(parts)
-        self.loop.add_callback(self.drain)
+        heard = self.heard
+        try:
+            for _ in range(BATCH):
+                try:
+                    parts = socket.recv_multipart(zmq.NOBLOCK)
+                except zmq.Again:
+                    return
+                except zmq.ZMQError as error:
+                    self.log.warning("kernelwarden journal of %s: iopub read failed (%s)", self.kernel_id, error)
+                    return
+                self.record(parts)
+            self.loop.add_callback(self.drain)
+        finally:
+            if self.heard != heard:
+                changed, self.changed = self.changed, asyncio.Event()
+                changed.set()
 
     def record(self, parts):
         try:
@@ -133,6 +141,7 @@ class Recorder:
         if self.closed:
             return
         self.closed = True
+        self.changed.set()
         try:
             self.loop.remove_handler(self.socket)
         except Exception:
@@ -221,20 +230,39 @@ class JournalHandler(APIHandler):
         except ValueError:
             raise web.HTTPError(400, "max_bytes must be a number")
         wait_for = self.get_query_argument("wait_for_msg_id", None)
-        if wait_for is not None:
+        wait_ms = self.get_query_argument("wait_ms", None)
+        after = self.get_query_argument("after", None)
+        if wait_ms is not None:
             try:
-                wait = min(MAX_WAIT_S, max(0.0, float(self.get_query_argument("wait_ms", "5000")) / 1000))
+                wait = min(MAX_WAIT_S, max(0.0, float(wait_ms) / 1000))
             except ValueError:
                 raise web.HTTPError(400, "wait_ms must be a number")
-            # The journal is a subscriber of its own: a client that already holds a live message waits until the
-            # journal holds it too, so that what it reads next joins what it holds with nothing between.
+            if wait_for is not None:
+                # The journal is a subscriber of its own: a client that already holds a live message waits until the
+                # journal holds it too, so that what it reads next joins what it holds with nothing between.
+                ready = lambda: journal.number_of(wait_for) is not None  # noqa: E731
+            elif after is not None and self.get_query_argument("cell", None) is None:
+                # A long poll: answered as soon as the journal holds anything past `after`.
+                try:
+                    bound = _number(after)
+                except ValueError:
+                    raise web.HTTPError(400, "after must be <generation>.<seq>")
+                ready = lambda: journal.last > bound  # noqa: E731
+            else:
+                ready = lambda: True  # noqa: E731
             until = time.monotonic() + wait
-            while journal.number_of(wait_for) is None and time.monotonic() < until:
-                await asyncio.sleep(WAIT_POLL_S)
+            recorder = journals.recorders.get(kernel_id)
+            while not ready() and recorder is not None and not recorder.closed:
+                left = until - time.monotonic()
+                if left <= 0:
+                    break
+                try:
+                    await asyncio.wait_for(recorder.changed.wait(), left)
+                except asyncio.TimeoutError:
+                    break
         answer = {"kernel_id": kernel_id, "last": list(journal.last), "lost": None, "held": journal.held()}
         cell = self.get_query_argument("cell", None)
         after_msg_id = self.get_query_argument("after_msg_id", None)
-        after = self.get_query_argument("after", None)
         if cell is not None:
             entries, lost, complete = journal.cell(cell)
             if not journal.known_cell(cell):

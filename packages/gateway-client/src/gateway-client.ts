@@ -29,13 +29,13 @@ import {
   type WebSocketClass,
 } from './gateway-client-options.js';
 import { checkedKernelId, KERNEL_ID_PATTERN } from './kernel-id.js';
-import { createEnv, defaultKernelUsername, isUuidV4 } from './launch-env.js';
 import {
   type KernelJournalPage,
   type KernelJournalQuery,
   kernelJournalPageSchema,
   kernelJournalSearch,
 } from './kernel-journal.js';
+import { createEnv, defaultKernelUsername, isUuidV4 } from './launch-env.js';
 import { zod } from './zod.js';
 
 export type {

@@ -100,7 +100,6 @@ export {
 export type { KernelInfo } from './handshake.js';
 export type { GatewayKernelEventMap, GatewayKernelListener, KernelStatus } from './kernel-events.js';
 export { isKernelId, KERNEL_ID_PATTERN } from './kernel-id.js';
-export { checkCreateEnv, defaultKernelUsername, isUuidV4, MAX_ENV_VALUE_LENGTH } from './launch-env.js';
 export type {
   CollectCellOptions,
   CollectedCell,
@@ -115,6 +114,7 @@ export {
   KernelJournalUnavailableError,
   kernelJournalCapability,
 } from './kernel-journal.js';
+export { checkCreateEnv, defaultKernelUsername, isUuidV4, MAX_ENV_VALUE_LENGTH } from './launch-env.js';
 export type { KernelLimitReading } from './limit-deaths.js';
 export type { RecoveryPolicy } from './restart-recovery.js';
 export type { CleanupRetryPolicy } from './start-cleanup.js';

@@ -38,6 +38,7 @@ function pageSchema(zz: typeof z) {
     last: number,
     lost: zz.object({ from: number, to: number }).nullable(),
     more: zz.boolean(),
+    held: zz.object({ entries: zz.number().int().nonnegative(), bytes: zz.number().int().nonnegative() }).optional(),
     complete: zz.boolean().optional(),
     entries: zz.array(
       zz.object({

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { GatewayClient, GatewayKernel } from '@kernelwarden/gateway-client';
+import { GatewayClient, GatewayKernel, kernelJournalCapability } from '@kernelwarden/gateway-client';
 import { cuttableProxy, testGateway } from '@kernelwarden/test-env';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LocalGateway, type LocalGatewayLease } from './index.js';
@@ -122,4 +122,46 @@ describe('a socket cut mid-cell on the embedded gateway', () => {
       await proxy.close();
     }
   }, 600_000);
+});
+
+describe('a socket cut mid-cell on the embedded gateway without journals', () => {
+  let lease: LocalGatewayLease;
+
+  beforeAll(async () => {
+    const stateDir = join(testGateway().root, `journal-off-${randomBytes(4).toString('hex')}`);
+    mkdirSync(stateDir, { recursive: true });
+    lease = await LocalGateway.acquire({ stateDir, lingerMs: 0, pool: {}, journal: { enabled: false } });
+  });
+  afterAll(async () => {
+    await lease?.release();
+  });
+
+  it('offers no journal, and flags what the server could not replay: lines missing only with outputDropped', async () => {
+    const proxy = await cuttableProxy(Number(new URL(lease.baseUrl).port));
+    try {
+      const client = new GatewayClient({ baseUrl: proxy.baseUrl, token: lease.token, ownership: lease.ownership });
+      await using kernel = await GatewayKernel.start({ gateway: client });
+      expect(kernelJournalCapability(await client.getKernel(kernel.id))).toBeUndefined();
+      let seen = '';
+      let cuts = 0;
+      const result = await kernel.execute(CELL, {
+        onOutput: (output) => {
+          if (output.type !== 'stream') return;
+          seen += output.text;
+          if ((cuts === 0 && seen.includes('\n300\n')) || (cuts === 1 && seen.includes('\n700\n'))) {
+            cuts++;
+            proxy.cut(kernel.id);
+          }
+        },
+      });
+      expect(cuts).toBe(2);
+      const lines = result.stdout.split('\n').filter((l) => l !== '');
+      // What arrived is in order and once each; whatever is missing is said.
+      expect(lines.map(Number)).toEqual([...lines.map(Number)].sort((a, b) => a - b));
+      expect(new Set(lines).size).toBe(lines.length);
+      if (result.stdout !== EXPECTED) expect(result.outputDropped).toBe(true);
+    } finally {
+      await proxy.close();
+    }
+  });
 });

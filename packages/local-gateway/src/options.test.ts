@@ -37,7 +37,7 @@ describe('resolveLocalGatewayOptions', () => {
       maxKernels: defaultMaxKernels(),
       maxConcurrentStarts: defaultMaxConcurrentStarts(),
       startQueueTimeoutMs: DEFAULT_START_QUEUE_TIMEOUT_MS,
-      journal: { maxBytes: DEFAULT_JOURNAL_MAX_BYTES, maxAgeMs: DEFAULT_JOURNAL_MAX_AGE_MS },
+      journal: { enabled: true, maxBytes: DEFAULT_JOURNAL_MAX_BYTES, maxAgeMs: DEFAULT_JOURNAL_MAX_AGE_MS },
     });
   });
 
@@ -123,7 +123,10 @@ describe('resolveLocalGatewayOptions', () => {
     expect(path(() => resolveLocalGatewayOptions({ journal: { maxBytes: 1.5 } }))).toBe('journal.maxBytes');
     expect(path(() => resolveLocalGatewayOptions({ journal: { maxAgeMs: -1 } }))).toBe('journal.maxAgeMs');
     expect(path(() => resolveLocalGatewayOptions({ journal: { lines: 5 } as never }))).toBe('journal.lines');
+    expect(path(() => resolveLocalGatewayOptions({ journal: { enabled: 'no' } as never }))).toBe('journal.enabled');
+    expect(resolveLocalGatewayOptions({ journal: { enabled: false } }, {}).journal.enabled).toBe(false);
     expect(resolveLocalGatewayOptions({ journal: { maxBytes: 0 } }, {}).journal).toEqual({
+      enabled: true,
       maxBytes: 0,
       maxAgeMs: DEFAULT_JOURNAL_MAX_AGE_MS,
     });

@@ -134,10 +134,12 @@ export interface LocalGatewayOptions extends LocalGatewayLocation {
   /**
    * Each kernel's journal on the server: every iopub message from the kernel's start, numbered, kept until it is
    * `maxAgeMs` old or the kernel's journal holds more than `maxBytes` (oldest first); a client that lost its socket
-   * reads what it missed from it (see the README's "Journal"). Only used when this call starts the server.
-   * @defaultValue `{ maxBytes: DEFAULT_JOURNAL_MAX_BYTES, maxAgeMs: DEFAULT_JOURNAL_MAX_AGE_MS }` (32 MiB, 10 minutes)
+   * reads what it missed from it (see the README's "Journal"). `enabled: false` runs the server without journals (its
+   * kernels then behave as on a stock jupyter-server). Only used when this call starts the server.
+   * @defaultValue `{ enabled: true, maxBytes: DEFAULT_JOURNAL_MAX_BYTES, maxAgeMs: DEFAULT_JOURNAL_MAX_AGE_MS }`
+   * (32 MiB, 10 minutes)
    */
-  journal?: { maxBytes?: number; maxAgeMs?: number };
+  journal?: { enabled?: boolean; maxBytes?: number; maxAgeMs?: number };
 }
 
 /** Options of `LocalGateway.stop()`. */
@@ -188,8 +190,8 @@ export interface ResolvedLocalGatewayOptions extends ResolvedLocalGatewayStopOpt
   readonly maxConcurrentStarts: number;
   /** Milliseconds a create may wait in the start queue. */
   readonly startQueueTimeoutMs: number;
-  /** Each kernel journal's bounds. */
-  readonly journal: Readonly<{ maxBytes: number; maxAgeMs: number }>;
+  /** Whether the server keeps kernel journals, and their bounds. */
+  readonly journal: Readonly<{ enabled: boolean; maxBytes: number; maxAgeMs: number }>;
 }
 
 /** The options' schemas, built on the first call (importing this module does not load zod). */
@@ -232,7 +234,11 @@ const schemas = lazy(() => {
       maxConcurrentStarts: z.number().int().min(1).optional(),
       startQueueTimeoutMs: nonNegativeMs.optional(),
       journal: z
-        .object({ maxBytes: z.number().int().nonnegative().optional(), maxAgeMs: nonNegativeMs.optional() })
+        .object({
+          enabled: z.boolean().optional(),
+          maxBytes: z.number().int().nonnegative().optional(),
+          maxAgeMs: nonNegativeMs.optional(),
+        })
         .strict()
         .optional(),
     })
@@ -318,6 +324,7 @@ export function resolveLocalGatewayOptions(
     maxConcurrentStarts: opts.maxConcurrentStarts ?? defaultMaxConcurrentStarts(),
     startQueueTimeoutMs: opts.startQueueTimeoutMs ?? DEFAULT_START_QUEUE_TIMEOUT_MS,
     journal: Object.freeze({
+      enabled: opts.journal?.enabled ?? true,
       maxBytes: opts.journal?.maxBytes ?? DEFAULT_JOURNAL_MAX_BYTES,
       maxAgeMs: opts.journal?.maxAgeMs ?? DEFAULT_JOURNAL_MAX_AGE_MS,
     }),

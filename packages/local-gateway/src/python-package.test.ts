@@ -67,7 +67,7 @@ describe('the kernelwarden_gateway Python package', () => {
       maxConcurrentStarts: 3,
       maxKernels: 9,
       startQueueTimeoutMs: 1500,
-      journal: { maxBytes: 1024, maxAgeMs: 2500 },
+      journal: { enabled: false, maxBytes: 1024, maxAgeMs: 2500 },
     });
     const file = join(dir, 'jupyter_server_config.py');
     writeFileSync(file, text);
@@ -86,7 +86,7 @@ describe('the kernelwarden_gateway Python package', () => {
           '  "ipc": k.launch._settings.ipc_dir, "kernels": k.capacity.gate.limits.max_kernels,',
           '  "starts": k.capacity.gate.limits.max_starting, "wait": k.capacity.gate.limits.max_wait,',
           '  "extensions": c.ServerApp.jpserver_extensions.to_dict(),',
-          '  "journal": [k.settings.journal_max_bytes, k.settings.journal_max_age_s]}))',
+          '  "journal": [k.settings.journal_enabled, k.settings.journal_max_bytes, k.settings.journal_max_age_s]}))',
         ].join('\n'),
         file,
       ],
@@ -100,7 +100,7 @@ describe('the kernelwarden_gateway Python package', () => {
       starts: 3,
       wait: 1.5,
       extensions: { update: { kernelwarden_gateway: true } },
-      journal: [1024, 2.5],
+      journal: [false, 1024, 2.5],
     });
     // The extension writes the marker when jupyter-server loads it (the integration tests start real servers).
     expect(existsSync(marker)).toBe(false);

@@ -102,10 +102,23 @@ describe('a socket cut mid-cell on the embedded gateway', () => {
         },
       });
       let cuts = 0;
-      while (cuts < 200) {
+      let open = Promise.resolve();
+      kernel.on('reconnecting', () => {
+        open = new Promise((resolve) => {
+          const off = kernel.on('reconnected', () => {
+            off();
+            resolve();
+          });
+        });
+      });
+      // Each cut at a random moment (0-120 ms) after the socket is open again: mid-output, mid-replay from the
+      // journal, mid-read of it (its HTTP requests name the kernel too, and are cut with it).
+      while (cuts < 200 && kernel.isAlive()) {
+        await open;
         await new Promise((resolve) => setTimeout(resolve, Math.floor(random() * 120)));
         if (proxy.cut(kernel.id) > 0) cuts++;
       }
+      expect(cuts, `seed ${seed}`).toBe(200);
       // Some output after the last cut, then the cell ends.
       const before = seen.length;
       const until = Date.now() + 60_000;

@@ -117,12 +117,13 @@ class Recorder:
 
     async def until(self, heard, alive, timeout=SUBSCRIBE_WAIT_S):
         """Nudges the kernel with kernel_info_requests (on a shell socket of its own, at growing intervals) until
-        `heard()`: the subscription is through, and nothing the kernel sends from here on passes the journal by."""
+        `heard()`: the subscription is through, and nothing the kernel sends from here on passes the journal by. Stops
+        early when `await alive()` is false (the kernel died or went)."""
         deadline = time.monotonic() + timeout
         shell = None
         pause = NUDGE_FIRST_S
         try:
-            while not heard() and not self.closed and alive() and time.monotonic() < deadline:
+            while not heard() and not self.closed and time.monotonic() < deadline and await alive():
                 if shell is None:
                     shell = zmq.Context.instance().socket(zmq.DEALER)
                     shell.linger = 0
@@ -314,7 +315,16 @@ def _load_jupyter_server_extension(serverapp):
     mine = journals
 
     def alive(kernel_id):
-        return lambda: kernel_id in km and kernel_id in mine.recorders
+        async def check():
+            # A kernel that died while starting is answered at once (the client's start watch says why).
+            if kernel_id not in km or kernel_id not in mine.recorders:
+                return False
+            try:
+                return bool(await ensure_async(km.get_kernel(kernel_id).is_alive()))
+            except Exception:
+                return False
+
+        return check
 
     start_kernel = km.start_kernel
 

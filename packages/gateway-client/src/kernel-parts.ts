@@ -113,7 +113,10 @@ export function assembleKernelParts(
       },
       onJournalResumed: () => parts.cells.clearCrossedReconnect(),
       quiet: () => parts.cells.size === 0,
-      onJournalLost: () => parts.cells.markAllDropped(),
+      onJournalLost: (lost) => {
+        parts.cells.markAllDropped();
+        host.events.emit('journal-lost', { from: [...lost.from], to: [...lost.to] });
+      },
       onLost: (error) => {
         host.events.emit('connection-lost', { error });
         host.lost(error);

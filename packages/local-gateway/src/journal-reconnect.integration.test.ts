@@ -178,3 +178,59 @@ describe('a socket cut mid-cell on the embedded gateway without journals', () =>
     }
   });
 });
+
+describe('a socket cut mid-cell when the journal no longer holds what it missed', () => {
+  let lease: LocalGatewayLease;
+
+  beforeAll(async () => {
+    const stateDir = join(testGateway().root, `journal-small-${randomBytes(4).toString('hex')}`);
+    mkdirSync(stateDir, { recursive: true });
+    lease = await LocalGateway.acquire({ stateDir, lingerMs: 0, pool: {}, journal: { maxBytes: 16 * 1024 } });
+  });
+  afterAll(async () => {
+    await lease?.release();
+  });
+
+  it('says which numbers were lost (journal-lost) and flags the cell outputDropped, never silent', async () => {
+    const proxy = await cuttableProxy(Number(new URL(lease.baseUrl).port));
+    try {
+      // Reads of the journal answer late: meanwhile the cell prints far past the journal's 16 KiB.
+      const slowJournal: typeof fetch = async (input, init) => {
+        if (String(input instanceof Request ? input.url : input).includes('/journal')) {
+          await new Promise((resolve) => setTimeout(resolve, 3_000));
+        }
+        return fetch(input, init);
+      };
+      const client = new GatewayClient({
+        baseUrl: proxy.baseUrl,
+        token: lease.token,
+        ownership: lease.ownership,
+        fetch: slowJournal,
+      });
+      await using kernel = await GatewayKernel.start({ gateway: client });
+      const losses: { from: [number, number]; to: [number, number] }[] = [];
+      kernel.on('journal-lost', (event) => {
+        losses.push(event);
+      });
+      let cut = false;
+      const code =
+        "import time\nfor i in range(3000):\n    print(str(i) + 'y' * 100, flush=True)\n    time.sleep(0.001)";
+      const result = await kernel.execute(code, {
+        onOutput: (output) => {
+          if (!cut && output.type === 'stream' && output.text.includes('50y')) {
+            cut = true;
+            proxy.cut(kernel.id);
+          }
+        },
+      });
+      expect(cut).toBe(true);
+      expect(losses.length).toBeGreaterThan(0);
+      const [first] = losses;
+      expect(first?.from[0]).toBe(1);
+      expect(first && first.to[1] >= first.from[1]).toBe(true);
+      expect(result.outputDropped).toBe(true);
+    } finally {
+      await proxy.close();
+    }
+  }, 240_000);
+});

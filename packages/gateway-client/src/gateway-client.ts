@@ -498,7 +498,9 @@ export class GatewayClient {
     query: KernelJournalQuery,
     opts: RequestOptions = {},
   ): Promise<KernelJournalPage | undefined> {
-    const path = `/api/kernels/${checkedKernelId(id, 'GatewayClient.kernelJournal')}/journal?${kernelJournalSearch(query)}`;
+    // Pages fit the client's body limit (half of it: the answer's own fields and JSON escaping besides).
+    const paged = query.maxBytes === undefined ? { ...query, maxBytes: Math.floor(this.#maxResponseBytes / 2) } : query;
+    const path = `/api/kernels/${checkedKernelId(id, 'GatewayClient.kernelJournal')}/journal?${kernelJournalSearch(paged)}`;
     const res = await this.#request('GET', path, opts, [404]);
     if (res.status === 404) return undefined;
     return this.#parse(kernelJournalPageSchema(), this.#json(res, `GET ${path}`), `GET ${path}`);

@@ -8,7 +8,7 @@
 // Not a test: no asserts, but it exits non-zero when a client crashes.
 //
 // Options: --rounds N (300), --only a,b (sections: import, roundtrip, coldstart, interrupt, output [= output-20mb,
-//          output-lines], packages, load), --load-sizes 8,32,64 (sessions at once in the load section),
+//          output-lines], packages, load, journal: the kernel journal on vs off), --load-sizes 8,32,64 (sessions at once in the load section),
 //          --imports N (15: fresh processes per package in the import section), --cli-runs N (10: warm CLI runs),
 //          --cold N (10), --interrupts N (5), --output-reps N (3), --output-timeout SECONDS (per scenario: 120 / 180),
 //          --update-readme, --keep (keep the temp dir).
@@ -21,6 +21,7 @@ import { parseArgs } from 'node:util';
 import { CLIENTS, ZMQ_FLOOR_LABEL } from './clients/catalog.mjs';
 import { JupyterLabClient } from './clients/jupyterlab.mjs';
 import { loadGatewayKernel, loadLocalGatewayServerConfig } from './clients/kernelwarden.mjs';
+import { journalSection } from './journal.mjs';
 import { listKernels, NODELAY_CONFIG, processesMentioning, startServer } from './jupyter-servers.mjs';
 import { loadSection } from './load.mjs';
 import { describeMachine, machineLine } from './machine.mjs';
@@ -54,7 +55,9 @@ const WARMUP = 20;
 const BLOCK = 10;
 const PACKAGE_BENCH_TIMEOUT_MS = 180_000;
 const sections = new Set(
-  (args.only ?? 'import,cli,roundtrip,coldstart,interrupt,output,packages,load').split(',').map((s) => s.trim()),
+  (args.only ?? 'import,cli,roundtrip,coldstart,interrupt,output,packages,load,journal')
+    .split(',')
+    .map((s) => s.trim()),
 );
 
 const REPO = new URL('..', import.meta.url).pathname;
@@ -777,6 +780,11 @@ try {
   if (sections.has('interrupt')) await interruptLatency(stock, nodelay);
   if ([...sections].some((s) => s.startsWith('output'))) await outputCells(raised);
   if (sections.has('packages')) await packageBenches(stock);
+  if (sections.has('journal')) {
+    results.sections.push(
+      await journalSection({ root, log, rounds: Math.min(ROUNDS, 200), reps: Math.min(OUTPUT_REPS, 2) }),
+    );
+  }
   if (sections.has('load')) {
     const sizes = args['load-sizes'].split(',').map((n) => Number(n.trim()));
     results.sections.push(await loadSection({ root, stock, sizes, log, crashed }));

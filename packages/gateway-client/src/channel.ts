@@ -3,6 +3,8 @@ import { encodeFrame, type JupyterMessage, V1_SUBPROTOCOL } from '@kernelwarden/
 import { GatewayAuthError, GatewayUnavailableError, ProtocolError } from './errors.js';
 import { toBytes } from './frame-bytes.js';
 import type { GatewayClient, WebSocketClass } from './gateway-client.js';
+import { JournalFeed, type JournalRead } from './journal-feed.js';
+import type { JournalNumber } from './kernel-journal.js';
 import { connectError, errorOf } from './socket-errors.js';
 import { decodeFrame } from './wire.js';
 
@@ -50,6 +52,17 @@ export interface KernelChannelOptions {
   onReconnecting(attempt: number, delayMs: number, cause: unknown): void;
   onReconnected(): void;
   onLost(error: Error): void;
+  /**
+   * The kernel's journal on the server (the embedded gateway), when it keeps one: from a drop until the socket can
+   * take over again, kernel iopub messages are read from it (`JournalFeed`), every one once, in order.
+   */
+  journal?: JournalRead | undefined;
+  /** The journal lost numbers (retention) before they were read from it. */
+  onJournalLost?: ((lost: { from: JournalNumber; to: JournalNumber }) => void) | undefined;
+  /** A read of the journal succeeded: every kernel iopub message up to it was handed on. */
+  onJournalResumed?: (() => void) | undefined;
+  /** No cell is in flight (the journal hands iopub back to the socket only then). */
+  quiet?: (() => boolean) | undefined;
 }
 
 /** How many message ids are remembered to drop replayed duplicates. */
@@ -85,9 +98,32 @@ export class KernelChannel {
   #ringAt = 0;
   /** Messages received (after dedupe); lets the kernel see whether the socket is quiet. */
   received = 0;
+  /** The id of the last kernel iopub message handed on: where a read of the journal starts. */
+  #lastIopubId: string | undefined;
+  /** Kernel iopub from the journal after a drop (with a journal). */
+  #feed: JournalFeed | undefined;
+  #feedController = new AbortController();
 
   constructor(opts: KernelChannelOptions) {
     this.#opts = opts;
+    this.#feed = this.#newFeed();
+  }
+
+  #newFeed(): JournalFeed | undefined {
+    const read = this.#opts.journal;
+    if (!read) return undefined;
+    return new JournalFeed({
+      read,
+      deliver: (msg) => {
+        if (this.#remember(msg.header.msg_id)) this.#deliver(msg);
+      },
+      delivered: (id) => this.#seen.has(id),
+      quiet: () => this.#opts.quiet?.() ?? true,
+      socketOpen: () => this.isOpen,
+      onCaughtUp: () => this.#opts.onJournalResumed?.(),
+      onLost: (lost) => this.#opts.onJournalLost?.(lost),
+      onUnavailable: () => {},
+    });
   }
 
   /** The channels socket of kernel `kernelId` on `client`'s gateway, under `sessionId`. */
@@ -95,13 +131,30 @@ export class KernelChannel {
     client: GatewayClient,
     kernelId: string,
     sessionId: string,
-    opts: { protocol: WireProtocol; reconnect: ReconnectPolicy; maxFrameBytes: number; clock: Clock },
+    opts: {
+      protocol: WireProtocol;
+      reconnect: ReconnectPolicy;
+      maxFrameBytes: number;
+      clock: Clock;
+      journal?: boolean | undefined;
+    },
     handlers: Pick<
       KernelChannelOptions,
-      'onMessage' | 'onProtocolError' | 'onFrameTooLarge' | 'onReconnecting' | 'onReconnected' | 'onLost'
+      | 'onMessage'
+      | 'onProtocolError'
+      | 'onFrameTooLarge'
+      | 'onReconnecting'
+      | 'onReconnected'
+      | 'onLost'
+      | 'onJournalLost'
+      | 'onJournalResumed'
+      | 'quiet'
     >,
   ): KernelChannel {
     const target = client.channelsTarget(kernelId, sessionId);
+    const journal: JournalRead | undefined = opts.journal
+      ? (query, signal) => client.kernelJournal(kernelId, query, { signal })
+      : undefined;
     return new KernelChannel({
       WebSocket: client.WebSocket,
       url: target.url,
@@ -112,6 +165,7 @@ export class KernelChannel {
       reconnect: opts.reconnect,
       maxFrameBytes: opts.maxFrameBytes,
       clock: opts.clock,
+      journal,
       ...handlers,
     });
   }
@@ -127,7 +181,11 @@ export class KernelChannel {
       url: target.url,
       headers: target.headers,
       where: `kernel ${kernelId} at ${client.baseUrl}`,
+      journal: undefined,
     };
+    this.#feedController.abort();
+    this.#feed = undefined;
+    this.#lastIopubId = undefined;
     this.#seen.clear();
     this.#ring = new Array<string>(DEDUPE_WINDOW);
     this.#ringAt = 0;
@@ -219,6 +277,7 @@ export class KernelChannel {
     if (this.#closed) return;
     this.#closed = true;
     this.#closeController.abort();
+    this.#feedController.abort();
     this.#queue = [];
     const socket = this.#socket;
     this.#socket = undefined;
@@ -339,14 +398,22 @@ export class KernelChannel {
         return;
       }
       if (this.#seen.has(id)) return;
-      const evicted = this.#ring[this.#ringAt];
-      if (evicted !== undefined) this.#seen.delete(evicted);
-      this.#ring[this.#ringAt] = id;
-      this.#ringAt = (this.#ringAt + 1) % DEDUPE_WINDOW;
-      this.#seen.add(id);
+      if (msg.channel === 'iopub' && this.#feed?.active) {
+        // The journal hands the kernel's iopub on meanwhile; the socket's copy only says how far the socket got.
+        this.#feed.socketDelivered(id);
+        this.received++;
+        this.#heard();
+        return;
+      }
+      this.#remember(id);
     }
     this.received++;
     this.#heard();
+    this.#deliver(msg);
+  }
+
+  #deliver(msg: JupyterMessage): void {
+    if (msg.channel === 'iopub' && msg.header.session !== this.#opts.sessionId) this.#lastIopubId = msg.header.msg_id;
     try {
       this.#opts.onMessage(msg);
     } catch (error) {
@@ -410,6 +477,8 @@ export class KernelChannel {
   async #reconnectLoop(cause: unknown): Promise<void> {
     const { attempts, initialDelayMs, maxDelayMs } = this.#opts.reconnect;
     this.#reconnecting = true;
+    // With a journal, the kernel's iopub is read from it from the last message handed on.
+    this.#feed?.start(this.#lastIopubId, this.#feedController.signal);
     let last: unknown = cause;
     for (let attempt = 1; attempt <= attempts; attempt++) {
       const delayMs = Math.min(maxDelayMs, initialDelayMs * 2 ** (attempt - 1));
@@ -427,6 +496,7 @@ export class KernelChannel {
           continue;
         }
         this.#reconnecting = false;
+        this.#feed?.reopened();
         this.#flush();
         this.#opts.onReconnected();
         return;
@@ -445,6 +515,17 @@ export class KernelChannel {
         { url: this.#opts.where, cause: last },
       ),
     );
+  }
+
+  /** Remembers a kernel message id for de-duplication; false when it was seen already. */
+  #remember(id: string): boolean {
+    if (this.#seen.has(id)) return false;
+    const evicted = this.#ring[this.#ringAt];
+    if (evicted !== undefined) this.#seen.delete(evicted);
+    this.#ring[this.#ringAt] = id;
+    this.#ringAt = (this.#ringAt + 1) % DEDUPE_WINDOW;
+    this.#seen.add(id);
+    return true;
   }
 
   #flush(): void {

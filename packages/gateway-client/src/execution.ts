@@ -49,6 +49,7 @@ export class CellExecution {
   #awaitingReply = false;
   #messages = 0;
   #crossedReconnect = false;
+  #healed = false;
   #status: ExecuteResult['status'] = 'ok';
   #executionCount: number | undefined;
   #error: ExecuteError | undefined;
@@ -179,6 +180,25 @@ export class CellExecution {
     };
   }
 
+  /** The reconnect's gap was filled from the kernel's journal: no output of this cell was lost across it. */
+  clearCrossedReconnect(): void {
+    if (this.#crossedReconnect) this.#healed = true;
+    this.#crossedReconnect = false;
+  }
+
+  /** It crossed a drop of the socket whose gap the kernel's journal filled: its iopub messages are all in. */
+  get healed(): boolean {
+    return this.#healed;
+  }
+
+  /**
+   * Settles a healed cell whose `execute_reply` was lost with the socket: its output is whole (the journal's), and its
+   * status is the one its iopub said (`'error'` when it published an error).
+   */
+  completeFromIopub(): void {
+    this.#resolveWith({ status: this.#protocolError || this.#error !== undefined ? 'error' : 'ok' });
+  }
+
   /** Notes that the channels socket dropped while the cell was pending (its output may have a hole). */
   markCrossedReconnect(): void {
     this.#crossedReconnect = true;
@@ -201,6 +221,11 @@ export class CellExecution {
     if (this.#awaitingReply) return false;
     this.#awaitingReply = true;
     return true;
+  }
+
+  /** Ends a wait for the reply without settling (the next idle starts another). */
+  endReplyWait(): void {
+    this.#awaitingReply = false;
   }
 
   /** Resolves with what the cell collected and the kernel's verdict. */
@@ -272,11 +297,11 @@ export class CellExecution {
   }
 }
 
-function asRecord(value: unknown): Record<string, unknown> {
+export function asRecord(value: unknown): Record<string, unknown> {
   return value !== null && typeof value === 'object' ? (value as Record<string, unknown>) : {};
 }
 
-function toError(content: Record<string, unknown>): ExecuteError {
+export function toError(content: Record<string, unknown>): ExecuteError {
   return {
     ename: String(content.ename ?? 'Error'),
     evalue: String(content.evalue ?? ''),

@@ -29,6 +29,12 @@ import {
   type WebSocketClass,
 } from './gateway-client-options.js';
 import { checkedKernelId, KERNEL_ID_PATTERN } from './kernel-id.js';
+import {
+  type KernelJournalPage,
+  type KernelJournalQuery,
+  kernelJournalPageSchema,
+  kernelJournalSearch,
+} from './kernel-journal.js';
 import { createEnv, defaultKernelUsername, isUuidV4 } from './launch-env.js';
 import { zod } from './zod.js';
 
@@ -485,6 +491,24 @@ export class GatewayClient {
     const res = await this.#request('DELETE', path, opts, [404, 410]);
     this.ownership?.deleted(id);
     return { status: res.status };
+  }
+
+  /**
+   * One read of a kernel's journal (`GET /api/kernels/<id>/journal`, see docs/journal-protocol.md), on a server that
+   * keeps one (the embedded gateway); undefined when it answers 404 (no journal, or no record of what was asked).
+   * `collectCell()` (kernel-journal.ts) builds on it.
+   */
+  async kernelJournal(
+    id: string,
+    query: KernelJournalQuery,
+    opts: RequestOptions = {},
+  ): Promise<KernelJournalPage | undefined> {
+    // Pages fit the client's body limit (half of it: the answer's own fields and JSON escaping besides).
+    const paged = query.maxBytes === undefined ? { ...query, maxBytes: Math.floor(this.#maxResponseBytes / 2) } : query;
+    const path = `/api/kernels/${checkedKernelId(id, 'GatewayClient.kernelJournal')}/journal?${kernelJournalSearch(paged)}`;
+    const res = await this.#request('GET', path, opts, [404]);
+    if (res.status === 404) return undefined;
+    return this.#parse(kernelJournalPageSchema(), this.#json(res, `GET ${path}`), `GET ${path}`);
   }
 
   /**

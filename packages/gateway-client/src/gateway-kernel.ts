@@ -1,18 +1,15 @@
 import { randomUUID } from 'node:crypto';
 import {
-  abortScope,
   type ExecuteOptions,
   type ExecuteResult,
-  InvalidOptionsError,
   type KernelHandle,
   type KillOutcome,
   TypedEmitter,
 } from '@kernelwarden/core';
-import { createMessage, type JupyterMessage } from '@kernelwarden/jupyter-protocol';
-import { KernelChannel } from './channel.js';
-import { environmentCode } from './environment-code.js';
-import { GatewayDownError, type KernelDeathReason, KernelDiedError, type ProtocolError } from './errors.js';
-import { CellExecution } from './execution.js';
+import { cellRequest } from './cell-request.js';
+import type { KernelChannel } from './channel.js';
+import { type CollectCellOptions, type CollectedCell, collectCell } from './collect-cell.js';
+import { type KernelDeathReason, KernelDiedError } from './errors.js';
 import type { GatewayClient, KernelModel } from './gateway-client.js';
 import {
   type GatewayKernelConnectOptions,
@@ -20,21 +17,24 @@ import {
   type ResolvedGatewayKernelOptions,
   resolveGatewayKernelOptions,
 } from './gateway-kernel-options.js';
-import { Handshake, type KernelInfo } from './handshake.js';
-import { Heartbeat } from './heartbeat.js';
-import { InterruptDrain } from './interrupt-drain.js';
+import type { Handshake, KernelInfo } from './handshake.js';
+import type { Heartbeat } from './heartbeat.js';
+import type { InterruptDrain } from './interrupt-drain.js';
+import { attachKernel } from './kernel-attach.js';
+import { kernelDeaths } from './kernel-deaths.js';
 import type { GatewayKernelEventMap, GatewayKernelListener, KernelStatus } from './kernel-events.js';
-import { claimPooledKernel, type StartingKernel, startKernel, startPlaced } from './kernel-start.js';
+import { environmentStep, swapKilledKernel } from './kernel-kill.js';
+import { assembleKernelParts, startingKernel } from './kernel-parts.js';
+import { KernelShutdown } from './kernel-shutdown.js';
+import { type StartingKernel, startKernel, startPlaced } from './kernel-start.js';
 import { LimitDeaths } from './limit-deaths.js';
-import { LivenessPoll, probeKernel } from './liveness.js';
-import { type MessageTargets, routeMessage } from './message-router.js';
+import { type LivenessPoll, probeKernel } from './liveness.js';
 import { MessageSequence } from './message-sequence.js';
-import { PendingCells } from './pending-cells.js';
-import { PongPolicy } from './pong-policy.js';
-import { RestartRecovery } from './restart-recovery.js';
+import type { PendingCells } from './pending-cells.js';
+import type { PongPolicy } from './pong-policy.js';
+import type { RestartRecovery } from './restart-recovery.js';
 import { SendGate } from './send-gate.js';
 import type { StartWatch } from './start-watch.js';
-import { answerInputRequest } from './stdin-reply.js';
 
 export type { GatewayKernelConnectOptions, GatewayKernelStartOptions, KernelInfo };
 
@@ -72,123 +72,48 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
   #replacing = false;
   #status: KernelStatus = 'starting';
   #alive = true;
-  #shutdownConfirmed = false;
-  #shutdownInFlight: Promise<{ confirmed: boolean }> | undefined;
+  readonly #shutdown = new KernelShutdown();
   /** Set from create until the first handshake completes: a death then fails the start at once. */
   #startWatch: StartWatch | undefined;
   #droppedMessages = 0;
 
   private constructor(model: KernelModel, opts: ResolvedGatewayKernelOptions) {
-    const { client, clock } = opts;
+    const { client } = opts;
     this.#id = model.id;
     this.kernelName = model.name;
     this.client = client;
     this.sessionId = randomUUID();
     this.#opts = opts;
-    const channel = KernelChannel.forKernel(client, model.id, this.sessionId, opts, {
-      onMessage: (msg) => {
-        routeMessage(msg, targets);
-        this.#pong.received();
-      },
-      onProtocolError: (error) => this.#protocolError(error),
-      onFrameTooLarge: (error) => {
-        this.#droppedMessages++;
-        const cell = this.#cells.lostFrame(error.message);
-        this.#events.emit('protocol-error', cell ? { error, cellId: cell.cellId } : { error });
-      },
-      onReconnecting: (attempt, delayMs) => {
-        if (attempt === 1) this.#cells.markCrossedReconnect();
-        this.#events.emit('reconnecting', { attempt, delayMs });
-        if (attempt === 1) void this.#checkGone();
-      },
-      onReconnected: () => {
-        this.#probeAfterReconnect();
-        this.#events.emit('reconnected', {});
-      },
-      onLost: (error) => {
-        this.#events.emit('connection-lost', { error });
-        void this.#lost(error);
-      },
-    });
-    this.#channel = channel;
-    const alive = () => this.#alive;
-    const busy = () => this.#alive && this.#cells.size > 0;
-    const handshake = new Handshake({
-      clock,
-      sessionId: this.sessionId,
-      send: (msg) => channel.send(msg),
-      retryMs: opts.kernelInfoRetryMs,
-      nudgeMs: opts.iopubNudgeMs,
-      nudges: opts.iopubNudges,
-    });
-    this.#handshake = handshake;
     this.#limits = new LimitDeaths(client.diagnostics, this.id);
     this.#limits.mark();
-    const restarts = new RestartRecovery({
-      clock,
-      client,
-      kernelId: () => this.id,
-      restartTimeoutMs: opts.restartTimeoutMs,
-      recovery: opts.recovery,
-      gate: this.#gate,
-      cells: { failAll: (error) => this.#cells.failAll(error) },
-      reconnect: async (signal) => {
-        await channel.reopen(signal);
-        await handshake.run(signal);
-      },
-      alive,
-      checkGone: () => this.#checkGone(),
-      giveUp: (cause) =>
-        this.#die(
-          'dead',
-          `Kernel ${this.id} at ${client.baseUrl} did not come back after the server restarted it`,
-          cause,
-        ),
-      ready: () => this.#setStatus('idle'),
-      oomDeath: () => this.#limits.oomDeath(),
-    });
-    this.#restarts = restarts;
-    const cells = new PendingCells({
-      clock,
-      idleGraceMs: opts.idleGraceMs,
-      replyGraceMs: opts.replyGraceMs,
-      sequence: this.#sequence,
-      socket: { received: () => channel.received, listening: () => channel.isOpen && !restarts.recovering },
-      onGraceSettled: () => {
-        if (cells.size === 0 && this.#status === 'busy') this.#setStatus('idle');
-      },
-    });
-    this.#cells = cells;
-    const interrupt = () => void this.interrupt().catch(() => {});
-    const drainMs = opts.interruptDrainMs;
-    this.#drain = new InterruptDrain({ clock, drainMs, cells, gate: this.#gate, alive, interrupt });
-    this.#poll = new LivenessPoll({
-      clock,
-      everyMs: opts.livenessPollMs,
-      socket: channel,
-      busy,
-      recovering: () => restarts.recovering,
-      check: () => this.#checkGone(),
-    });
-    this.#heartbeat = new Heartbeat({ clock, silentMs: opts.heartbeatMs, socket: channel, busy });
-    this.#pong = new PongPolicy({
-      enabled: opts.stallWorkaround,
-      clock,
-      socket: channel,
-      demand: { handshaking: () => handshake.active, cells: () => cells.values() },
-    });
-    const stdin = { sessionId: this.sessionId, alive, send: (msg: JupyterMessage) => channel.send(msg) };
-    const targets: MessageTargets = {
+    ({
+      channel: this.#channel,
+      handshake: this.#handshake,
+      cells: this.#cells,
+      drain: this.#drain,
+      restarts: this.#restarts,
+      poll: this.#poll,
+      heartbeat: this.#heartbeat,
+      pong: this.#pong,
+    } = assembleKernelParts(model, opts, {
       sessionId: this.sessionId,
+      events: this.#events,
       sequence: this.#sequence,
-      handshake,
-      cells,
-      ownStatus: (state) => {
-        if (this.#status !== 'restarting' && this.#alive) this.#setStatus(state);
+      gate: this.#gate,
+      id: () => this.id,
+      alive: () => this.#alive,
+      status: () => this.#status,
+      setStatus: (status) => this.#setStatus(status),
+      limits: () => this.#limits,
+      dropped: () => {
+        this.#droppedMessages++;
       },
-      serverStatus: (state) => this.#serverRestarted(state),
-      inputRequest: (cell, msg) => void answerInputRequest(cell, msg, stdin),
-    };
+      checkGone: () => this.#checkGone(),
+      lost: (error) => void this.#lost(error),
+      die: (reason, message, cause) => this.#die(reason, message, cause),
+      serverRestarted: (state) => this.#serverRestarted(state),
+      interrupt: () => void this.interrupt().catch(() => {}),
+    }));
   }
 
   /**
@@ -220,45 +145,33 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
    * kernelspec is the gateway's; a failure closes the socket and leaves the kernel running (it is not this call's to
    * delete); `shutdown()` of the handle deletes it as usual.
    */
-  static async connect(options: GatewayKernelConnectOptions): Promise<GatewayKernel> {
-    if (typeof options?.kernelId !== 'string' || options.kernelId === '') {
-      throw new InvalidOptionsError([{ path: 'kernelId', message: 'must be the id of a kernel of the gateway' }], {
-        subject: 'GatewayKernel.connect options',
-      });
-    }
-    let opts = resolveGatewayKernelOptions(options);
-    const router = opts.client.router;
-    let member: GatewayClient | undefined;
-    if (router) {
-      const owner = await opts.client.getKernel(options.kernelId, opts.signal ? { signal: opts.signal } : {});
-      member = owner ? router.clientFor(options.kernelId) : undefined;
-      if (member) opts = Object.freeze({ ...opts, client: member });
-    }
-    const kernel = await startKernel(
-      opts,
-      (model) => {
-        const kernel = new GatewayKernel(model, opts);
-        return { kernel, starting: kernel.#starting() };
-      },
-      { kind: 'attach', kernelId: options.kernelId },
-    );
-    if (router && member) router.placed(member, kernel);
-    return kernel;
+  static connect(options: GatewayKernelConnectOptions): Promise<GatewayKernel> {
+    return attachKernel(options, (model, opts) => {
+      const kernel = new GatewayKernel(model, opts);
+      return { kernel, starting: kernel.#starting() };
+    });
+  }
+
+  /** Attaches to a kernel that already runs on the gateway: `connect()`. */
+  static attach(options: GatewayKernelConnectOptions): Promise<GatewayKernel> {
+    return GatewayKernel.connect(options);
+  }
+
+  /**
+   * The complete result of a cell of this kernel, read from its journal by the `msg_id` of its `execute_request` (the
+   * `execute-request` event's), whichever process sent it — one that went away included: waits until the cell
+   * finished (`waitMs` bounds that), see `collectCell()`. Rejects with `KernelJournalUnavailableError` on a server
+   * without a journal (a stock jupyter-server).
+   */
+  collect(msgId: string, opts: CollectCellOptions = {}): Promise<CollectedCell> {
+    return collectCell(this.client, this.id, msgId, { waitMs: Number.POSITIVE_INFINITY, ...opts });
   }
 
   /** What the start sequence (`startKernel`) drives. */
   #starting(): StartingKernel {
-    const handshake = this.#handshake;
-    return {
-      connect: async (signal) => {
-        await this.#channel.open(signal);
-        await handshake.run(signal);
-      },
+    return startingKernel(this.#channel, this.#handshake, {
       watch: (watch) => {
         this.#startWatch = watch;
-      },
-      get info() {
-        return handshake.info;
       },
       step: (code, opts) => this.#execute(code, opts, false),
       ready: () => {
@@ -266,7 +179,7 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
       },
       shutdown: (opts) => this.shutdown(opts),
       abandon: () => this.#abandon(),
-    };
+    });
   }
 
   /** The gateway's kernel id (a `kill()` on a gateway with a pool of kernels may move the handle to another). */
@@ -326,45 +239,28 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
 
   #execute(code: string, opts: ExecuteOptions, interruptOnCancel: boolean, direct = false): Promise<ExecuteResult> {
     if (!this.#alive) return Promise.reject(this.#notAlive());
-    const cellId = opts.cellId ?? randomUUID();
-    const silent = opts.silent ?? false;
-    const content = {
-      code,
-      silent,
-      store_history: opts.storeHistory ?? !silent,
-      user_expressions: {},
-      allow_stdin: opts.onInput !== undefined,
-      stop_on_error: this.#opts.stopOnError,
-    };
-    const msg = createMessage('shell', 'execute_request', this.sessionId, content, { metadata: { cellId } });
-    const { origin } = opts;
-    const cell = new CellExecution({
-      msgId: msg.header.msg_id,
-      cellId,
-      opts,
-      caps: this.#opts.outputCaps,
-      sequenceMark: this.#sequence.mark(),
-      onDropped: () => this.#events.emit('output-dropped', origin === undefined ? { cellId } : { cellId, origin }),
+    const { msg, cell } = cellRequest(code, opts, {
+      sessionId: this.sessionId,
+      stopOnError: this.#opts.stopOnError,
+      outputCaps: this.#opts.outputCaps,
+      sequence: this.#sequence,
+      clock: this.#opts.clock,
+      dropped: (event) => this.#events.emit('output-dropped', event),
+      cancel: (c, timedOut) => this.#drain.cancel(c, { timedOut, interrupt: interruptOnCancel }),
     });
-    if (opts.signal?.aborted) {
-      cell.abort({ cancelled: true });
-      return cell.result;
-    }
-    if (opts.signal || (opts.timeoutMs !== undefined && opts.timeoutMs > 0)) {
-      const s = abortScope({ signal: opts.signal, timeoutMs: opts.timeoutMs, clock: this.#opts.clock });
-      const onAbort = () => this.#drain.cancel(cell, { timedOut: s.timedOut, interrupt: interruptOnCancel });
-      s.signal.addEventListener('abort', onAbort, { once: true });
-      cell.onSettled(() => {
-        s.signal.removeEventListener('abort', onAbort);
-        s.dispose();
-      });
-    }
+    if (cell.settled) return cell.result;
     this.#limits.mark();
     this.#cells.add(cell);
     this.#poll.schedule();
     this.#heartbeat.schedule();
     const send = () => {
-      if (!cell.settled && this.#alive) this.#channel.send(msg);
+      if (cell.settled || !this.#alive) return;
+      this.#channel.send(msg);
+      const { cellId, msgId } = cell;
+      this.#events.emit(
+        'execute-request',
+        opts.origin === undefined ? { cellId, msgId } : { cellId, msgId, origin: opts.origin },
+      );
     };
     // A cell of a kernel replacement runs while other requests wait at the gate for it.
     if (direct) send();
@@ -397,58 +293,16 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
    * kills in order to restart (the watchdog) need not `restart()` again.
    */
   async kill(opts: { signal?: AbortSignal } = {}): Promise<KillOutcome> {
-    if (this.client.processes) await this.#replace(opts.signal);
-    else await this.#restart(opts);
+    await this.#restart(opts.signal, this.client.processes !== undefined);
     return { restarted: this.#alive };
   }
 
-  /** `kill()` on a gateway that can kill kernel processes itself: kill at once, then a pooled kernel or a restart. */
-  async #replace(signal: AbortSignal | undefined): Promise<void> {
-    if (!this.#alive) throw this.#notAlive();
-    this.#setStatus('restarting');
-    this.#cells.abortAll();
-    this.#replacing = true;
-    try {
-      await this.#restarts.restart(signal, {
-        swap: (s) => this.#swapKilled(s),
-        prepare: (s) => this.#reapplyEnvironment(s),
-      });
-    } finally {
-      this.#replacing = false;
-    }
-  }
-
-  /** Kills the kernel's processes and points the handle at a pooled kernel (true), or restarts the dead one. */
-  async #swapKilled(signal: AbortSignal | undefined): Promise<boolean> {
-    const old = this.#id;
-    const { client, restartTimeoutMs, clock } = this.#opts;
-    client.processes?.kill(old);
-    const scope = abortScope({ signal, timeoutMs: restartTimeoutMs, clock });
-    try {
-      const model = await claimPooledKernel(client, { ...this.#opts, kernelName: this.kernelName }, scope);
-      if (!model) {
-        await client.restartKernel(old, { signal: scope.signal, timeoutMs: restartTimeoutMs });
-        return false;
-      }
-      this.#id = model.id;
-      this.#channel.retarget(client, model.id);
-      this.#limits = new LimitDeaths(client.diagnostics, model.id);
-      this.#limits.mark();
-      // Its processes are gone: the server's shutdown of it returns at once. An unconfirmed DELETE leaves its owner
-      // record (this process), so the gateway reaps it when this process ends.
-      void client.deleteKernel(old, { timeoutMs: this.#opts.shutdownTimeoutMs }).catch(() => {});
-      return true;
-    } finally {
-      scope.dispose();
-    }
-  }
-
-  /** The start's `cwd` and `env`, applied again to a kernel that replaced the killed one. */
-  async #reapplyEnvironment(signal: AbortSignal | undefined): Promise<void> {
-    const { cwd, env } = this.#opts;
-    if (cwd === undefined && env === undefined) return;
-    const code = environmentCode(this.#handshake.info?.language ?? '', cwd, env);
-    await this.#execute(code, { silent: true, storeHistory: false, ...(signal ? { signal } : {}) }, false, true);
+  /** Points the handle at the kernel that replaced the killed one. */
+  #moveTo(kernelId: string): void {
+    this.#id = kernelId;
+    this.#channel.retarget(this.client, kernelId);
+    this.#limits = new LimitDeaths(this.client.diagnostics, kernelId);
+    this.#limits.mark();
   }
 
   /**
@@ -456,14 +310,30 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
    * `restarting` → `idle`; executions in flight resolve with `status: 'aborted'`.
    */
   async restart(opts: { signal?: AbortSignal } = {}): Promise<void> {
-    await this.#restart(opts);
+    await this.#restart(opts.signal);
   }
 
-  async #restart(opts: { signal?: AbortSignal }): Promise<void> {
+  /**
+   * The server's restart of the kernel, or (`replace`, on a gateway that kills kernel processes itself) a kill at
+   * once, then a pooled kernel with the start's `cwd` and `env` applied again, or the server's restart of the dead one.
+   */
+  async #restart(signal: AbortSignal | undefined, replace = false): Promise<void> {
     if (!this.#alive) throw this.#notAlive();
     this.#setStatus('restarting');
     this.#cells.abortAll();
-    await this.#restarts.restart(opts.signal);
+    if (!replace) return this.#restarts.restart(signal);
+    this.#replacing = true;
+    const prepare = async (s: AbortSignal | undefined) => {
+      const code = environmentStep(this.#opts, this.#handshake.info?.language ?? '');
+      if (code !== undefined) await this.#execute(code, { silent: true, storeHistory: false, signal: s }, false, true);
+    };
+    const swap = (s: AbortSignal | undefined) =>
+      swapKilledKernel(this.#id, this.kernelName, this.#opts, (id) => this.#moveTo(id), s);
+    try {
+      await this.#restarts.restart(signal, { swap, prepare });
+    } finally {
+      this.#replacing = false;
+    }
   }
 
   /**
@@ -473,27 +343,14 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
    * (another DELETE); once confirmed, nothing is sent again.
    */
   shutdown(opts: { timeoutMs?: number; signal?: AbortSignal } = {}): Promise<{ confirmed: boolean }> {
-    if (this.#shutdownConfirmed) return Promise.resolve({ confirmed: true });
-    if (this.#shutdownInFlight) return this.#shutdownInFlight;
+    const pending = this.#shutdown.pending();
+    if (pending) return pending;
     this.#close();
-    const message = `Kernel ${this.id} at ${this.client.baseUrl} was shut down`;
-    this.#handshake.fail(new KernelDiedError(message, { reason: 'shutdown', kernelId: this.id }));
+    this.#handshake.fail(kernelDeaths.closed(this.id, this.client.baseUrl, 'was shut down'));
     this.#cells.abortAll({ cancelled: true });
     if (this.#status !== 'dead') this.#setStatus('closed');
     const timeoutMs = opts.timeoutMs ?? this.#opts.shutdownTimeoutMs;
-    const attempt = (async () => {
-      try {
-        await this.client.deleteKernel(this.id, { timeoutMs, signal: opts.signal });
-        this.#shutdownConfirmed = true;
-        return { confirmed: true };
-      } catch {
-        return { confirmed: false };
-      } finally {
-        this.#shutdownInFlight = undefined;
-      }
-    })();
-    this.#shutdownInFlight = attempt;
-    return attempt;
+    return this.#shutdown.send(this.client, this.id, { timeoutMs, signal: opts.signal });
   }
 
   /**
@@ -510,11 +367,7 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
   /** Closes the socket and settles everything, leaving the kernel on the gateway to its owner. */
   #abandon(why = 'was not attached'): void {
     this.#close();
-    const error = new KernelDiedError(`Kernel ${this.id} at ${this.client.baseUrl} ${why}`, {
-      reason: 'shutdown',
-      kernelId: this.id,
-    });
-    this.#handshake.fail(error);
+    this.#handshake.fail(kernelDeaths.closed(this.id, this.client.baseUrl, why));
     this.#cells.abortAll({ cancelled: true });
     this.#setStatus('closed');
   }
@@ -525,12 +378,7 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
   }
 
   #notAlive(): KernelDiedError {
-    const why =
-      this.#shutdownInFlight || this.#shutdownConfirmed || this.#status === 'closed' ? 'was shut down' : 'died';
-    return new KernelDiedError(`Kernel ${this.id} at ${this.client.baseUrl} ${why}; start a new one`, {
-      reason: why === 'died' ? 'dead' : 'shutdown',
-      kernelId: this.id,
-    });
+    return kernelDeaths.notAlive(this.id, this.client.baseUrl, this.#shutdown.asked || this.#status === 'closed');
   }
 
   #setStatus(status: KernelStatus): void {
@@ -538,29 +386,6 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
     if (previous === status) return;
     this.#status = status;
     this.#events.emit('status', { status, previous });
-  }
-
-  /**
-   * After the channels socket reopened with cells pending: a `kernel_info_request` on shell, queued behind them. Its
-   * reply proves the kernel answered every earlier request, so a cell whose reply is still missing then was lost with
-   * the dead socket and settles after `replyGraceMs` (see `PendingCells.probeSent`) instead of waiting for ever.
-   */
-  #probeAfterReconnect(): void {
-    if (!this.#alive || this.#cells.size === 0) return;
-    const probe = createMessage('shell', 'kernel_info_request', this.sessionId, {});
-    if (this.#cells.probeSent(probe.header.msg_id)) this.#channel.send(probe);
-  }
-
-  /**
-   * A message was dropped for breaking the protocol: counted, and reported as `protocol-error`; the cell it answered,
-   * when one of this handle's is named by its parent, settles as an error when it completes.
-   */
-  #protocolError(error: ProtocolError): void {
-    this.#droppedMessages++;
-    const parentId = error.parentMsgId;
-    const cell = parentId === undefined ? undefined : this.#cells.get(parentId);
-    cell?.markProtocolError(error.message);
-    this.#events.emit('protocol-error', cell ? { error, cellId: cell.cellId } : { error });
   }
 
   /** An unsolicited `restarting` or `dead` status: the server's auto-restarter, after a crash or `kill -9`. */
@@ -605,22 +430,11 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
    * @internal
    */
   gatewayDown(cause?: unknown): void {
-    const url = this.client.baseUrl;
-    this.#fail(
-      new GatewayDownError(
-        `Gateway ${url} stopped answering; kernel ${this.id} on it is lost with its state (start a new kernel)`,
-        { url, kernelId: this.id, cause },
-      ),
-    );
+    this.#fail(kernelDeaths.gatewayDown(this.id, this.client.baseUrl, cause));
   }
 
   async #lost(error: Error): Promise<void> {
-    if (await this.#checkGone()) return;
-    this.#die(
-      'connection-lost',
-      `Lost the connection to kernel ${this.id} at ${this.client.baseUrl} for good; the output of running cells is lost`,
-      error,
-    );
+    if (!(await this.#checkGone())) this.#fail(kernelDeaths.connectionLost(this.id, this.client.baseUrl, error));
   }
 
   /** Asks REST whether the kernel still exists; fails everything and returns true when it does not. */
@@ -628,12 +442,7 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
     if (!this.#alive) return true;
     const probe = await probeKernel(this.client, this.id, this.#opts.livenessTimeoutMs);
     if (probe === 'alive' || probe === 'unknown') return false;
-    this.#die(
-      probe,
-      probe === 'dead'
-        ? `Kernel ${this.id} at ${this.client.baseUrl} is dead`
-        : `Kernel ${this.id} vanished from the gateway at ${this.client.baseUrl} (it was shut down or culled elsewhere)`,
-    );
+    this.#fail(kernelDeaths.probed(this.id, this.client.baseUrl, probe));
     return true;
   }
 }

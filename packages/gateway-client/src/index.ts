@@ -3,6 +3,8 @@ export { createMessage, encodeLegacy, encodeV1, V1_SUBPROTOCOL } from '@kernelwa
 export type { OutputCaps } from './cell-output.js';
 export { DEFAULT_OUTPUT_CAPS } from './cell-output.js';
 export type { ReconnectPolicy, WireProtocol } from './channel.js';
+export type { CollectCellOptions, CollectedCell } from './collect-cell.js';
+export { collectCell, KernelJournalUnavailableError } from './collect-cell.js';
 export { DefaultWebSocket } from './default-websocket.js';
 export type { KernelDeathReason } from './errors.js';
 export {
@@ -100,6 +102,13 @@ export {
 export type { KernelInfo } from './handshake.js';
 export type { GatewayKernelEventMap, GatewayKernelListener, KernelStatus } from './kernel-events.js';
 export { isKernelId, KERNEL_ID_PATTERN } from './kernel-id.js';
+export type {
+  JournalNumber,
+  KernelJournalCapability,
+  KernelJournalPage,
+  KernelJournalQuery,
+} from './kernel-journal.js';
+export { KERNEL_JOURNAL_VERSION, kernelJournalCapability } from './kernel-journal.js';
 export { checkCreateEnv, defaultKernelUsername, isUuidV4, MAX_ENV_VALUE_LENGTH } from './launch-env.js';
 export type { KernelLimitReading } from './limit-deaths.js';
 export type { RecoveryPolicy } from './restart-recovery.js';

@@ -7,6 +7,16 @@ export type KernelStatus = 'starting' | 'idle' | 'busy' | 'restarting' | 'dead' 
 export interface GatewayKernelEventMap {
   /** The kernel's status changed. */
   status: { status: KernelStatus; previous: KernelStatus };
+  /**
+   * A cell's `execute_request` was sent: `msgId` is what `collect()` (or `collectCell()`) reads the cell back by from
+   * the kernel's journal, from any process.
+   */
+  'execute-request': { cellId: string; msgId: string; origin?: string };
+  /**
+   * Messages numbered `from` to `to` (`[generation, seq]`, inclusive) fell out of the kernel's journal before a read
+   * after a dropped socket reached them: the cells in flight are marked `outputDropped` (and `output-dropped`).
+   */
+  'journal-lost': { from: [number, number]; to: [number, number] };
   /** The server dropped output of a cell (its iopub rate limit, or a message lost around a socket drop); the result has `outputDropped`. */
   'output-dropped': { cellId: string; origin?: string };
   /**

@@ -106,6 +106,46 @@ describe('PendingCells', () => {
     expect((await a.result).outputDropped).toBe(true);
   });
 
+  it('settles a cell healed by the journal whose reply went with the socket from its iopub, unflagged', async () => {
+    const { cells, add, clock } = setup();
+    const a = add('a');
+    const b = add('b');
+    cells.markCrossedReconnect();
+    cells.clearCrossedReconnect();
+    cells.probeSent('probe');
+    cells.iopub(child('error', { ename: 'ValueError', evalue: 'no', traceback: [] }), 'a');
+    cells.iopub(idle(), 'a');
+    cells.probeReplied('probe');
+    await clock.advance(100);
+    await nextTurn();
+    const settled = await a.result;
+    expect(settled.status).toBe('error');
+    expect(settled.error?.ename).toBe('ValueError');
+    expect(settled.outputDropped).toBeUndefined();
+    // Still running at the probe's grace: it settles at its idle, from its iopub.
+    expect(b.settled).toBe(false);
+    cells.iopub(child('stream', { name: 'stdout', text: 'x\n' }), 'b');
+    cells.iopub(idle(), 'b');
+    await clock.advance(100);
+    await nextTurn();
+    expect(await b.result).toMatchObject({ status: 'ok', stdout: 'x\n' });
+    expect((await b.result).outputDropped).toBeUndefined();
+  });
+
+  it('settles a cell not healed whose reply went with the socket as a protocol error', async () => {
+    const { cells, add, clock } = setup();
+    const a = add('a');
+    cells.markCrossedReconnect();
+    cells.probeSent('probe');
+    cells.iopub(idle(), 'a');
+    cells.probeReplied('probe');
+    await clock.advance(100);
+    await nextTurn();
+    const settled = await a.result;
+    expect(settled.status).toBe('error');
+    expect(settled.error?.ename).toBe('KernelProtocolError');
+  });
+
   it('counts an orphan done once both its reply and idle came, or when released', () => {
     const { cells, add } = setup();
     const a = add('a');

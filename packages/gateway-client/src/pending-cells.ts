@@ -130,6 +130,12 @@ export class PendingCells {
       // A cell that went idle already waits for its reply (`#awaitReply`).
       if (graceMs <= 0 || !cell.beginReplyWait()) continue;
       this.#graceFor(cell, graceMs, () => {
+        // Healed by the journal: only the reply went with the socket; the cell settles at its idle, from its iopub.
+        if (cell.healed) {
+          if (cell.idle) cell.completeFromIopub();
+          else cell.endReplyWait();
+          return;
+        }
         cell.markProtocolError(
           `its execute_reply was lost across a reconnect of the channels socket (the kernel answered a kernel_info_request sent after it, and no reply came within ${graceMs} ms)`,
         );
@@ -146,6 +152,16 @@ export class PendingCells {
     const left = cells.filter((c) => c !== cell);
     if (left.length === 0) this.#probes.delete(probeId);
     else this.#probes.set(probeId, left);
+  }
+
+  /** The reconnect's gap was filled from the kernel's journal: the cells in flight lost nothing across it. */
+  clearCrossedReconnect(): void {
+    for (const cell of this.#cells.values()) cell.clearCrossedReconnect();
+  }
+
+  /** Output fell out of the kernel's journal before a reconnect could read it: every cell in flight may miss some. */
+  markAllDropped(): void {
+    for (const cell of this.#cells.values()) cell.markDropped();
   }
 
   /** Resolves every cell in flight as aborted (with `flags`) and stops waiting for orphans. */
@@ -229,7 +245,7 @@ export class PendingCells {
   #awaitReply(cell: CellExecution): void {
     const graceMs = this.#opts.replyGraceMs;
     if (graceMs <= 0 || !cell.beginReplyWait()) return;
-    this.#graceFor(cell, graceMs, () => cell.completeWithoutReply(graceMs));
+    this.#graceFor(cell, graceMs, () => (cell.healed ? cell.completeFromIopub() : cell.completeWithoutReply(graceMs)));
   }
 
   #graceFor(cell: CellExecution, graceMs: number, settle: () => void): void {

@@ -32,3 +32,21 @@ export async function gatewaySetExample(): Promise<void> {
   console.log((await kernel.execute('print(6 * 7)')).stdout); // 42
   // readme-example:gateway-set:end
 }
+
+declare const ticket: { baseUrl: string; token: string };
+declare const longCell: string;
+declare function saveSomewhere(kernelId: string, msgId: string): void;
+
+export async function collectExample(kernelId: string, msgId: string): Promise<void> {
+  // readme-example:collect:start
+  // Process 1
+  const kernel = await GatewayKernel.start({ gateway: ticket });
+  kernel.on('execute-request', ({ msgId }) => saveSomewhere(kernel.id, msgId));
+  void kernel.execute(longCell);
+
+  // Process 2, later, after process 1 went away
+  const again = await GatewayKernel.attach({ gateway: ticket, kernelId });
+  const result = await again.collect(msgId); // every line the cell printed, in order
+  // readme-example:collect:end
+  console.log(result.stdout);
+}

@@ -12,6 +12,8 @@ export type {
   ResolvedLocalGatewayStopOptions,
 } from './options.js';
 export {
+  DEFAULT_JOURNAL_MAX_AGE_MS,
+  DEFAULT_JOURNAL_MAX_BYTES,
   DEFAULT_LINGER_MS,
   DEFAULT_POOL,
   DEFAULT_REQUEST_TIMEOUT_MS,

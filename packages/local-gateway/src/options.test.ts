@@ -3,6 +3,8 @@ import { join } from 'node:path';
 import { InvalidOptionsError } from '@kernelwarden/core';
 import { describe, expect, it } from 'vitest';
 import {
+  DEFAULT_JOURNAL_MAX_AGE_MS,
+  DEFAULT_JOURNAL_MAX_BYTES,
   DEFAULT_LINGER_MS,
   DEFAULT_POOL,
   DEFAULT_REQUEST_TIMEOUT_MS,
@@ -35,6 +37,7 @@ describe('resolveLocalGatewayOptions', () => {
       maxKernels: defaultMaxKernels(),
       maxConcurrentStarts: defaultMaxConcurrentStarts(),
       startQueueTimeoutMs: DEFAULT_START_QUEUE_TIMEOUT_MS,
+      journal: { enabled: true, maxBytes: DEFAULT_JOURNAL_MAX_BYTES, maxAgeMs: DEFAULT_JOURNAL_MAX_AGE_MS },
     });
   });
 
@@ -117,6 +120,16 @@ describe('resolveLocalGatewayOptions', () => {
     expect(path(() => resolveLocalGatewayOptions({ startupTimeoutMs: -1 }))).toBe('startupTimeoutMs');
     expect(path(() => resolveLocalGatewayOptions({ serverEnv: { 'not a name': 'x' } }))).toBe('serverEnv.not a name');
     expect(path(() => resolveStopOptions({ stopTimeoutMs: -5 }))).toBe('stopTimeoutMs');
+    expect(path(() => resolveLocalGatewayOptions({ journal: { maxBytes: 1.5 } }))).toBe('journal.maxBytes');
+    expect(path(() => resolveLocalGatewayOptions({ journal: { maxAgeMs: -1 } }))).toBe('journal.maxAgeMs');
+    expect(path(() => resolveLocalGatewayOptions({ journal: { lines: 5 } as never }))).toBe('journal.lines');
+    expect(path(() => resolveLocalGatewayOptions({ journal: { enabled: 'no' } as never }))).toBe('journal.enabled');
+    expect(resolveLocalGatewayOptions({ journal: { enabled: false } }, {}).journal.enabled).toBe(false);
+    expect(resolveLocalGatewayOptions({ journal: { maxBytes: 0 } }, {}).journal).toEqual({
+      enabled: true,
+      maxBytes: 0,
+      maxAgeMs: DEFAULT_JOURNAL_MAX_AGE_MS,
+    });
     expect(path(() => resolveLocation({ lingerMs: 5 } as never))).toBe('lingerMs');
     expect(resolveStopOptions({}, {}).stopTimeoutMs).toBe(DEFAULT_STOP_TIMEOUT_MS);
   });

@@ -20,6 +20,10 @@ export const DEFAULT_STARTUP_TIMEOUT_MS = 60_000;
 export const DEFAULT_REQUEST_TIMEOUT_MS = 10_000;
 /** Grace between SIGTERM and SIGKILL when the server is stopped: 10 s. */
 export const DEFAULT_STOP_TIMEOUT_MS = 10_000;
+/** The most a kernel's journal holds on the server before its oldest messages go: 32 MiB. */
+export const DEFAULT_JOURNAL_MAX_BYTES = 32 * 1024 * 1024;
+/** How long a kernel's journal on the server keeps a message: 10 minutes. */
+export const DEFAULT_JOURNAL_MAX_AGE_MS = 600_000;
 /** The server's `root_dir`, so that any absolute directory can be a kernel's `path`. */
 export const DEFAULT_ROOT_DIR = '/';
 /**
@@ -127,6 +131,15 @@ export interface LocalGatewayOptions extends LocalGatewayLocation {
    * @defaultValue `DEFAULT_START_QUEUE_TIMEOUT_MS` (120 s)
    */
   startQueueTimeoutMs?: number;
+  /**
+   * Each kernel's journal on the server: every iopub message from the kernel's start, numbered, kept until it is
+   * `maxAgeMs` old or the kernel's journal holds more than `maxBytes` (oldest first); a client that lost its socket
+   * reads what it missed from it (see the README's "Journal"). `enabled: false` runs the server without journals (its
+   * kernels then behave as on a stock jupyter-server). Only used when this call starts the server.
+   * @defaultValue `{ enabled: true, maxBytes: DEFAULT_JOURNAL_MAX_BYTES, maxAgeMs: DEFAULT_JOURNAL_MAX_AGE_MS }`
+   * (32 MiB, 10 minutes)
+   */
+  journal?: { enabled?: boolean; maxBytes?: number; maxAgeMs?: number };
 }
 
 /** Options of `LocalGateway.stop()`. */
@@ -177,6 +190,8 @@ export interface ResolvedLocalGatewayOptions extends ResolvedLocalGatewayStopOpt
   readonly maxConcurrentStarts: number;
   /** Milliseconds a create may wait in the start queue. */
   readonly startQueueTimeoutMs: number;
+  /** Whether the server keeps kernel journals, and their bounds. */
+  readonly journal: Readonly<{ enabled: boolean; maxBytes: number; maxAgeMs: number }>;
 }
 
 /** The options' schemas, built on the first call (importing this module does not load zod). */
@@ -218,6 +233,14 @@ const schemas = lazy(() => {
       maxKernels: z.number().int().min(1).optional(),
       maxConcurrentStarts: z.number().int().min(1).optional(),
       startQueueTimeoutMs: nonNegativeMs.optional(),
+      journal: z
+        .object({
+          enabled: z.boolean().optional(),
+          maxBytes: z.number().int().nonnegative().optional(),
+          maxAgeMs: nonNegativeMs.optional(),
+        })
+        .strict()
+        .optional(),
     })
     .strict();
   const stopSchema = z.object({ ...locationShape, stopTimeoutMs: nonNegativeMs.optional() }).strict();
@@ -300,6 +323,11 @@ export function resolveLocalGatewayOptions(
     maxKernels: opts.maxKernels ?? defaultMaxKernels(),
     maxConcurrentStarts: opts.maxConcurrentStarts ?? defaultMaxConcurrentStarts(),
     startQueueTimeoutMs: opts.startQueueTimeoutMs ?? DEFAULT_START_QUEUE_TIMEOUT_MS,
+    journal: Object.freeze({
+      enabled: opts.journal?.enabled ?? true,
+      maxBytes: opts.journal?.maxBytes ?? DEFAULT_JOURNAL_MAX_BYTES,
+      maxAgeMs: opts.journal?.maxAgeMs ?? DEFAULT_JOURNAL_MAX_AGE_MS,
+    }),
   });
 }
 

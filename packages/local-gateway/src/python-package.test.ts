@@ -1,5 +1,14 @@
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -46,7 +55,7 @@ describe('the kernelwarden_gateway Python package', () => {
     );
   });
 
-  it('is loaded by the config file from the private copy, which configures the server and writes the marker last', () => {
+  it('is loaded by the config file from the private copy, which configures the server and its extension', () => {
     const layout = gatewayLayout(dir);
     installPythonPackage(layout);
     const marker = join(dir, "marker-it's");
@@ -58,6 +67,7 @@ describe('the kernelwarden_gateway Python package', () => {
       maxConcurrentStarts: 3,
       maxKernels: 9,
       startQueueTimeoutMs: 1500,
+      journal: { enabled: false, maxBytes: 1024, maxAgeMs: 2500 },
     });
     const file = join(dir, 'jupyter_server_config.py');
     writeFileSync(file, text);
@@ -74,7 +84,9 @@ describe('the kernelwarden_gateway Python package', () => {
           'import kernelwarden_gateway as k',
           'print(json.dumps({"file": k.__file__, "transport": c.KernelManager.transport,',
           '  "ipc": k.launch._settings.ipc_dir, "kernels": k.capacity.gate.limits.max_kernels,',
-          '  "starts": k.capacity.gate.limits.max_starting, "wait": k.capacity.gate.limits.max_wait}))',
+          '  "starts": k.capacity.gate.limits.max_starting, "wait": k.capacity.gate.limits.max_wait,',
+          '  "extensions": c.ServerApp.jpserver_extensions.to_dict(),',
+          '  "journal": [k.settings.journal_enabled, k.settings.journal_max_bytes, k.settings.journal_max_age_s]}))',
         ].join('\n'),
         file,
       ],
@@ -87,8 +99,11 @@ describe('the kernelwarden_gateway Python package', () => {
       kernels: 9,
       starts: 3,
       wait: 1.5,
+      extensions: { update: { kernelwarden_gateway: true } },
+      journal: [false, 1024, 2.5],
     });
-    expect(readFileSync(marker, 'utf8')).toBe('0123456789abcdef');
+    // The extension writes the marker when jupyter-server loads it (the integration tests start real servers).
+    expect(existsSync(marker)).toBe(false);
   });
 
   it('sets what LOCAL_GATEWAY_SERVER_CONFIG (the file to copy for a server of your own) sets', () => {

@@ -37,8 +37,10 @@ export interface ServerPythonSettings extends StartCapacitySettings {
   ipcDir: string;
   /** Private (0700) directory holding one stdout/stderr log per kernel (`<kernel id>.log`). */
   kernelLogDir: string;
-  /** Written (with `instance`) once the server has run the whole configuration. */
+  /** Written (with `instance`) once the server has run the whole configuration and loaded its extension. */
   loadedMarker: string;
+  /** Whether the server keeps kernel journals, and their bounds. */
+  journal: Readonly<{ enabled: boolean; maxBytes: number; maxAgeMs: number }>;
 }
 
 /**
@@ -88,6 +90,9 @@ export function serverConfigFile(layout: GatewayLayout, settings: ServerPythonSe
     max_kernels: Math.max(1, Math.floor(settings.maxKernels)),
     start_queue_timeout_s: settings.startQueueTimeoutMs / 1000,
     ready_wait_s: READY_WAIT_MS / 1000,
+    journal_enabled: settings.journal.enabled,
+    journal_max_bytes: settings.journal.maxBytes,
+    journal_max_age_s: settings.journal.maxAgeMs / 1000,
   };
   return `# Written by kernelwarden's LocalGateway at every start; edits are overwritten.
 import json

@@ -1,25 +1,37 @@
-"""kernelwarden's embedded jupyter-server: the settings, kernel launch, start capacity and lifecycle of the server
-that @kernelwarden/local-gateway runs, shipped with that npm package and loaded by the jupyter_server_config.py it
-writes (from a copy in the gateway's private state directory).
+"""kernelwarden's embedded jupyter-server: the settings, kernel launch, start capacity, lifecycle and kernel journals
+of the server that @kernelwarden/local-gateway runs, shipped with that npm package and loaded by the
+jupyter_server_config.py it writes (from a copy in the gateway's private state directory).
 """
 
-from . import capacity, launch, lifecycle, server_settings
+from . import capacity, launch, lifecycle, server_settings, settings
+
+EXTENSION = "kernelwarden_gateway"
 
 
-def configure(c, settings):
-    """Configures the server whose config is `c`. `settings` (from LocalGateway) holds `instance`, `ipc_dir`,
-    `kernel_log_dir`, `loaded_marker`, `max_concurrent_starts`, `max_kernels`, `start_queue_timeout_s` and
-    `ready_wait_s`. Writes `instance` into `loaded_marker` last: a server that did not run all of this is refused."""
+def _jupyter_server_extension_points():
+    return [{"module": "kernelwarden_gateway.extension"}]
+
+
+def configure(c, values):
+    """Configures the server whose config is `c`. `values` (from LocalGateway) holds `instance`, `ipc_dir`,
+    `kernel_log_dir`, `loaded_marker`, `max_concurrent_starts`, `max_kernels`, `start_queue_timeout_s`,
+    `ready_wait_s`, and optionally `journal_max_bytes`, `journal_max_age_s` and `journal_enabled`. The extension
+    (extension.py) writes `instance` into `loaded_marker` once the server loaded it: a server that did not run all of
+    this is refused."""
     server_settings.apply(c)
     capacity.install(
         capacity.Limits(
-            max_starting=settings["max_concurrent_starts"],
-            max_kernels=settings["max_kernels"],
-            max_wait=settings["start_queue_timeout_s"],
-            ready_wait=settings["ready_wait_s"],
+            max_starting=values["max_concurrent_starts"],
+            max_kernels=values["max_kernels"],
+            max_wait=values["start_queue_timeout_s"],
+            ready_wait=values["ready_wait_s"],
         )
     )
-    launch.install(launch.Settings(settings["instance"], settings["ipc_dir"], settings["kernel_log_dir"]), c)
+    launch.install(launch.Settings(values["instance"], values["ipc_dir"], values["kernel_log_dir"]), c)
     lifecycle.install()
-    with open(settings["loaded_marker"], "w") as marker:
-        marker.write(settings["instance"])
+    settings.instance = values["instance"]
+    settings.loaded_marker = values["loaded_marker"]
+    settings.journal_max_bytes = values.get("journal_max_bytes", settings.journal_max_bytes)
+    settings.journal_max_age_s = values.get("journal_max_age_s", settings.journal_max_age_s)
+    settings.journal_enabled = bool(values.get("journal_enabled", True))
+    c.ServerApp.jpserver_extensions.update({EXTENSION: True})

@@ -19,9 +19,13 @@ def settings(tmp_path):
     }
 
 
-def test_configure_applies_everything_then_writes_the_marker(tmp_path):
+def test_configure_applies_everything_and_loads_the_extension_which_writes_the_marker(tmp_path):
     c = Config()
     kernelwarden_gateway.configure(c, settings(tmp_path))
+    assert not (tmp_path / "loaded").exists()
+    assert c.ServerApp.jpserver_extensions.to_dict()["update"] == {"kernelwarden_gateway": True}
+    assert kernelwarden_gateway._jupyter_server_extension_points() == [{"module": "kernelwarden_gateway.extension"}]
+    kernelwarden_gateway.settings.extension_loaded()
     assert (tmp_path / "loaded").read_text() == "0123456789abcdef"
     assert c.KernelManager.transport == "ipc"
     assert kernelwarden_gateway.capacity.gate.limits.max_kernels == 7

@@ -1,0 +1,124 @@
+import type { JupyterMessage } from '@kernelwarden/jupyter-protocol';
+import { describe, expect, it } from 'vitest';
+import { JournalFeed, type JournalFeedOptions, LONG_POLL_MS, QUIET_POLL_MS } from './journal-feed.js';
+import type { JournalNumber, KernelJournalPage, KernelJournalQuery } from './kernel-journal.js';
+
+function entry(i: number): KernelJournalPage['entries'][number] {
+  return {
+    n: [1, i],
+    msg: {
+      header: { msg_id: `m${i}`, msg_type: 'stream', session: 'k', username: 'u', date: '', version: '5.3' },
+      parent_header: { msg_id: 'cell' },
+      metadata: {},
+      content: { name: 'stdout', text: `${i}\n` },
+      buffers: [],
+      channel: 'iopub',
+    },
+  };
+}
+
+function page(entries: number[], more = false, lost: KernelJournalPage['lost'] = null): KernelJournalPage {
+  const last: JournalNumber = [1, entries.at(-1) ?? 2];
+  return { kernel_id: 'k', last: [...last], lost, more, entries: entries.map(entry) };
+}
+
+/** A feed over scripted answers; resolves once it stopped on its own. */
+function feed(answers: (KernelJournalPage | undefined | Error)[], overrides: Partial<JournalFeedOptions> = {}) {
+  const queries: KernelJournalQuery[] = [];
+  const delivered: string[] = [];
+  const events: string[] = [];
+  let stop!: () => void;
+  const stopped = new Promise<void>((resolve) => {
+    stop = resolve;
+  });
+  const controller = new AbortController();
+  const journal = new JournalFeed({
+    read: async (query) => {
+      queries.push(query);
+      const answer = answers.shift();
+      if (answers.length === 0 && answer === undefined) stop();
+      if (answer instanceof Error) throw answer;
+      if (answer === undefined && answers.length === 0 && queries.length > 50) controller.abort();
+      return answer;
+    },
+    deliver: (msg: JupyterMessage) => {
+      if (!delivered.includes(msg.header.msg_id)) delivered.push(msg.header.msg_id);
+    },
+    delivered: (id) => delivered.includes(id),
+    quiet: () => false,
+    socketOpen: () => true,
+    onCaughtUp: () => events.push('caught-up'),
+    onLost: (lost) => events.push(`lost ${lost.from.join('.')}-${lost.to.join('.')}`),
+    onUnavailable: () => {
+      events.push('unavailable');
+      stop();
+    },
+    now: () => 0,
+    ...overrides,
+  });
+  return { journal, queries, delivered, events, stopped, controller };
+}
+
+describe('JournalFeed', () => {
+  it('reads after the last message handed on, then by number in long polls, every message once, in order', async () => {
+    const f = feed([page([3, 4], true), page([5, 6]), page([7]), undefined]);
+    f.journal.start('m2', f.controller.signal);
+    expect(f.journal.active).toBe(true);
+    await f.stopped;
+    f.controller.abort();
+    expect(f.delivered).toEqual(['m3', 'm4', 'm5', 'm6', 'm7']);
+    expect(f.queries[0]).toEqual({ afterMsgId: 'm2' });
+    expect(f.queries[1]).toEqual({ after: [1, 4], waitMs: LONG_POLL_MS });
+    expect(f.queries[2]).toEqual({ after: [1, 6], waitMs: LONG_POLL_MS });
+    expect(f.events.filter((e) => e === 'caught-up').length).toBeGreaterThanOrEqual(3);
+  });
+
+  it('retries a read that failed (the request was cut too) and goes on from where it was', async () => {
+    const f = feed([page([3]), new Error('socket hang up'), new Error('reset'), page([4]), undefined]);
+    f.journal.start('m2', f.controller.signal);
+    await f.stopped;
+    f.controller.abort();
+    expect(f.delivered).toEqual(['m3', 'm4']);
+    expect(f.queries.slice(1, 4).map((q) => q.after)).toEqual([
+      [1, 3],
+      [1, 3],
+      [1, 3],
+    ]);
+  });
+
+  it('says which numbers the journal lost, and stops when it has no record of where it starts', async () => {
+    const lost = { from: [1, 3] as [number, number], to: [1, 4] as [number, number] };
+    const f = feed([page([5], false, lost), undefined]);
+    f.journal.start('m2', f.controller.signal);
+    await f.stopped;
+    for (let i = 0; i < 100 && f.journal.active; i++) await new Promise((resolve) => setTimeout(resolve, 1));
+    expect(f.events).toContain('lost 1.3-1.4');
+    expect(f.events.at(-1)).toBe('unavailable');
+    expect(f.journal.active).toBe(false);
+  });
+
+  it('hands iopub back to the socket once nothing runs and every message the socket delivered was handed on', async () => {
+    let now = 0;
+    const answers = [page([3]), page([4]), page([5]), page([6])];
+    const f = feed(answers, { quiet: () => true, now: () => now });
+    f.journal.start('m2', f.controller.signal);
+    f.journal.socketDelivered('m5');
+    now = 5_000;
+    f.journal.reopened();
+    now = 10_000;
+    for (let i = 0; i < 100 && f.journal.active; i++) await new Promise((resolve) => setTimeout(resolve, 1));
+    expect(f.journal.active).toBe(false);
+    expect(f.delivered).toEqual(['m3', 'm4', 'm5']);
+    expect(f.queries.at(-1)?.waitMs).toBe(QUIET_POLL_MS);
+    f.controller.abort();
+  });
+
+  it('starts from the journal’s beginning when no kernel message was handed on yet', async () => {
+    const f = feed([page([1, 2]), undefined]);
+    f.journal.start(undefined, f.controller.signal);
+    await f.stopped;
+    f.controller.abort();
+    expect(f.queries[0]).toEqual({ after: [0, 0], waitMs: LONG_POLL_MS });
+    expect(f.delivered).toEqual(['m1', 'm2']);
+  });
+});

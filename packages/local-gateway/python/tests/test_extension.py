@@ -1,0 +1,131 @@
+import json
+
+import pytest
+
+from kernelwarden_gateway import extension
+from kernelwarden_gateway.journal import Journal
+
+
+def fill(journal, count):
+    for i in range(count):
+        header = json.dumps({"msg_id": "m%d" % i, "msg_type": "stream"}).encode()
+        frames = (header, b"{}", b"{}", json.dumps({"text": "x" * 50}).encode(), b"\x00\x01")
+        journal.append("m%d" % i, "stream", None, "s", frames)
+
+
+def test_a_page_is_valid_json_holding_the_numbers_and_the_kernels_own_message_text():
+    journal = Journal()
+    fill(journal, 3)
+    texts, more = extension.page(journal.after((0, 0))[0], 1 << 20)
+    assert not more
+    entries = json.loads(b"[" + b",".join(texts) + b"]")
+    assert [e["n"] for e in entries] == [[1, 1], [1, 2], [1, 3]]
+    assert entries[2]["msg"]["header"]["msg_id"] == "m2"
+    assert entries[2]["msg"]["buffers"] == ["AAE="]
+
+
+def test_pages_stop_at_their_byte_bound_but_always_hold_one_entry():
+    journal = Journal()
+    fill(journal, 10)
+    entries = journal.after((0, 0))[0]
+    texts, more = extension.page(entries, 450)
+    assert more
+    assert 1 <= len(texts) < 10
+    assert sum(len(t) + 1 for t in texts) <= 450 + 1
+    texts, more = extension.page(entries, 1)
+    assert (len(texts), more) == (1, True)
+
+
+@pytest.mark.parametrize(("text", "number"), [("0.0", (0, 0)), ("2.15", (2, 15))])
+def test_numbers_are_generation_dot_seq(text, number):
+    assert extension._number(text) == number
+
+
+@pytest.mark.parametrize("text", ["", "1", "a.b", "1.-2", "-1.0"])
+def test_anything_else_is_not_a_number(text):
+    with pytest.raises(ValueError):
+        extension._number(text)
+
+
+class FakeApp:
+    def __init__(self):
+        self.handlers = []
+        self.base_url = "/"
+        self.log = None
+        km = type("KM", (), {})()
+        km.start_kernel = "start"
+        km.restart_kernel = "restart"
+        km.kernel_model = "model"
+        self.kernel_manager = km
+        self.web_app = type("Web", (), {"add_handlers": lambda _, host, handlers: self.handlers.extend(handlers)})()
+
+
+def test_a_server_without_journals_serves_kernels_as_jupyter_server_does(tmp_path, monkeypatch):
+    from kernelwarden_gateway import settings
+
+    monkeypatch.setattr(settings, "journal_enabled", False)
+    monkeypatch.setattr(settings, "instance", "abc")
+    monkeypatch.setattr(settings, "loaded_marker", str(tmp_path / "loaded"))
+    app = FakeApp()
+    extension._load_jupyter_server_extension(app)
+    km = app.kernel_manager
+    assert (km.start_kernel, km.restart_kernel, km.kernel_model) == ("start", "restart", "model")
+    assert app.handlers == []
+    assert extension.journals is None
+    assert (tmp_path / "loaded").read_text() == "abc"
+
+
+def test_a_recorder_drains_a_kernels_iopub_in_batches_and_keeps_its_signed_frames():
+    import asyncio
+
+    import zmq
+    from jupyter_client.session import Session
+
+    session = Session(key=b"secret")
+    context = zmq.Context.instance()
+    pub = context.socket(zmq.PUB)
+    port = pub.bind_to_random_port("tcp://127.0.0.1")
+    kernel = type("Kernel", (), {"session": session, "_make_url": lambda _, channel: "tcp://127.0.0.1:%d" % port})()
+    forged = Session(key=b"other")
+
+    async def run():
+        journal = Journal()
+        recorder = extension.Recorder(kernel, journal, Log(), "k")
+        try:
+            sent = 0
+            # Nudge until the subscription is through (as `until` does with kernel_info requests).
+            while recorder.heard == 0 and sent < 200:
+                session.send(pub, "status", {"execution_state": "busy"}, parent={"msg_id": "p"})
+                sent += 1
+                await asyncio.sleep(0.01)
+            assert recorder.heard > 0
+            before = recorder.heard
+            forged.send(pub, "stream", {"name": "stdout", "text": "forged"}, parent={"msg_id": "p"})
+            for i in range(2500):
+                session.send(pub, "stream", {"name": "stdout", "text": "%d\n" % i}, parent={"msg_id": "p"})
+            session.send(pub, "status", {"execution_state": "idle"}, parent={"msg_id": "p"})
+            for _ in range(500):
+                if recorder.heard >= before + 2501:
+                    break
+                await asyncio.sleep(0.01)
+            entries = journal.cell("p")[0]
+            texts = [json.loads(e.frames[3]).get("text") for e in entries if e.msg_type == "stream"]
+            assert texts == ["%d\n" % i for i in range(2500)]
+            assert journal.cell("p")[2] is True
+            return recorder
+        finally:
+            recorder.close()
+
+    recorder = asyncio.run(run())
+    assert recorder.closed
+    # The forged message (another key) was refused, said, and not numbered.
+    assert any("bad signature" in str(w[-1]) for w in recorder.log.warnings)
+    pub.close(linger=0)
+
+
+class Log:
+    def __init__(self):
+        self.warnings = []
+
+    def warning(self, *args):
+        self.warnings.append(args)

@@ -5,6 +5,7 @@ export { KEPT_POOL_MS, MAX_KEPT_POOLS } from './kernel-pool.js';
 export type { LocalGatewayLease, LocalGatewayPool } from './lease.js';
 export { LocalGateway } from './local-gateway.js';
 export type {
+  LauncherMode,
   LocalGatewayLocation,
   LocalGatewayOptions,
   LocalGatewayStopOptions,
@@ -13,6 +14,7 @@ export type {
   ResolvedLocalGatewayStopOptions,
 } from './options.js';
 export {
+  DEFAULT_LAUNCHER,
   DEFAULT_LINGER_MS,
   DEFAULT_POOL,
   DEFAULT_REQUEST_TIMEOUT_MS,
@@ -21,6 +23,8 @@ export {
   DEFAULT_STARTUP_TIMEOUT_MS,
   DEFAULT_STOP_TIMEOUT_MS,
   JUPYTER_SERVER_ENV,
+  LAUNCHER_ENV,
+  LAUNCHER_PRELOAD_ENV,
   POOL_ENV,
   resolveLocalGatewayOptions,
   STATE_DIR_ENV,

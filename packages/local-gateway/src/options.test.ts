@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { InvalidOptionsError } from '@kernelwarden/core';
 import { describe, expect, it } from 'vitest';
 import {
+  DEFAULT_LAUNCHER,
   DEFAULT_LINGER_MS,
   DEFAULT_POOL,
   DEFAULT_REQUEST_TIMEOUT_MS,
@@ -35,7 +36,35 @@ describe('resolveLocalGatewayOptions', () => {
       maxKernels: defaultMaxKernels(),
       maxConcurrentStarts: defaultMaxConcurrentStarts(),
       startQueueTimeoutMs: DEFAULT_START_QUEUE_TIMEOUT_MS,
+      launcher: DEFAULT_LAUNCHER,
+      launcherPreload: [],
     });
+  });
+
+  it('takes the launcher from the option, else KERNELWARDEN_LAUNCHER; the preload likewise; names a bad one', () => {
+    expect(DEFAULT_LAUNCHER).toBe('fork');
+    expect(resolveLocalGatewayOptions({}, { KERNELWARDEN_LAUNCHER: 'exec' }).launcher).toBe('exec');
+    expect(resolveLocalGatewayOptions({ launcher: 'fork' }, { KERNELWARDEN_LAUNCHER: 'exec' }).launcher).toBe('fork');
+    expect(
+      resolveLocalGatewayOptions({}, { KERNELWARDEN_LAUNCHER_PRELOAD: ' numpy, pandas.core ,' }).launcherPreload,
+    ).toEqual(['numpy', 'pandas.core']);
+    expect(resolveLocalGatewayOptions({ launcherPreload: ['scipy'] }, {}).launcherPreload).toEqual(['scipy']);
+    const failures: [() => unknown, string][] = [
+      [() => resolveLocalGatewayOptions({ launcher: 'spawn' as 'fork' }, {}), 'launcher'],
+      [() => resolveLocalGatewayOptions({}, { KERNELWARDEN_LAUNCHER: 'forks' }), 'KERNELWARDEN_LAUNCHER'],
+      [() => resolveLocalGatewayOptions({ launcherPreload: ['numpy', 'os;rm'] }, {}), 'launcherPreload.1'],
+      [() => resolveLocalGatewayOptions({}, { KERNELWARDEN_LAUNCHER_PRELOAD: 'a-b' }), 'KERNELWARDEN_LAUNCHER_PRELOAD'],
+    ];
+    for (const [call, path] of failures) {
+      let error: unknown;
+      try {
+        call();
+      } catch (e) {
+        error = e;
+      }
+      expect(InvalidOptionsError.isInstance(error)).toBe(true);
+      expect((error as Error).message).toContain(path);
+    }
   });
 
   it('sizes the start capacity from the machine: a start slot per core, kernels from three quarters of its memory', () => {

@@ -58,6 +58,9 @@ describe('the kernelwarden_gateway Python package', () => {
       maxConcurrentStarts: 3,
       maxKernels: 9,
       startQueueTimeoutMs: 1500,
+      launcher: 'exec',
+      launcherPreload: ['json', 'os.path'],
+      launcherStatusFile: join(dir, 'launchers.json'),
     });
     const file = join(dir, 'jupyter_server_config.py');
     writeFileSync(file, text);
@@ -74,7 +77,8 @@ describe('the kernelwarden_gateway Python package', () => {
           'import kernelwarden_gateway as k',
           'print(json.dumps({"file": k.__file__, "transport": c.KernelManager.transport,',
           '  "ipc": k.launch._settings.ipc_dir, "kernels": k.capacity.gate.limits.max_kernels,',
-          '  "starts": k.capacity.gate.limits.max_starting, "wait": k.capacity.gate.limits.max_wait}))',
+          '  "starts": k.capacity.gate.limits.max_starting, "wait": k.capacity.gate.limits.max_wait,',
+          '  "launcher": k.fork_launch.mode(), "preload": k.fork_launch._settings.preload}))',
         ].join('\n'),
         file,
       ],
@@ -87,6 +91,12 @@ describe('the kernelwarden_gateway Python package', () => {
       kernels: 9,
       starts: 3,
       wait: 1.5,
+      launcher: 'exec',
+      preload: ['json', 'os.path'],
+    });
+    expect(JSON.parse(readFileSync(join(dir, 'launchers.json'), 'utf8'))).toMatchObject({
+      mode: 'exec',
+      launchers: [],
     });
     expect(readFileSync(marker, 'utf8')).toBe('0123456789abcdef');
   });

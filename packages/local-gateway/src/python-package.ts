@@ -4,6 +4,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { LocalGatewayError } from './errors.js';
 import type { GatewayLayout } from './layout.js';
+import type { LauncherMode } from './options.js';
 import { READY_WAIT_MS, type StartCapacitySettings } from './start-capacity.js';
 import { ensurePrivateDir, writePrivateFileAtomic } from './state-dir.js';
 
@@ -39,6 +40,12 @@ export interface ServerPythonSettings extends StartCapacitySettings {
   kernelLogDir: string;
   /** Written (with `instance`) once the server has run the whole configuration. */
   loadedMarker: string;
+  /** How Python kernels start. */
+  launcher: LauncherMode;
+  /** Modules the kernel launchers preload. */
+  launcherPreload: readonly string[];
+  /** Where the server says which launchers run and how each kernel started (`launchers.json`). */
+  launcherStatusFile: string;
 }
 
 /**
@@ -88,6 +95,9 @@ export function serverConfigFile(layout: GatewayLayout, settings: ServerPythonSe
     max_kernels: Math.max(1, Math.floor(settings.maxKernels)),
     start_queue_timeout_s: settings.startQueueTimeoutMs / 1000,
     ready_wait_s: READY_WAIT_MS / 1000,
+    launcher: settings.launcher,
+    launcher_preload: settings.launcherPreload,
+    launcher_status_file: settings.launcherStatusFile,
   };
   return `# Written by kernelwarden's LocalGateway at every start; edits are overwritten.
 import json

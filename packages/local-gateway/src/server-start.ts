@@ -129,6 +129,7 @@ async function startServer(
         ipcDir,
         kernelLogDir: layout.kernelLogs,
         loadedMarker: configMarker,
+        launcherStatusFile: layout.launchers,
       }),
     );
     rotateLog(layout.log);

@@ -3,13 +3,14 @@ that @kernelwarden/local-gateway runs, shipped with that npm package and loaded 
 writes (from a copy in the gateway's private state directory).
 """
 
-from . import capacity, launch, lifecycle, server_settings
+from . import capacity, fork_launch, launch, lifecycle, server_settings
 
 
 def configure(c, settings):
     """Configures the server whose config is `c`. `settings` (from LocalGateway) holds `instance`, `ipc_dir`,
-    `kernel_log_dir`, `loaded_marker`, `max_concurrent_starts`, `max_kernels`, `start_queue_timeout_s` and
-    `ready_wait_s`. Writes `instance` into `loaded_marker` last: a server that did not run all of this is refused."""
+    `kernel_log_dir`, `loaded_marker`, `max_concurrent_starts`, `max_kernels`, `start_queue_timeout_s`,
+    `ready_wait_s` and, optional, `launcher` (`fork` or `exec`), `launcher_preload` and `launcher_status_file`.
+    Writes `instance` into `loaded_marker` last: a server that did not run all of this is refused."""
     server_settings.apply(c)
     capacity.install(
         capacity.Limits(
@@ -21,5 +22,12 @@ def configure(c, settings):
     )
     launch.install(launch.Settings(settings["instance"], settings["ipc_dir"], settings["kernel_log_dir"]), c)
     lifecycle.install()
+    fork_launch.install(
+        fork_launch.Settings(
+            mode=settings.get("launcher", "fork"),
+            preload=settings.get("launcher_preload", ()),
+            status_file=settings.get("launcher_status_file"),
+        )
+    )
     with open(settings["loaded_marker"], "w") as marker:
         marker.write(settings["instance"])

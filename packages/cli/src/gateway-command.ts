@@ -1,6 +1,6 @@
 import { closeSync, fstatSync, openSync, readdirSync, readSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { LocalGateway } from '@kernelwarden/local-gateway';
+import { LocalGateway, type LocalGatewayStatus } from '@kernelwarden/local-gateway';
 import type { GatewayAction } from './args.js';
 import type { CliIo } from './cli-io.js';
 import { formatDuration } from './duration.js';
@@ -81,6 +81,36 @@ export function logTail(file: string, count: number): string[] | undefined {
   return lines.slice(-count).map(redactTokens);
 }
 
+/** A kernel's interpreter, ipykernel and launch, for `gateway status`: ` python /usr/bin/python3, ipykernel 6.17.0, forked`. */
+function kernelRuntime(k: LocalGatewayStatus['kernels'][number]): string {
+  const parts = [
+    ...(k.interpreter ? [`python ${k.interpreter}`] : []),
+    ...(k.interpreter ? [`ipykernel ${k.ipykernel ?? 'unknown'}`] : []),
+    ...(k.launch === 'fork' ? ['forked'] : k.launch === 'exec' && k.interpreter ? ["exec'd"] : []),
+  ];
+  return parts.length === 0 ? '' : ` — ${parts.join(', ')}`;
+}
+
+/** The launchers' lines of `gateway status`. */
+function launcherLines(launcher: LocalGatewayStatus['launcher']): string[] {
+  if (!launcher) return [];
+  if (launcher.mode === 'exec') return ["launchers: none (KERNELWARDEN_LAUNCHER=exec: every kernel is exec'd)"];
+  return [
+    `launchers: ${launcher.launchers.length === 0 ? 'none yet' : ''}`,
+    ...launcher.launchers.map(
+      (l) =>
+        `  ${l.interpreter} ${l.state}${l.pid ? ` (pid ${l.pid}${l.rssBytes === undefined ? '' : `, ${formatMiB(l.rssBytes)} RSS`})` : ''}` +
+        `${l.ipykernel ? `, ipykernel ${l.ipykernel}` : ''}${l.preload.length ? `, preloads ${l.preload.join(',')}` : ''}` +
+        `${l.reason ? ` — ${l.reason}` : ''}`,
+    ),
+    "  (kernels of isolated kernelspecs are always exec'd)",
+  ];
+}
+
+function formatMiB(bytes: number): string {
+  return `${(bytes / 1024 / 1024).toFixed(1)} MiB`;
+}
+
 /**
  * `kernelwarden gateway start|status|stop|logs`: manages the embedded Jupyter server that `run` and `repl` share.
  * Never prints its token.
@@ -127,8 +157,9 @@ export async function gatewayCommand(
             `kernels: ${status.kernels.length === 0 ? 'none' : ''}`,
             ...status.kernels.map(
               (k) =>
-                `  ${k.id} ${k.name} ${k.executionState ?? ''}${k.ownerPid ? ` (pid ${k.ownerPid}${k.ownerAlive ? '' : ', gone'})` : ''}`,
+                `  ${k.id} ${k.name} ${k.executionState ?? ''}${k.ownerPid ? ` (pid ${k.ownerPid}${k.ownerAlive ? '' : ', gone'})` : ''}${kernelRuntime(k)}`,
             ),
+            ...launcherLines(status.launcher),
           ];
           write(lines.join('\n'), status);
         }

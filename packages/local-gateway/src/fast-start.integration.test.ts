@@ -1,6 +1,7 @@
+import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, readdirSync, readFileSync, readlinkSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { GatewayKernel } from '@kernelwarden/gateway-client';
 import { testGateway } from '@kernelwarden/test-env';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -103,7 +104,7 @@ function comparable(environ: Record<string, string>): Record<string, string> {
 }
 
 describe('fast starts: Python kernels forked from a launcher', () => {
-  it('gives a forked kernel what an exec’d kernel of the same interpreter has, and two forked kernels their own pid and randomness', async () => {
+  it("gives a forked kernel what an exec'd kernel of the same interpreter has, and two forked kernels their own pid and randomness", async () => {
     const lease = await acquire('same');
     await using first = await GatewayKernel.start({ gateway: lease, startupTimeoutMs: 60_000 });
     await using second = await GatewayKernel.start({ gateway: lease, startupTimeoutMs: 60_000 });
@@ -167,9 +168,66 @@ describe('fast starts: Python kernels forked from a launcher', () => {
     expect(a.pid).not.toBe(launcherPid);
     for (const key of ['random', 'uuid', 'secret'] as const) expect(a[key]).not.toEqual(b[key]);
     expect(readFileSync(`/proc/${a.pid}/stat`, 'utf8').split(') ')[1]!.split(' ')[1]).toBe(String(launcherPid));
+
+    // gateway status: the launcher (interpreter, pid, memory) and each kernel's interpreter and ipykernel.
+    const status = await LocalGateway.status({ stateDir: dirname(lease.stateDir) });
+    expect(status.launcher).toEqual({
+      mode: 'fork',
+      launchers: [
+        expect.objectContaining({
+          interpreter: a.executable,
+          pid: launcherPid,
+          state: 'ready',
+          rssBytes: expect.any(Number),
+        }),
+      ],
+    });
+    expect(status.launcher!.launchers[0]!.rssBytes).toBeGreaterThan(1024 * 1024);
+    const version = status.launcher!.launchers[0]!.ipykernel;
+    expect(version).toMatch(/^\d+\.\d+/);
+    expect(status.kernels.find((k) => k.id === first.id)).toMatchObject({
+      interpreter: a.executable,
+      ipykernel: version,
+      launch: 'fork',
+    });
+    expect(status.kernels.find((k) => k.id === cold.id)).toMatchObject({ interpreter: a.executable, launch: 'exec' });
   });
 
-  it('interrupts, restarts and shuts a forked kernel down as it would an exec’d one, leaving no process behind', async () => {
+  it("forks a kernelspec of another interpreter (a virtual environment's) from that interpreter's own launcher", async () => {
+    const lease = await acquire('venv');
+    const venv = join(dirname(lease.stateDir), 'venv');
+    execFileSync('/usr/bin/python3', ['-m', 'venv', '--without-pip', '--system-site-packages', venv]);
+    const python = join(venv, 'bin', 'python');
+    const spec = join(lease.kernelSpecDir, 'kw-py-0123456789abcdef');
+    mkdirSync(spec, { recursive: true });
+    writeFileSync(
+      join(spec, 'kernel.json'),
+      JSON.stringify({
+        argv: [python, '-m', 'ipykernel_launcher', '-f', '{connection_file}'],
+        display_name: 'venv',
+        language: 'python',
+      }),
+    );
+    const started: number[] = [];
+    for (let i = 0; i < 2; i++) {
+      await using kernel = await GatewayKernel.start({
+        gateway: lease,
+        kernelName: 'kw-py-0123456789abcdef',
+        startupTimeoutMs: 60_000,
+      });
+      const result = await kernel.execute('import sys, os; print(sys.prefix, sys.executable, os.getppid())');
+      expect(result.stdout.trim().split(' ').slice(0, 2)).toEqual([venv, python]);
+      started.push(Number(result.stdout.trim().split(' ')[2]));
+      expect(launchers(lease).kernels[kernel.id]).toMatchObject({ launch: 'fork', python });
+    }
+    const own = launchers(lease).launchers.find((l) => l.python === python);
+    expect(own).toMatchObject({ state: 'ready', ipykernel: expect.any(String) });
+    // Both kernels were children of that launcher, which is not the server's own.
+    expect(started).toEqual([own!.pid, own!.pid]);
+    expect(launchers(lease).launchers.filter((l) => l.python !== python)).toHaveLength(1);
+  });
+
+  it("interrupts, restarts and shuts a forked kernel down as it would an exec'd one, leaving no process behind", async () => {
     const lease = await acquire('lifecycle');
     const kernel = await GatewayKernel.start({ gateway: lease, startupTimeoutMs: 60_000 });
     const before = await probe(kernel);
@@ -196,7 +254,7 @@ describe('fast starts: Python kernels forked from a launcher', () => {
     await waitFor('its launch record to go', () => launchers(lease).kernels[kernel.id] === undefined);
   });
 
-  it('replaces a launcher that died: the next start is exec’d with the reason logged, later ones forked again', async () => {
+  it("replaces a launcher that died: the next start is exec'd with the reason logged, later ones forked again", async () => {
     const lease = await acquire('replace');
     await using warm = await GatewayKernel.start({ gateway: lease, startupTimeoutMs: 60_000 });
     const old = launchers(lease).launchers[0]!;

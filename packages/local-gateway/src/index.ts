@@ -38,4 +38,4 @@ export {
   defaultMaxKernels,
   KERNEL_MEMORY_BUDGET_BYTES,
 } from './start-capacity.js';
-export type { LocalGatewayStatus } from './status.js';
+export type { LauncherStatus, LocalGatewayStatus } from './status.js';

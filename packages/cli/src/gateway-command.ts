@@ -82,7 +82,7 @@ export function logTail(file: string, count: number): string[] | undefined {
 }
 
 /** A kernel's interpreter, ipykernel and launch, for `gateway status`: ` python /usr/bin/python3, ipykernel 6.17.0, forked`. */
-function kernelRuntime(k: LocalGatewayStatus['kernels'][number]): string {
+export function kernelRuntime(k: LocalGatewayStatus['kernels'][number]): string {
   const parts = [
     ...(k.interpreter ? [`python ${k.interpreter}`] : []),
     ...(k.interpreter ? [`ipykernel ${k.ipykernel ?? 'unknown'}`] : []),
@@ -92,7 +92,7 @@ function kernelRuntime(k: LocalGatewayStatus['kernels'][number]): string {
 }
 
 /** The launchers' lines of `gateway status`. */
-function launcherLines(launcher: LocalGatewayStatus['launcher']): string[] {
+export function launcherLines(launcher: LocalGatewayStatus['launcher']): string[] {
   if (!launcher) return [];
   if (launcher.mode === 'exec') return ["launchers: none (KERNELWARDEN_LAUNCHER=exec: every kernel is exec'd)"];
   return [

@@ -33,6 +33,9 @@ _SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "forkserver.p
 LAUNCHER_READY_WAIT = 20.0
 LAUNCHER_ANSWER_WAIT = 10.0
 MAX_REPLACEMENTS = 3
+# Launchers at once (each an idle interpreter of about 60 MB): past it, an idle one of another interpreter than the
+# server's is stopped for a new one; with none idle, the new interpreter's kernels are exec'd.
+MAX_LAUNCHERS = 4
 REPLACEMENT_WINDOW = 60.0
 # Padding in the launcher's environment and command line: a forked kernel writes its own over it in /proc.
 ENV_ROOM = 128 * 1024
@@ -100,6 +103,8 @@ class Launcher:
         self.started_at = time.time()
         self.pid = None
         self._reader = None
+        self.kernels = set()
+        self.last_used = time.monotonic()
         self._lock = threading.Lock()
         self._ready = threading.Event()
         self._answers = {}
@@ -165,6 +170,7 @@ class Launcher:
                 elif op == "exit":
                     with self._lock:
                         self._statuses[message["pid"]] = message["status"]
+                        self.kernels.discard(message["pid"])
         except (OSError, ValueError) as error:
             self._fail("dead", "its socket failed: %s" % error)
         if self.state != "unsafe":
@@ -223,6 +229,10 @@ class Launcher:
         answer = slot[1]
         if answer["op"] == "refused":
             raise LauncherUnavailable("the launcher of %s refused: %s" % (self.python, answer["reason"]))
+        with self._lock:
+            if answer["pid"] not in self._statuses:
+                self.kernels.add(answer["pid"])
+        self.last_used = time.monotonic()
         return answer["pid"]
 
     def stop(self):
@@ -388,6 +398,8 @@ def launcher_for(python, create=True):
             return launcher
         if not create:
             return launcher
+        if launcher is None:
+            _make_room(python)
         if launcher is not None:
             now = time.monotonic()
             recent = [t for t in _replacements.get(python, []) if now - t < REPLACEMENT_WINDOW]
@@ -401,6 +413,24 @@ def launcher_for(python, create=True):
         _launchers[python] = launcher
     threading.Thread(target=_report_when_ready, args=(launcher,), daemon=True).start()
     return launcher
+
+
+def _make_room(python):
+    """Stops the least recently used idle launcher when MAX_LAUNCHERS run (called with _guard held); raises
+    LauncherUnavailable when every one has kernels."""
+    live = [one for one in _launchers.values() if one.usable() and one.python != python]
+    if len(live) < MAX_LAUNCHERS:
+        return
+    server_python = os.path.normpath(sys.executable)
+    idle = sorted(
+        (one for one in live if not one.kernels and one.python != server_python), key=lambda one: one.last_used
+    )
+    if not idle:
+        raise LauncherUnavailable("%d launchers run, each with kernels of its own" % len(live))
+    retired = idle[0]
+    retired.stop()
+    retired.reason = "stopped for the launcher of %s (at most %d run)" % (python, MAX_LAUNCHERS)
+    del _launchers[retired.python]
 
 
 def _report_when_ready(launcher):

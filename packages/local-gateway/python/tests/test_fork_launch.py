@@ -1,6 +1,7 @@
 import json
 import os
 import signal
+import subprocess
 import sys
 import time
 
@@ -199,3 +200,41 @@ def test_the_children_of_a_dead_launcher_die_with_it_and_poll_says_so(launcher, 
     assert not one.usable()
     with pytest.raises(fork_launch.LauncherUnavailable, match="dead"):
         _start(one, "pass", tmp_path)
+
+
+def test_past_max_launchers_an_idle_one_is_stopped_and_a_busy_set_makes_the_new_interpreter_exec(tmp_path, monkeypatch):
+    # Two virtual environments seeing an ipykernel: made from an interpreter that has one on its system path.
+    base = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+    if subprocess.run([base, "-c", "import ipykernel"], capture_output=True, check=False).returncode != 0:
+        pytest.skip("no interpreter with ipykernel outside a virtual environment")
+    venvs = []
+    for name in ("a", "b"):
+        target = tmp_path / name
+        subprocess.run([base, "-m", "venv", "--without-pip", "--system-site-packages", str(target)], check=True)
+        venvs.append(str(target / "bin" / "python"))
+    monkeypatch.setattr(fork_launch, "MAX_LAUNCHERS", 1)
+    monkeypatch.setattr(fork_launch, "_launchers", {})
+    monkeypatch.setattr(fork_launch, "_settings", fork_launch.Settings(mode="fork"))
+    try:
+        first = fork_launch.launcher_for(venvs[0])
+        assert first._ready.wait(60)
+        log = os.open(str(tmp_path / "k.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        try:
+            code = "import time; time.sleep(60)"
+            process, _ = fork_launch.fork(venvs[0], [venvs[0], "-c", code], dict(first.env), str(tmp_path), log)
+        finally:
+            os.close(log)
+        with pytest.raises(fork_launch.LauncherUnavailable, match="each with kernels"):
+            fork_launch.launcher_for(venvs[1])
+        process.kill()
+        assert process.wait(30) == -signal.SIGKILL
+        deadline = time.monotonic() + 30
+        while first.kernels and time.monotonic() < deadline:
+            time.sleep(0.05)
+        second = fork_launch.launcher_for(venvs[1])
+        assert second.python == venvs[1]
+        assert first.state == "dead"
+        assert "stopped for the launcher of" in first.reason
+        assert list(fork_launch._launchers) == [venvs[1]]
+    finally:
+        fork_launch.stop_all()

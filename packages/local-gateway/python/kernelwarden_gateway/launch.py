@@ -6,6 +6,8 @@
 - Each kernel's stdout and stderr go to a log of its own (<kernel log dir>/<kernel id>.log), never to the server's.
 - IPython kernels boot through ipykernel_boot.py (unbounded iopub, PYTHONSAFEPATH for the launch, a private
   fork-output pipe); every R kernel starts with --no-init-file --no-environ --no-restore.
+- A command `<absolute python> -c <boot> ...` is forked from that interpreter's launcher (fork_launch.py) unless
+  forking is off or the launcher cannot serve it (then exec'd, the reason logged): same log, marker, ipc directory.
 - Every process a kernel starts carries a marker (KERNELWARDEN_KERNEL=<instance>:<kernel id>); when the server cleans
   a kernel up (shutdown, kill, restart, death) it kills every process still carrying it, and removes the kernel's own
   cgroups (kw-<tag>-<kernel id>) once it is gone for good.

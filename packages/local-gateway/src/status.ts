@@ -110,6 +110,7 @@ function rssOf(pid: number): number | undefined {
 }
 
 function launcherStatus(file: LaunchersFile): LocalGatewayStatus['launcher'] {
+  if (file.mode === undefined) return undefined; // a server that writes no launchers.json
   return {
     mode: file.mode === 'exec' ? 'exec' : 'fork',
     launchers: (file.launchers ?? []).map((l) => {
@@ -196,6 +197,6 @@ export async function gatewayStatus(location: ResolvedLocalGatewayLocation): Pro
     holders,
     kernels,
     pool: poolCounts(layout),
-    launcher: launcherStatus(launchers),
+    ...(launcherStatus(launchers) ? { launcher: launcherStatus(launchers) } : {}),
   };
 }

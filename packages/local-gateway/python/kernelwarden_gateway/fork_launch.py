@@ -63,9 +63,13 @@ def env_difference(launcher_env, kernel_env):
     return sorted(n for n in names if launcher_env.get(n) != kernel_env.get(n))
 
 
+BOOT_PREFIX = "_kw_drop_safepath = "
+
+
 def forkable_interpreter(cmd):
-    """The interpreter of `cmd` when it is `<absolute python> -c <code> ...`, else None."""
-    if len(cmd) >= 3 and cmd[1] == "-c" and os.path.isabs(cmd[0]):
+    """The interpreter of `cmd` when it is `<absolute python> -c <the IPython boot> ...` (what launch.py makes of
+    `-m ipykernel_launcher`), else None: any other command (a sandbox's `/bin/sh -c`, R) is exec'd."""
+    if len(cmd) >= 3 and cmd[1] == "-c" and cmd[2].startswith(BOOT_PREFIX) and os.path.isabs(cmd[0]):
         return os.path.normpath(cmd[0])
     return None
 
@@ -75,7 +79,7 @@ def kernel_interpreter(cmd):
     for i in range(len(cmd) - 2):
         if cmd[i + 1] == "-m" and cmd[i + 2] == "ipykernel_launcher":
             return cmd[i]
-        if cmd[i + 1] == "-c" and cmd[i + 2].startswith("_kw_drop_safepath"):
+        if cmd[i + 1] == "-c" and cmd[i + 2].startswith(BOOT_PREFIX):
             return cmd[i]
     return None
 

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from kernelwarden_gateway import fork_launch
+from kernelwarden_gateway import fork_launch, launch
 
 
 def test_startup_sensitive_names_what_the_interpreter_reads_at_start():
@@ -24,12 +24,17 @@ def test_env_difference_lists_the_start_up_variables_that_differ():
     assert fork_launch.env_difference(launcher, {"PATH": "/bin", "PYTHONHASHSEED": "0"}) == ["LANG", "PYTHONHASHSEED"]
 
 
-def test_forkable_interpreter_is_an_absolute_python_running_code():
-    assert fork_launch.forkable_interpreter(["/usr/bin/python3", "-c", "x", "-f", "c.json"]) == "/usr/bin/python3"
-    assert fork_launch.forkable_interpreter(["/v/bin/../bin/python", "-c", "x"]) == "/v/bin/python"
-    assert fork_launch.forkable_interpreter(["python3", "-c", "x"]) is None
-    assert fork_launch.forkable_interpreter(["/usr/bin/bwrap", "--", "/usr/bin/python3", "-c", "x"]) is None
+def test_forkable_interpreter_is_an_absolute_python_running_the_ipython_boot():
+    boot = "_kw_drop_safepath = True\n..."
+    assert fork_launch.forkable_interpreter(["/usr/bin/python3", "-c", boot, "-f", "c.json"]) == "/usr/bin/python3"
+    assert fork_launch.forkable_interpreter(["/v/bin/../bin/python", "-c", boot]) == "/v/bin/python"
+    assert fork_launch.forkable_interpreter(["python3", "-c", boot]) is None
+    assert fork_launch.forkable_interpreter(["/usr/bin/python3", "-c", "print(1)"]) is None
+    assert fork_launch.forkable_interpreter(["/bin/sh", "-c", "exec bwrap ...", "/usr/bin/python3", "-c", boot]) is None
+    assert fork_launch.forkable_interpreter(["/usr/bin/bwrap", "--", "/usr/bin/python3", "-c", boot]) is None
     assert fork_launch.forkable_interpreter(["/usr/bin/python3", "-m", "ipykernel_launcher"]) is None
+    cmd, _ = launch.launch_command(["/usr/bin/python3", "-m", "ipykernel_launcher", "-f", "c.json"], {})
+    assert fork_launch.forkable_interpreter(cmd) == "/usr/bin/python3"
 
 
 def test_kernel_interpreter_finds_the_python_inside_a_wrapped_command():

@@ -107,12 +107,13 @@ class Launcher:
         self.started_at = time.time()
         self.pid = None
         self._reader = None
-        self.kernels = set()
         self.last_used = time.monotonic()
         self._lock = threading.Lock()
         self._ready = threading.Event()
         self._answers = {}
-        self._statuses = {}
+        # Each live child's exit status holder ([None] until the launcher relays its exit). A pid is reused only once
+        # the launcher reaped its previous process, whose exit comes first on the socket: no status goes astray.
+        self._children = {}
         self._next = 0
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.env = dict(os.environ if env is None else env)
@@ -167,14 +168,17 @@ class Launcher:
                     self._ready.set()
                 elif op in ("started", "refused"):
                     with self._lock:
+                        if op == "started":
+                            message["holder"] = self._children[message["pid"]] = [None]
                         slot = self._answers.get(message["id"])
                     if slot is not None:
                         slot[1] = message
                         slot[0].set()
                 elif op == "exit":
                     with self._lock:
-                        self._statuses[message["pid"]] = message["status"]
-                        self.kernels.discard(message["pid"])
+                        holder = self._children.pop(message["pid"], None)
+                    if holder is not None:
+                        holder[0] = message["status"]
         except (OSError, ValueError) as error:
             self._fail("dead", "its socket failed: %s" % error)
         if self.state != "unsafe":
@@ -195,12 +199,14 @@ class Launcher:
     def usable(self):
         return self.state in ("starting", "ready")
 
-    def exit_status(self, pid):
+    @property
+    def kernels(self):
+        """The pids of its live children."""
         with self._lock:
-            return self._statuses.pop(pid, None)
+            return set(self._children)
 
     def start(self, argv, env, cwd, log_fd):
-        """Forks a kernel running `argv`; its pid. LauncherUnavailable when it cannot."""
+        """Forks a kernel running `argv`: (pid, its exit status holder). LauncherUnavailable when it cannot."""
         if not self._ready.wait(LAUNCHER_READY_WAIT):
             raise LauncherUnavailable("the launcher of %s is not ready after %ss" % (self.python, LAUNCHER_READY_WAIT))
         if self.state != "ready":
@@ -233,11 +239,8 @@ class Launcher:
         answer = slot[1]
         if answer["op"] == "refused":
             raise LauncherUnavailable("the launcher of %s refused: %s" % (self.python, answer["reason"]))
-        with self._lock:
-            if answer["pid"] not in self._statuses:
-                self.kernels.add(answer["pid"])
         self.last_used = time.monotonic()
-        return answer["pid"]
+        return answer["pid"], answer["holder"]
 
     def stop(self):
         """Kills the launcher (its kernels die with it) and closes the socket."""
@@ -273,9 +276,10 @@ class ForkedProcess:
 
     stdin = stdout = stderr = None
 
-    def __init__(self, launcher, pid, args):
+    def __init__(self, launcher, pid, args, holder):
         self.launcher = launcher
         self.pid = pid
+        self._holder = holder
         self.args = args
         self.returncode = None
         self._pidfd = None
@@ -307,7 +311,7 @@ class ForkedProcess:
     def poll(self):
         if self.returncode is not None:
             return self.returncode
-        status = self.launcher.exit_status(self.pid)
+        status = self._holder[0]
         if status is not None:
             return self._settle(status)
         if not self.launcher.usable() and self._gone():
@@ -467,7 +471,8 @@ def fork(python, argv, env, cwd, log_fd):
     launcher = launcher_for(python)
     if not launcher.usable():
         raise LauncherUnavailable("the launcher of %s is %s: %s" % (python, launcher.state, launcher.reason))
-    return ForkedProcess(launcher, launcher.start(argv, env, cwd, log_fd), argv), launcher
+    pid, holder = launcher.start(argv, env, cwd, log_fd)
+    return ForkedProcess(launcher, pid, argv, holder), launcher
 
 
 def record(kernel_id, entry):

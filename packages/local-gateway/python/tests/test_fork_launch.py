@@ -63,10 +63,10 @@ def _start(launcher, code, tmp_path, *, env=None, cwd=None, args=()):
     log = os.open(str(tmp_path / "k.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     try:
         env = dict(launcher.env if env is None else env)
-        pid = launcher.start([sys.executable, "-c", code, *args], env, str(cwd or tmp_path), log)
+        pid, holder = launcher.start([sys.executable, "-c", code, *args], env, str(cwd or tmp_path), log)
     finally:
         os.close(log)
-    return fork_launch.ForkedProcess(launcher, pid, [])
+    return fork_launch.ForkedProcess(launcher, pid, [], holder)
 
 
 REPORT = """
@@ -243,3 +243,68 @@ def test_past_max_launchers_an_idle_one_is_stopped_and_a_busy_set_makes_the_new_
         assert list(fork_launch._launchers) == [venvs[1]]
     finally:
         fork_launch.stop_all()
+
+
+def test_an_exit_status_goes_to_the_process_it_belongs_to_even_when_the_pid_comes_back():
+    # The launcher's messages for a pid that is reused: the first process's exit is never the second's.
+    import socket
+    import threading
+
+    one = object.__new__(fork_launch.Launcher)
+    one.python, one.state, one.reason, one.info, one.process = "/p", "ready", None, {}, None
+    one._lock, one._ready, one._answers, one._children = threading.Lock(), threading.Event(), {}, {}
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    one._sock = ours
+    slots = {i: [threading.Event(), None] for i in (1, 2)}
+    one._answers.update(slots)
+    reader = threading.Thread(target=one._read)
+    reader.start()
+    for message in (
+        {"op": "started", "id": 1, "pid": 100},
+        {"op": "exit", "pid": 100, "status": -9},
+        {"op": "started", "id": 2, "pid": 100},
+    ):
+        theirs.send(json.dumps(message).encode())
+    assert slots[2][0].wait(10)
+    first = fork_launch.ForkedProcess(one, 100, [], slots[1][1]["holder"])
+    second = fork_launch.ForkedProcess(one, 100, [], slots[2][1]["holder"])
+    assert first.poll() == -9
+    assert second.poll() is None
+    assert one.kernels == {100}
+    theirs.send(json.dumps({"op": "exit", "pid": 100, "status": 0}).encode())
+    theirs.close()
+    reader.join(10)
+    assert second.poll() == 0
+    assert one.kernels == set()
+
+
+def test_a_shutdown_during_a_restart_waits_for_the_restart_to_end(monkeypatch):
+    import asyncio
+
+    from kernelwarden_gateway import lifecycle
+
+    seen = []
+
+    async def original(self, kernel_id, now=False, restart=False):
+        seen.append(self.km.ready.done())
+
+    monkeypatch.setitem(lifecycle._original, "mkm_shutdown_kernel", original)
+
+    class Km:
+        ready = None
+
+    class Manager:
+        _pending_kernels = {}
+
+        def get_kernel(self, kernel_id):
+            return self.km
+
+    async def scenario():
+        manager = Manager()
+        manager.km = Km()
+        manager.km.ready = asyncio.get_running_loop().create_future()
+        asyncio.get_running_loop().call_later(0.2, manager.km.ready.set_result, None)
+        await lifecycle._patched_mkm_shutdown_kernel(manager, "k")
+
+    asyncio.run(scenario())
+    assert seen == [True]

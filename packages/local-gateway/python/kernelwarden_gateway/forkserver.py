@@ -44,6 +44,7 @@ for _kw_entry in os.listdir("/proc/self/fd"):
 
 import ctypes  # noqa: E402
 import fcntl  # noqa: E402
+import gc  # noqa: E402
 import json  # noqa: E402
 import random  # noqa: E402
 import select  # noqa: E402
@@ -214,6 +215,11 @@ def _kw_serve():
     _kw_send(sock, hello)
     if hello["op"] != "ready":
         return
+    # What the launcher imported is moved out of the garbage collector's reach (gc.freeze, Python 3.7+): a kernel's
+    # collections do not walk it (nor touch its pages, which stay shared with the launcher).
+    gc.collect()
+    if hasattr(gc, "freeze"):
+        gc.freeze()
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
     os.set_blocking(wake_r, False)

@@ -3,8 +3,14 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { machineLine } from './machine.mjs';
 
-const RATIO_HEADERS = { ratio: 'ratio to reference', ratioToJupyterlab: 'ratio to @jupyterlab/services' };
+const RATIO_HEADERS = {
+  ratio: 'ratio to reference',
+  p90Ratio: 'p90 ratio to reference',
+  ratioToJupyterlab: 'ratio to @jupyterlab/services',
+  ratioToStock: 'ratio to the stock server',
+};
 const EXTRA_HEADERS = {
+  p90: 'p90 (ms)',
   rssPeakOverBaselineMB: 'peak RSS over baseline (MB)',
   received: 'output received',
   cpuMs: 'client CPU per cell (ms, median)',

@@ -151,7 +151,7 @@ describe('kernelwarden run --hide with the warm pool on', () => {
       const ran = await runCli(['gateway', 'status', '--json'], { stateDir: poolState, cwd: root, env });
       expect(ran.code, ran.stderr).toBe(0);
       return JSON.parse(ran.stdout) as {
-        kernels: { id: string; name: string; pooled?: boolean }[];
+        kernels: { id: string; name: string; pooled?: boolean; launch?: string; launchReason?: string }[];
         pool: Record<string, { wanted: number; ready: number }>;
       };
     };
@@ -164,6 +164,11 @@ describe('kernelwarden run --hide with the warm pool on', () => {
           return found.length > 0;
         }, 60_000),
       ).toBe(true);
+      // An isolated kernel is never forked from a launcher: its command is the sandbox's, exec'd.
+      for (const kernel of (await status()).kernels.filter((k) => k.name.startsWith('kw-iso-'))) {
+        expect(kernel.launch).toBe('exec');
+        expect(kernel.launchReason).toBeUndefined();
+      }
       return found;
     };
     try {

@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { logTail, redactTokens } from './gateway-command.js';
+import { kernelRuntime, launcherLines } from './gateway-status-text.js';
 
 describe('redactTokens', () => {
   it('hides tokens in server URLs and authorization headers', () => {
@@ -44,5 +45,43 @@ describe('logTail', () => {
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+});
+
+describe('gateway status lines', () => {
+  it("show each launcher's interpreter, pid, RSS and ipykernel, and each kernel's interpreter, ipykernel and launch", () => {
+    expect(
+      launcherLines({
+        mode: 'fork',
+        launchers: [
+          {
+            interpreter: '/usr/bin/python3',
+            pid: 42,
+            state: 'ready',
+            rssBytes: 60 * 1024 * 1024,
+            ipykernel: '6.17.0',
+            preload: ['numpy'],
+          },
+          { interpreter: '/p/.venv/bin/python', pid: 43, state: 'dead', preload: [], reason: 'it exited' },
+        ],
+      }),
+    ).toEqual([
+      'launchers: ',
+      '  /usr/bin/python3 ready (pid 42, 60.0 MiB RSS), ipykernel 6.17.0, preloads numpy',
+      '  /p/.venv/bin/python dead (pid 43) — it exited',
+      "  (kernels of isolated kernelspecs are always exec'd)",
+    ]);
+    expect(launcherLines({ mode: 'exec', launchers: [] })).toEqual([
+      "launchers: none (KERNELWARDEN_LAUNCHER=exec: every kernel is exec'd)",
+    ]);
+    expect(launcherLines(undefined)).toEqual([]);
+    const kernel = { id: 'k', name: 'python3' };
+    expect(kernelRuntime({ ...kernel, interpreter: '/usr/bin/python3', ipykernel: '6.17.0', launch: 'fork' })).toBe(
+      ' — python /usr/bin/python3, ipykernel 6.17.0, forked',
+    );
+    expect(kernelRuntime({ ...kernel, interpreter: '/usr/bin/python3', launch: 'exec' })).toBe(
+      " — python /usr/bin/python3, ipykernel unknown, exec'd",
+    );
+    expect(kernelRuntime({ ...kernel, name: 'ir', launch: 'exec' })).toBe('');
   });
 });

@@ -4,7 +4,7 @@ import { kernelStatusLine, runningStatusText } from './gateway-status-text.js';
 
 describe('gateway status text', () => {
   it('lists each kernel with its state and owner, and every further field the gateway reports for it', () => {
-    // Fields the status type does not name yet (a kernel's interpreter and ipykernel) are shown as they come.
+    // A kernel's interpreter and ipykernel have their own place; other fields are shown as they come.
     const kernels = [
       {
         id: 'k1',
@@ -36,7 +36,7 @@ describe('gateway status text', () => {
       'state: /state',
       'holders: pid 42',
       'kernels: ',
-      '  k1 python3 busy (pid 42); interpreter /usr/bin/python3, ipykernel 6.17.0',
+      '  k1 python3 busy (pid 42) — python /usr/bin/python3, ipykernel 6.17.0',
       '  k2 ir idle (pid 7, gone)',
       '  k3 python3 idle; pooled',
     ]);

@@ -4,6 +4,7 @@ export type { LocalGatewayEvent } from './events.js';
 export { KEPT_POOL_MS, MAX_KEPT_POOLS } from './kernel-pool.js';
 export { LocalGateway } from './local-gateway.js';
 export type {
+  LauncherMode,
   LocalGatewayLocation,
   LocalGatewayOptions,
   LocalGatewayStopOptions,
@@ -14,6 +15,7 @@ export type {
 export {
   DEFAULT_JOURNAL_MAX_AGE_MS,
   DEFAULT_JOURNAL_MAX_BYTES,
+  DEFAULT_LAUNCHER,
   DEFAULT_LINGER_MS,
   DEFAULT_POOL,
   DEFAULT_REQUEST_TIMEOUT_MS,
@@ -22,6 +24,8 @@ export {
   DEFAULT_STARTUP_TIMEOUT_MS,
   DEFAULT_STOP_TIMEOUT_MS,
   JUPYTER_SERVER_ENV,
+  LAUNCHER_ENV,
+  LAUNCHER_PRELOAD_ENV,
   POOL_ENV,
   resolveLocalGatewayOptions,
   STATE_DIR_ENV,
@@ -35,5 +39,5 @@ export {
   defaultMaxKernels,
   KERNEL_MEMORY_BUDGET_BYTES,
 } from './start-capacity.js';
-export type { LocalGatewayStatus } from './status.js';
+export type { LauncherStatus, LocalGatewayStatus } from './status.js';
 export type { LocalGatewayPool, LocalGatewayTicket } from './ticket.js';

@@ -19,6 +19,10 @@
  * - **Every process a kernel starts carries a marker** (`KERNELWARDEN_KERNEL=<instance>:<kernel id>`); when the
  *   server cleans a kernel up (shutdown, kill, restart, death) it kills every process still carrying it, and removes
  *   the kernel's own cgroups (`kw-<tag>-<kernel id>`).
+ * - **Python kernels are forked** from a launcher of their interpreter that has already imported ipykernel
+ *   (`python/kernelwarden_gateway/fork_launch.py`, `forkserver.py`; the README's Fast starts): each gets the treatment
+ *   above, its own session, environment (in `/proc` too), descriptors and random state; isolated kernelspecs, R, and
+ *   any start the launcher cannot reproduce are exec'd.
  * - **Shutdowns are quick**: a kernel's exit is polled every 10 ms; a DELETE returns once the kernel was asked to
  *   shut down (the server waits for its exit and cleans it up in the background; restarts and the server's own stop
  *   wait); jupyter_client's 10 ms settling sleep is left out.

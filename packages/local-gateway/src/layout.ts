@@ -8,6 +8,8 @@ export interface GatewayLayout {
   lock: string;
   /** `server.json`: url, pid, token (0600). */
   info: string;
+  /** `launchers.json`, written by the server: its kernel launchers and how each kernel started (`gateway status`). */
+  launchers: string;
   /** Read once by jupyter-server at start-up (`JUPYTER_TOKEN_FILE`), removed once it is ready. */
   tokenFile: string;
   /** One file per ticket holder. */
@@ -51,6 +53,7 @@ export function gatewayLayout(dir: string): GatewayLayout {
     dir,
     lock: join(dir, 'lock'),
     info: join(dir, 'server.json'),
+    launchers: join(dir, 'launchers.json'),
     tokenFile: join(dir, 'token'),
     tickets: join(dir, 'tickets'),
     idle: join(dir, 'idle.json'),

@@ -5,6 +5,7 @@ import { describe, expect, it } from 'vitest';
 import {
   DEFAULT_JOURNAL_MAX_AGE_MS,
   DEFAULT_JOURNAL_MAX_BYTES,
+  DEFAULT_LAUNCHER,
   DEFAULT_LINGER_MS,
   DEFAULT_POOL,
   DEFAULT_REQUEST_TIMEOUT_MS,
@@ -38,7 +39,35 @@ describe('resolveLocalGatewayOptions', () => {
       maxConcurrentStarts: defaultMaxConcurrentStarts(),
       startQueueTimeoutMs: DEFAULT_START_QUEUE_TIMEOUT_MS,
       journal: { enabled: true, maxBytes: DEFAULT_JOURNAL_MAX_BYTES, maxAgeMs: DEFAULT_JOURNAL_MAX_AGE_MS },
+      launcher: DEFAULT_LAUNCHER,
+      launcherPreload: [],
     });
+  });
+
+  it('takes the launcher from the option, else KERNELWARDEN_LAUNCHER; the preload likewise; names a bad one', () => {
+    expect(DEFAULT_LAUNCHER).toBe('fork');
+    expect(resolveLocalGatewayOptions({}, { KERNELWARDEN_LAUNCHER: 'exec' }).launcher).toBe('exec');
+    expect(resolveLocalGatewayOptions({ launcher: 'fork' }, { KERNELWARDEN_LAUNCHER: 'exec' }).launcher).toBe('fork');
+    expect(
+      resolveLocalGatewayOptions({}, { KERNELWARDEN_LAUNCHER_PRELOAD: ' numpy, pandas.core ,' }).launcherPreload,
+    ).toEqual(['numpy', 'pandas.core']);
+    expect(resolveLocalGatewayOptions({ launcherPreload: ['scipy'] }, {}).launcherPreload).toEqual(['scipy']);
+    const failures: [() => unknown, string][] = [
+      [() => resolveLocalGatewayOptions({ launcher: 'spawn' as 'fork' }, {}), 'launcher'],
+      [() => resolveLocalGatewayOptions({}, { KERNELWARDEN_LAUNCHER: 'forks' }), 'KERNELWARDEN_LAUNCHER'],
+      [() => resolveLocalGatewayOptions({ launcherPreload: ['numpy', 'os;rm'] }, {}), 'launcherPreload.1'],
+      [() => resolveLocalGatewayOptions({}, { KERNELWARDEN_LAUNCHER_PRELOAD: 'a-b' }), 'KERNELWARDEN_LAUNCHER_PRELOAD'],
+    ];
+    for (const [call, path] of failures) {
+      let error: unknown;
+      try {
+        call();
+      } catch (e) {
+        error = e;
+      }
+      expect(InvalidOptionsError.isInstance(error)).toBe(true);
+      expect((error as Error).message).toContain(path);
+    }
   });
 
   it('sizes the start capacity from the machine: a start slot per core, kernels from three quarters of its memory', () => {

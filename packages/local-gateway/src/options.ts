@@ -33,6 +33,16 @@ export const DEFAULT_ROOT_DIR = '/';
 export const POOL_ENV = 'KERNELWARDEN_POOL';
 /** The warm pool when neither `pool` nor `KERNELWARDEN_POOL` says otherwise: one started python3 kernel. */
 export const DEFAULT_POOL: Readonly<Record<string, number>> = Object.freeze({ python3: 1 });
+/** The environment variable choosing how Python kernels start when `launcher` is not given: `fork` or `exec`. */
+export const LAUNCHER_ENV = 'KERNELWARDEN_LAUNCHER';
+/** The environment variable naming modules the kernel launchers preload when `launcherPreload` is not given (`numpy,pandas`). */
+export const LAUNCHER_PRELOAD_ENV = 'KERNELWARDEN_LAUNCHER_PRELOAD';
+/** How Python kernels start when neither `launcher` nor `KERNELWARDEN_LAUNCHER` says: forked from a launcher. */
+export const DEFAULT_LAUNCHER: LauncherMode = 'fork';
+/** How the embedded server starts a Python kernel: forked from a launcher that has imported ipykernel, or exec'd. */
+export type LauncherMode = 'fork' | 'exec';
+/** What a preloaded module's name may be: a dotted Python name. */
+const MODULE_NAME = /^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$/;
 /** The kernelspec a bare count in `KERNELWARDEN_POOL` is for. */
 const POOL_ENV_KERNELSPEC = 'python3';
 /** What a pooled kernelspec's name may be: jupyter's own rule for kernelspec directory names. */
@@ -140,6 +150,21 @@ export interface LocalGatewayOptions extends LocalGatewayLocation {
    * (32 MiB, 10 minutes)
    */
   journal?: { enabled?: boolean; maxBytes?: number; maxAgeMs?: number };
+  /**
+   * How the server starts a Python kernel whose command is its interpreter's ipykernel (the `python3` and
+   * `kw-py-<hash>` kernelspecs): `fork` forks it from a launcher process of that interpreter that has already
+   * imported ipykernel, IPython, zmq and tornado (and `launcherPreload`); `exec` starts a fresh interpreter.
+   * Isolated kernelspecs and other languages are always exec'd. Only used when this call starts the server.
+   * @defaultValue env `KERNELWARDEN_LAUNCHER` (`LAUNCHER_ENV`), else `DEFAULT_LAUNCHER` (`fork`)
+   */
+  launcher?: LauncherMode;
+  /**
+   * Modules every kernel launcher imports once, before it forks kernels (`['numpy', 'pandas']`): a forked
+   * kernel finds them imported. A module that does not import is left out (the server's log says why); one that
+   * leaves a thread or an event loop behind makes the launcher refuse to fork. Only used when this call starts the server.
+   * @defaultValue env `KERNELWARDEN_LAUNCHER_PRELOAD` (`LAUNCHER_PRELOAD_ENV`, comma-separated), else `[]`
+   */
+  launcherPreload?: string[];
 }
 
 /** Options of `LocalGateway.stop()`. */
@@ -192,6 +217,10 @@ export interface ResolvedLocalGatewayOptions extends ResolvedLocalGatewayStopOpt
   readonly startQueueTimeoutMs: number;
   /** Whether the server keeps kernel journals, and their bounds. */
   readonly journal: Readonly<{ enabled: boolean; maxBytes: number; maxAgeMs: number }>;
+  /** How Python kernels start. */
+  readonly launcher: LauncherMode;
+  /** Modules the kernel launchers preload. */
+  readonly launcherPreload: readonly string[];
 }
 
 /** The options' schemas, built on the first call (importing this module does not load zod). */
@@ -241,6 +270,8 @@ const schemas = lazy(() => {
         })
         .strict()
         .optional(),
+      launcher: launcherSchema(z).optional(),
+      launcherPreload: preloadSchema(z).optional(),
     })
     .strict();
   const stopSchema = z.object({ ...locationShape, stopTimeoutMs: nonNegativeMs.optional() }).strict();
@@ -253,6 +284,14 @@ function poolSchema(z: typeof Zod.z) {
     z.string().regex(KERNELSPEC_NAME, 'must be a kernelspec name'),
     z.number().int().min(0).max(MAX_POOL_SIZE),
   );
+}
+
+function launcherSchema(z: typeof Zod.z) {
+  return z.enum(['fork', 'exec']);
+}
+
+function preloadSchema(z: typeof Zod.z) {
+  return z.array(z.string().regex(MODULE_NAME, 'must be a Python module name')).max(64);
 }
 
 type Env = Readonly<Record<string, string | undefined>>;
@@ -271,6 +310,26 @@ function poolFromEnv(text: string): Record<string, number> {
   return parseOptions(poolSchema(zod().z), pool, {
     subject: `${POOL_ENV} (e.g. 0, 2 or python3=1,ir=1)`,
     root: POOL_ENV,
+  });
+}
+
+/** `KERNELWARDEN_LAUNCHER`'s value; `InvalidOptionsError` (path `KERNELWARDEN_LAUNCHER`) when it is neither. */
+function launcherFromEnv(text: string): LauncherMode {
+  return parseOptions(launcherSchema(zod().z), text.trim(), {
+    subject: `${LAUNCHER_ENV} (fork or exec)`,
+    root: LAUNCHER_ENV,
+  });
+}
+
+/** `KERNELWARDEN_LAUNCHER_PRELOAD`'s modules; `InvalidOptionsError` (path `KERNELWARDEN_LAUNCHER_PRELOAD`) when malformed. */
+function preloadFromEnv(text: string): string[] {
+  const names = text
+    .split(',')
+    .map((name) => name.trim())
+    .filter((name) => name !== '');
+  return parseOptions(preloadSchema(zod().z), names, {
+    subject: `${LAUNCHER_PRELOAD_ENV} (module names, comma-separated)`,
+    root: LAUNCHER_PRELOAD_ENV,
   });
 }
 
@@ -328,6 +387,10 @@ export function resolveLocalGatewayOptions(
       maxBytes: opts.journal?.maxBytes ?? DEFAULT_JOURNAL_MAX_BYTES,
       maxAgeMs: opts.journal?.maxAgeMs ?? DEFAULT_JOURNAL_MAX_AGE_MS,
     }),
+    launcher: opts.launcher ?? (env[LAUNCHER_ENV] ? launcherFromEnv(env[LAUNCHER_ENV]) : DEFAULT_LAUNCHER),
+    launcherPreload: Object.freeze(
+      opts.launcherPreload ?? (env[LAUNCHER_PRELOAD_ENV] ? preloadFromEnv(env[LAUNCHER_PRELOAD_ENV]) : []),
+    ),
   });
 }
 

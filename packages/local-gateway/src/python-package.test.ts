@@ -68,6 +68,9 @@ describe('the kernelwarden_gateway Python package', () => {
       maxKernels: 9,
       startQueueTimeoutMs: 1500,
       journal: { enabled: false, maxBytes: 1024, maxAgeMs: 2500 },
+      launcher: 'exec',
+      launcherPreload: ['json', 'os.path'],
+      launcherStatusFile: join(dir, 'launchers.json'),
     });
     const file = join(dir, 'jupyter_server_config.py');
     writeFileSync(file, text);
@@ -86,7 +89,8 @@ describe('the kernelwarden_gateway Python package', () => {
           '  "ipc": k.launch._settings.ipc_dir, "kernels": k.capacity.gate.limits.max_kernels,',
           '  "starts": k.capacity.gate.limits.max_starting, "wait": k.capacity.gate.limits.max_wait,',
           '  "extensions": c.ServerApp.jpserver_extensions.to_dict(),',
-          '  "journal": [k.settings.journal_enabled, k.settings.journal_max_bytes, k.settings.journal_max_age_s]}))',
+          '  "journal": [k.settings.journal_enabled, k.settings.journal_max_bytes, k.settings.journal_max_age_s],',
+          '  "launcher": k.fork_launch.mode(), "preload": k.fork_launch._settings.preload}))',
         ].join('\n'),
         file,
       ],
@@ -101,6 +105,12 @@ describe('the kernelwarden_gateway Python package', () => {
       wait: 1.5,
       extensions: { update: { kernelwarden_gateway: true } },
       journal: [false, 1024, 2.5],
+      launcher: 'exec',
+      preload: ['json', 'os.path'],
+    });
+    expect(JSON.parse(readFileSync(join(dir, 'launchers.json'), 'utf8'))).toMatchObject({
+      mode: 'exec',
+      launchers: [],
     });
     // The extension writes the marker when jupyter-server loads it (the integration tests start real servers).
     expect(existsSync(marker)).toBe(false);

@@ -4,6 +4,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { LocalGatewayError } from './errors.js';
 import type { GatewayLayout } from './layout.js';
+import type { LauncherMode } from './options.js';
 import { READY_WAIT_MS, type StartCapacitySettings } from './start-capacity.js';
 import { ensurePrivateDir, writePrivateFileAtomic } from './state-dir.js';
 
@@ -41,6 +42,12 @@ export interface ServerPythonSettings extends StartCapacitySettings {
   loadedMarker: string;
   /** Whether the server keeps kernel journals, and their bounds. */
   journal: Readonly<{ enabled: boolean; maxBytes: number; maxAgeMs: number }>;
+  /** How Python kernels start. */
+  launcher: LauncherMode;
+  /** Modules the kernel launchers preload. */
+  launcherPreload: readonly string[];
+  /** Where the server says which launchers run and how each kernel started (`launchers.json`). */
+  launcherStatusFile: string;
 }
 
 /**
@@ -93,6 +100,9 @@ export function serverConfigFile(layout: GatewayLayout, settings: ServerPythonSe
     journal_enabled: settings.journal.enabled,
     journal_max_bytes: settings.journal.maxBytes,
     journal_max_age_s: settings.journal.maxAgeMs / 1000,
+    launcher: settings.launcher,
+    launcher_preload: settings.launcherPreload,
+    launcher_status_file: settings.launcherStatusFile,
   };
   return `# Written by kernelwarden's LocalGateway at every start; edits are overwritten.
 import json

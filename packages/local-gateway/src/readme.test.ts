@@ -42,5 +42,7 @@ describe('README', () => {
     expect(table.get('stateDir')).toMatch(new RegExp(`^env \`${api.STATE_DIR_ENV}\`, else`));
     for (const empty of ['jupyterPath', 'serverArgs']) expect(table.get(empty)).toBe('`[]`');
     expect(table.get('serverEnv')).toBe('`{}`');
+    expect(table.get('launcher')).toBe(`env \`${api.LAUNCHER_ENV}\`, else \`'${api.DEFAULT_LAUNCHER}'\``);
+    expect(table.get('launcherPreload')).toBe(`env \`${api.LAUNCHER_PRELOAD_ENV}\` (comma-separated), else \`[]\``);
   });
 });

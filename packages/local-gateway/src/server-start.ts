@@ -136,6 +136,7 @@ async function launchServer(
       ipcDir,
       kernelLogDir: layout.kernelLogs,
       loadedMarker: configMarker,
+      launcherStatusFile: layout.launchers,
     }),
   );
   rotateLog(layout.log);

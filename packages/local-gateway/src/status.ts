@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { isProcessAlive } from '@kernelwarden/core/os';
 import { locateGateway } from './gateway-dir.js';
 import { serverClient } from './guarded-transport.js';
@@ -37,9 +38,107 @@ export interface LocalGatewayStatus {
     ownerPid?: number;
     ownerAlive?: boolean;
     pooled?: boolean;
+    /** The Python interpreter the kernel runs, when its command runs one. */
+    interpreter?: string;
+    /** Its ipykernel's version, when a launcher of that interpreter reported it. */
+    ipykernel?: string;
+    /** How it started: forked from its interpreter's launcher, or exec'd (`launchReason` says why, when it says). */
+    launch?: 'fork' | 'exec';
+    /** Why a Python kernel was exec'd rather than forked (forking off, a dead launcher, a differing variable…). */
+    launchReason?: string;
   }[];
+  /**
+   * How the server starts Python kernels (`fork` or `exec`, the `launcher` option it was started with) and its
+   * kernel launchers: one per interpreter, with its pid, resident memory and what it preloaded.
+   */
+  launcher?: {
+    mode: 'fork' | 'exec';
+    launchers: LauncherStatus[];
+  };
   /** The warm pool: per kernelspec, how many kernels it should keep ready and how many are. */
   pool: Record<string, { wanted: number; ready: number }>;
+}
+
+/** One kernel launcher of the embedded server. */
+export interface LauncherStatus {
+  /** The interpreter it runs (and forks kernels of). */
+  interpreter: string;
+  pid?: number;
+  /** `starting`, `ready`, `dead` (replaced at the next start) or `unsafe` (not fork-safe: its kernels are exec'd). */
+  state: string;
+  /** Its resident memory in bytes (shared with the kernels it forked until they write to it). */
+  rssBytes?: number;
+  ipykernel?: string;
+  /** The modules it preloaded beyond the kernel machinery. */
+  preload: string[];
+  /** Why it is dead or unsafe; preloads that failed. */
+  reason?: string;
+  failedPreloads?: string[];
+}
+
+interface LaunchersFile {
+  mode?: 'fork' | 'exec';
+  launchers?: {
+    python: string;
+    pid?: number | null;
+    state: string;
+    ipykernel?: string;
+    preload?: string[];
+    reason?: string;
+    failed?: string[];
+  }[];
+  kernels?: Record<string, { launch?: 'fork' | 'exec'; python?: string; ipykernel?: string; reason?: string }>;
+}
+
+function readLaunchers(path: string): LaunchersFile {
+  try {
+    const parsed = JSON.parse(readFileSync(path, 'utf8')) as unknown;
+    return parsed && typeof parsed === 'object' ? (parsed as LaunchersFile) : {};
+  } catch {
+    return {};
+  }
+}
+
+/** A process's resident memory in bytes, from `/proc/<pid>/status`. */
+function rssOf(pid: number): number | undefined {
+  try {
+    const match = /^VmRSS:\s+(\d+)\s+kB/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return match ? Number(match[1]) * 1024 : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function launcherStatus(file: LaunchersFile): LocalGatewayStatus['launcher'] {
+  if (file.mode === undefined) return undefined; // a server that writes no launchers.json
+  return {
+    mode: file.mode === 'exec' ? 'exec' : 'fork',
+    launchers: (file.launchers ?? []).map((l) => {
+      const rss = typeof l.pid === 'number' && l.state !== 'dead' ? rssOf(l.pid) : undefined;
+      return {
+        interpreter: l.python,
+        ...(typeof l.pid === 'number' ? { pid: l.pid } : {}),
+        state: l.state,
+        ...(rss === undefined ? {} : { rssBytes: rss }),
+        ...(l.ipykernel ? { ipykernel: l.ipykernel } : {}),
+        preload: l.preload ?? [],
+        ...(l.reason ? { reason: l.reason } : {}),
+        ...(l.failed?.length ? { failedPreloads: l.failed } : {}),
+      };
+    }),
+  };
+}
+
+function launchOf(file: LaunchersFile, kernelId: string): Partial<LocalGatewayStatus['kernels'][number]> {
+  const entry = file.kernels?.[kernelId];
+  if (!entry) return {};
+  const ipykernel = entry.ipykernel ?? file.launchers?.find((l) => l.python === entry.python && l.ipykernel)?.ipykernel;
+  return {
+    ...(entry.python ? { interpreter: entry.python } : {}),
+    ...(ipykernel ? { ipykernel } : {}),
+    ...(entry.launch ? { launch: entry.launch } : {}),
+    ...(entry.reason ? { launchReason: entry.reason } : {}),
+  };
 }
 
 /** The warm pool's counts, from its files. */
@@ -67,6 +166,7 @@ export async function gatewayStatus(location: ResolvedLocalGatewayLocation): Pro
   }
   let kernels: LocalGatewayStatus['kernels'] = [];
   let running = false;
+  const launchers = readLaunchers(layout.launchers);
   try {
     const listed = await serverClient(info, DEFAULT_REQUEST_TIMEOUT_MS).listKernels(
       location.signal ? { signal: location.signal } : {},
@@ -82,6 +182,7 @@ export async function gatewayStatus(location: ResolvedLocalGatewayLocation): Pro
         ...(k.execution_state === undefined ? {} : { executionState: k.execution_state }),
         ...(owner ? { ownerPid: owner.pid, ownerAlive: isProcessAlive(owner) } : {}),
         ...(pooled.has(k.id) ? { pooled: true } : {}),
+        ...launchOf(launchers, k.id),
       };
     });
   } catch {
@@ -96,5 +197,6 @@ export async function gatewayStatus(location: ResolvedLocalGatewayLocation): Pro
     holders,
     kernels,
     pool: poolCounts(layout),
+    ...(launcherStatus(launchers) ? { launcher: launcherStatus(launchers) } : {}),
   };
 }

@@ -6,17 +6,22 @@
 - Each kernel's stdout and stderr go to a log of its own (<kernel log dir>/<kernel id>.log), never to the server's.
 - IPython kernels boot through ipykernel_boot.py (unbounded iopub, PYTHONSAFEPATH for the launch, a private
   fork-output pipe); every R kernel starts with --no-init-file --no-environ --no-restore.
+- A command `<absolute python> -c <boot> ...` is forked from that interpreter's launcher (fork_launch.py) unless
+  forking is off or the launcher cannot serve it (then exec'd, the reason logged): same log, marker, ipc directory.
 - Every process a kernel starts carries a marker (KERNELWARDEN_KERNEL=<instance>:<kernel id>); when the server cleans
   a kernel up (shutdown, kill, restart, death) it kills every process still carrying it, and removes the kernel's own
   cgroups (kw-<tag>-<kernel id>) once it is gone for good.
 """
 
+import asyncio
 import os
 import shutil
 import signal
 import time
 
 import jupyter_client.provisioning.local_provisioner as _local
+
+from . import fork_launch
 
 MARKER_ENV = "KERNELWARDEN_KERNEL"
 IPC_DIR_ENV = "KERNELWARDEN_KERNEL_IPC_DIR"
@@ -185,9 +190,59 @@ async def _patched_launch_kernel(self, cmd, **kwargs):
     try:
         kwargs["stdout"] = log
         kwargs["stderr"] = log
+        forked = await _fork(self, cmd, kwargs, log)
+        if forked is not None:
+            return forked
         return await launch(self, cmd, **kwargs)
     finally:
         os.close(log)
+
+
+# The keyword arguments of a launch a fork reproduces (the others are exec'd).
+_FORKABLE_KWARGS = {"env", "cwd", "stdout", "stderr", "independent", "extra_arguments", "kernel_id"}
+
+
+def _note(kernel_id, cmd, how, reason=None):
+    python = fork_launch.kernel_interpreter(cmd)
+    entry = {"launch": how}
+    if python is not None:
+        entry["python"] = python
+        version = fork_launch.ipykernel_of(os.path.normpath(python))
+        if version:
+            entry["ipykernel"] = version
+    if reason:
+        entry["reason"] = reason
+    fork_launch.record(kernel_id, entry)
+
+
+async def _fork(self, cmd, kwargs, log):
+    """The kernel forked from its interpreter's launcher (fork_launch), or None: exec it (the reason is logged)."""
+    python = fork_launch.forkable_interpreter(cmd)
+    if fork_launch.mode() != "fork" or python is None:
+        _note(self.kernel_id, cmd, "exec", "forking is off" if python is not None else None)
+        return None
+    extra = sorted(set(kwargs) - _FORKABLE_KWARGS)
+    if extra or kwargs.get("independent"):
+        _note(self.kernel_id, cmd, "exec", "launch arguments %s" % (extra or ["independent"]))
+        return None
+    env = dict(kwargs["env"])
+    env["JPY_PARENT_PID"] = str(os.getpid())
+    cwd = os.fspath(kwargs.get("cwd") or os.getcwd())
+    argv = [os.path.expanduser(arg) for arg in cmd]
+    try:
+        process, _ = await asyncio.get_running_loop().run_in_executor(
+            None, fork_launch.fork, python, argv, env, cwd, log
+        )
+    except fork_launch.LauncherUnavailable as error:
+        self.log.warning("kernelwarden: kernel %s is exec'd, not forked: %s", self.kernel_id, error)
+        _note(self.kernel_id, cmd, "exec", str(error))
+        return None
+    self.process = process
+    self.pid = process.pid
+    self.pgid = process.pid  # the kernel's own session, as start_new_session gives an exec'd one
+    self.cwd = kwargs.get("cwd") or os.getcwd()
+    _note(self.kernel_id, cmd, "fork")
+    return self.connection_info
 
 
 async def _patched_cleanup(self, restart=False):
@@ -199,6 +254,7 @@ async def _patched_cleanup(self, restart=False):
             if not restart:
                 shutil.rmtree(os.path.join(_settings.ipc_dir, self.kernel_id), ignore_errors=True)
                 remove_kernel_cgroups(self.kernel_id)
+                fork_launch.record(self.kernel_id, None)
 
 
 _original = {}

@@ -6,6 +6,8 @@
   server waits for its exit in the background (SIGTERM, then SIGKILL after its shutdown wait time) and cleans it up
   then (marker sweep, ipc directory, cgroups). Restarts wait as before, and the server's own stop waits for every
   kernel, retiring ones included.
+- A DELETE that arrives while the server restarts a dead kernel (its auto-restart) waits for the restart to end, then
+  shuts the kernel down: jupyter_client would fail it (500, "Exception is not set") and leave the kernel listed.
 - jupyter_client's "pending state" wrapper of a kernel's start and shutdown ends with a 10 ms sleep (there for its
   own tests); the same wrapper runs here without it.
 """
@@ -45,6 +47,29 @@ async def _patched_finish_shutdown(self, waittime=None, pollinterval=0.1, restar
 async def _patched_cleanup_resources(self, restart=False):
     if restart or not getattr(self, "_kw_retired", False):
         return await _original["cleanup_resources"](self, restart=restart)
+
+
+RESTART_WAIT = 60.0
+
+
+async def _patched_mkm_shutdown_kernel(self, kernel_id, now=False, restart=False):
+    deadline = asyncio.get_running_loop().time() + RESTART_WAIT
+    while kernel_id not in getattr(self, "_pending_kernels", {}):
+        try:
+            ready = self.get_kernel(kernel_id).ready
+        except KeyError:
+            break
+        if ready is None or ready.done():
+            break
+        remaining = deadline - asyncio.get_running_loop().time()
+        if remaining <= 0:
+            break
+        waitable = ready if isinstance(ready, asyncio.Future) else asyncio.wrap_future(ready)
+        try:
+            await asyncio.wait_for(asyncio.shield(waitable), remaining)
+        except Exception:
+            break
+    return await _original["mkm_shutdown_kernel"](self, kernel_id, now=now, restart=restart)
 
 
 async def _patched_shutdown_all(self, now=False):
@@ -96,6 +121,15 @@ def install():
         _manager.AsyncKernelManager.cleanup_resources = _patched_cleanup_resources
         _multi.AsyncMultiKernelManager.shutdown_all = _patched_shutdown_all
         km._kernelwarden_retire_patched = True
+
+    mkm = _multi.MultiKernelManager
+    if not getattr(mkm, "_kernelwarden_restart_wait_patched", False):
+        original = mkm._async_shutdown_kernel
+        _original["mkm_shutdown_kernel"] = original
+        mkm._async_shutdown_kernel = _patched_mkm_shutdown_kernel
+        if _multi.AsyncMultiKernelManager.__dict__.get("shutdown_kernel") is original:
+            _multi.AsyncMultiKernelManager.shutdown_kernel = _patched_mkm_shutdown_kernel
+        mkm._kernelwarden_restart_wait_patched = True
 
     if not getattr(km, "_kernelwarden_pending_patched", False):
         for name, alias in (("_async_start_kernel", "start_kernel"), ("_async_shutdown_kernel", "shutdown_kernel")):

@@ -24,6 +24,7 @@ const APT_PACKAGES = [
   'jupyter-server',
   'python3-ipykernel',
   'python3-pytest',
+  'python3-numpy',
   'r-base-core',
   'r-cran-irkernel',
   'bubblewrap',
@@ -39,9 +40,9 @@ const VENV_PACKAGES = ['jupyter_server>=2,<3', 'ipykernel>=7,<8', 'nbclient>=0.1
 const NOTEBOOK_MODULES = ['nbclient', 'nbformat'];
 /**
  * The tools CI runs on the embedded server's Python package (packages/local-gateway/python) with the venv's
- * interpreter: pytest (also on the default stack's interpreter) and ruff.
+ * interpreter: pytest (also on the default stack's interpreter), ruff, and numpy (the launcher's tests preload it).
  */
-const VENV_TOOLS = ['pytest', 'ruff'];
+const VENV_TOOLS = ['pytest', 'ruff', 'numpy'];
 /**
  * Where PyPI is unreachable (a local index only) pip would otherwise retry each index for minutes; where it answers,
  * these change nothing.
@@ -137,9 +138,12 @@ function bwrapWorks() {
   return r.status === 0;
 }
 
-/** Whether `python` can import pytest (the embedded server's Python tests run under the server's interpreter). */
+/**
+ * Whether `python` can import pytest and numpy (the embedded server's Python tests run under the server's
+ * interpreter; the kernel launcher's tests preload numpy).
+ */
 function hasPytest(python) {
-  return Boolean(python) && spawnSync(python, ['-c', 'import pytest'], { stdio: 'ignore' }).status === 0;
+  return Boolean(python) && spawnSync(python, ['-c', 'import pytest, numpy'], { stdio: 'ignore' }).status === 0;
 }
 
 /** What the tests need and this machine lacks; `server` and `python3` gaps belong to the chosen jupyter-server. */
@@ -191,15 +195,18 @@ function registerIrKernel(server) {
 async function ensurePytest(server) {
   const python = serverPython(serverPath(server.name));
   if (server.fromVariable || !python || hasPytest(python)) return;
-  if (checkOnly) return console.error(`setup-jupyter: pytest is missing for ${python}`);
+  if (checkOnly) return console.error(`setup-jupyter: pytest or numpy is missing for ${python}`);
   if (process.getuid?.() === 0 && has('apt-get') && python.startsWith('/usr/bin/')) {
-    run('apt-get', ['install', '-y', '-qq', 'python3-pytest']) ||
-      (run('apt-get', ['update', '-qq']) && run('apt-get', ['install', '-y', '-qq', 'python3-pytest']));
+    run('apt-get', ['install', '-y', '-qq', 'python3-pytest', 'python3-numpy']) ||
+      (run('apt-get', ['update', '-qq']) &&
+        run('apt-get', ['install', '-y', '-qq', 'python3-pytest', 'python3-numpy']));
   }
-  if (!hasPytest(python)) run(python, ['-m', 'pip', 'install', '--quiet', ...PIP_FLAGS, 'pytest']);
+  if (!hasPytest(python)) run(python, ['-m', 'pip', 'install', '--quiet', ...PIP_FLAGS, 'pytest', 'numpy']);
   // Only CI's Python step needs it (and fails without it): the Node tests run either way.
   if (!hasPytest(python))
-    console.error(`setup-jupyter: pytest is missing for ${python}; run: ${python} -m pip install pytest`);
+    console.error(
+      `setup-jupyter: pytest or numpy is missing for ${python}; run: ${python} -m pip install pytest numpy`,
+    );
 }
 
 async function ensureStack() {

@@ -125,7 +125,8 @@ describe('the process table of real processes', () => {
 
   it('finds a process by its command line', async () => {
     const word = `kw-${randomUUID()}`;
-    const child = spawn('sh', ['-c', `sleep 300; echo ${word}`], { stdio: 'ignore' });
+    // A process that starts none of its own (a shell forks for `sleep`, and its fork carries the same command line).
+    const child = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 300_000)', word], { stdio: 'ignore' });
     children.push(child);
     const found = await until(
       () => processesMentioning(word),

@@ -1,18 +1,15 @@
-import { type ExecuteResult, KernelwardenError, type Timer } from '@kernelwarden/core';
-import {
-  type KernelSession,
-  KernelUnavailableError,
-  type SupervisedKernel,
-  UnknownLanguageError,
-} from '@kernelwarden/supervisor';
-import { CellTimeoutError } from '@kernelwarden/watchdog';
+import type { ExecuteResult, Timer } from '@kernelwarden/core';
+import type { BackgroundPeek, KernelSession, SupervisedKernel } from '@kernelwarden/supervisor';
+import { backgroundAnswer } from './background-answer.js';
+import { describeOutcome } from './cell-outcome.js';
 import { CellRun, type KernelLanguage, MAX_TIMER_MS } from './cell-run.js';
-import { CellTranscript, type KernelToolResult } from './cell-transcript.js';
+import type { KernelToolResult } from './cell-transcript.js';
 import { CellRecord } from './notebook-tools.js';
 import { ProgressReporter } from './progress.js';
 import { sourceProblem } from './source-check.js';
 import type { KernelToolCall } from './tool-call.js';
 import type { ResolvedKernelToolOptions } from './tool-options.js';
+import { cells, messageOf, seconds, text } from './tool-text.js';
 
 export type { KernelLanguage } from './cell-run.js';
 export type { KernelToolCall } from './tool-call.js';
@@ -129,7 +126,6 @@ export class KernelTools<K extends SupervisedKernel = SupervisedKernel, H = unkn
   /** Starts a cell: after the cells ahead of it, bounded by its timeout from the moment it can start. */
   #launch(input: RunCodeInput): CellRun {
     const language = input.language ?? 'python';
-    const label = LABEL[language];
     const timeoutMs =
       input.timeout_seconds === undefined ? this.#options.defaultTimeoutMs : Math.max(0, input.timeout_seconds * 1000);
     const run = new CellRun(language, [...this.#active], this.#options);
@@ -151,61 +147,87 @@ export class KernelTools<K extends SupervisedKernel = SupervisedKernel, H = unkn
     if (ahead.length === 0) arm();
     else void Promise.all(ahead.map((other) => other.settled)).then(arm);
     const before = this.#seen.get(language);
-
-    void (async () => {
-      let result: ExecuteResult | undefined;
-      let failure: unknown;
-      try {
-        result = await this.#session.execute(input.code, {
-          language,
-          origin: 'agent',
-          signal: run.signal,
-          onOutput: run.onOutput,
-        });
-      } catch (error) {
-        failure = error;
-      } finally {
-        timer?.cancel();
-        this.#active.delete(run);
-      }
-      if (result) this.record.add(language, input.code, result);
-      const stoppedBy = run.stoppedBy;
-      const after = this.#leaseKey(language);
-      const resetDuringCall = run.leaseWhenStopped !== undefined && after !== run.leaseWhenStopped;
-      const resetBefore = !resetDuringCall && before !== undefined && before !== after && result !== undefined;
-      const outcome = this.#describe({
-        language,
-        label,
-        result,
-        failure,
-        stoppedBy,
-        timeoutMs,
-        resetDuringCall,
-        restarted: after !== undefined,
-      });
-      // A reset the model has just been told about must not be reported again at the next call.
-      if (after !== undefined) this.#seen.set(language, after);
-      else if (outcome.toldReset) this.#seen.delete(language);
-      else if (before !== undefined) this.#seen.set(language, GONE);
-
-      let notice = outcome.notice;
-      if (resetBefore && !outcome.toldReset) {
-        const note = `Note: the ${label} kernel was restarted since the last call (it died or was reset), so variables from earlier calls are gone.`;
-        notice = notice ? `${note}\n${notice}` : note;
-      }
-      const waitedFor = run.ahead.filter((other) => other.yielded).map((other) => other.id);
-      run.finish({
-        addResult: result ? (transcript) => transcript.addResult(result) : undefined,
-        isError: outcome.isError,
-        notice,
-        preface:
-          waitedFor.length > 0
-            ? `This cell waited for ${cells(waitedFor)} to finish first (the session runs one cell at a time).`
-            : undefined,
-      });
-      this.#forgetOldRuns();
-    })();
+    void this.#execute(run, input.code, { language, timeoutMs, before, cancelTimer: () => timer?.cancel() });
     return run;
+  }
+
+  /** Runs the cell on the session (started at once), records it, and finishes `run` with how it ended. */
+  async #execute(
+    run: CellRun,
+    code: string,
+    c: { language: KernelLanguage; timeoutMs: number; before: string | undefined; cancelTimer: () => void },
+  ): Promise<void> {
+    const { language } = c;
+    let result: ExecuteResult | undefined;
+    let failure: unknown;
+    try {
+      result = await this.#session.execute(code, {
+        language,
+        origin: 'agent',
+        signal: run.signal,
+        onOutput: run.onOutput,
+      });
+    } catch (error) {
+      failure = error;
+    } finally {
+      c.cancelTimer();
+      this.#active.delete(run);
+    }
+    if (result) this.record.add(language, code, result);
+    this.#finish(run, { ...c, result, failure });
+  }
+
+  /**
+   * Tells `run` how its cell ended: the outcome, a reset of the kernel since the last call (once), and the cells it
+   * waited for; then remembers the kernel's lease for the next call.
+   */
+  #finish(
+    run: CellRun,
+    c: {
+      language: KernelLanguage;
+      timeoutMs: number;
+      before: string | undefined;
+      result: ExecuteResult | undefined;
+      failure: unknown;
+    },
+  ): void {
+    const { language, timeoutMs, before, result, failure } = c;
+    const label = LABEL[language];
+    const stoppedBy = run.stoppedBy;
+    const after = this.#leaseKey(language);
+    const resetDuringCall = run.leaseWhenStopped !== undefined && after !== run.leaseWhenStopped;
+    const resetBefore = !resetDuringCall && before !== undefined && before !== after && result !== undefined;
+    const outcome = describeOutcome({
+      language,
+      label,
+      result,
+      failure,
+      stoppedBy,
+      timeoutMs,
+      resetDuringCall,
+      restarted: after !== undefined,
+    });
+    // A reset the model has just been told about must not be reported again at the next call.
+    if (after !== undefined) this.#seen.set(language, after);
+    else if (outcome.toldReset) this.#seen.delete(language);
+    else if (before !== undefined) this.#seen.set(language, GONE);
+
+    let notice = outcome.notice;
+    if (resetBefore && !outcome.toldReset) {
+      const note = `Note: the ${label} kernel was restarted since the last call (it died or was reset), so variables from earlier calls are gone.`;
+      notice = notice ? `${note}\n${notice}` : note;
+    }
+    const waitedFor = run.ahead.filter((other) => other.yielded).map((other) => other.id);
+    run.finish({
+      addResult: result ? (transcript) => transcript.addResult(result) : undefined,
+      isError: outcome.isError,
+      notice,
+      preface:
+        waitedFor.length > 0
+          ? `This cell waited for ${cells(waitedFor)} to finish first (the session runs one cell at a time).`
+          : undefined,
+    });
+    this.#forgetOldRuns();
   }
 
   /** Waits up to `ms` for `run` to end, feeding its output to the call's progress meanwhile. */
@@ -320,35 +342,26 @@ export class KernelTools<K extends SupervisedKernel = SupervisedKernel, H = unkn
     if (this.#collected.has(execId)) return this.#alreadyReturned(execId);
     try {
       let peek = this.#session.peekBackground(execId);
-      if (!peek.done && waitSeconds > 0) {
-        const wait = new AbortController();
-        const timer = this.#options.clock.setTimer(() => wait.abort(), waitSeconds * 1000);
-        const onAbort = () => wait.abort();
-        signal?.addEventListener('abort', onAbort, { once: true });
-        try {
-          peek = await this.#session.waitBackground(execId, { signal: wait.signal });
-        } catch {
-          peek = this.#session.peekBackground(execId);
-        } finally {
-          timer.cancel();
-          signal?.removeEventListener('abort', onAbort);
-        }
-      }
-      const transcript = new CellTranscript(this.#options);
-      if (peek.result && !peek.truncated) {
-        for (const output of peek.result.outputs) transcript.onOutput(output);
-        transcript.addResult(peek.result);
-      } else {
-        transcript.onOutput({ type: 'stream', name: 'stdout', text: peek.stdout });
-        transcript.onOutput({ type: 'stream', name: 'stderr', text: peek.stderr });
-      }
-      const status =
-        peek.status === 'running'
-          ? `Background cell ${execId} is still running; this is its output so far.`
-          : `Background cell ${execId} ${peek.status === 'done' ? 'finished' : peek.status}${peek.error ? `: ${peek.error}` : ''}.`;
-      return transcript.finish({ isError: peek.status === 'failed', notice: status });
+      if (!peek.done && waitSeconds > 0) peek = await this.#waitBackground(execId, waitSeconds, signal);
+      return backgroundAnswer(execId, peek, this.#options);
     } catch (error) {
       return text(messageOf(error), true);
+    }
+  }
+
+  /** Waits up to `waitSeconds` (or until `signal`) for a background cell to end; what it is then. */
+  async #waitBackground(execId: string, waitSeconds: number, signal: AbortSignal | undefined): Promise<BackgroundPeek> {
+    const wait = new AbortController();
+    const timer = this.#options.clock.setTimer(() => wait.abort(), waitSeconds * 1000);
+    const onAbort = () => wait.abort();
+    signal?.addEventListener('abort', onAbort, { once: true });
+    try {
+      return await this.#session.waitBackground(execId, { signal: wait.signal });
+    } catch {
+      return this.#session.peekBackground(execId);
+    } finally {
+      timer.cancel();
+      signal?.removeEventListener('abort', onAbort);
     }
   }
 
@@ -357,104 +370,4 @@ export class KernelTools<K extends SupervisedKernel = SupervisedKernel, H = unkn
     const lease = this.#session.supervisor.lease(language);
     return lease?.kernel.isAlive() ? lease.id : undefined;
   }
-
-  #describe(c: {
-    language: KernelLanguage;
-    label: string;
-    result: ExecuteResult | undefined;
-    failure: unknown;
-    stoppedBy: 'timeout' | 'cancel' | undefined;
-    timeoutMs: number;
-    resetDuringCall: boolean;
-    /** Whether the slot holds a live kernel once the cell has failed (a replacement, when the cell's kernel died). */
-    restarted: boolean;
-  }): { isError: boolean; notice?: string; toldReset: boolean } {
-    const { label, result, failure, stoppedBy } = c;
-    const lost = `variables from earlier calls are gone: re-run the imports and setup your next cells need`;
-    const why =
-      stoppedBy === 'timeout' ? `ran past its ${seconds(c.timeoutMs)} timeout` : 'was cancelled by the client';
-    if (stoppedBy && c.resetDuringCall) {
-      return {
-        isError: true,
-        toldReset: true,
-        notice: `The cell ${why} and did not stop when interrupted, so the ${label} kernel was restarted: ${lost}.`,
-      };
-    }
-    if (failure !== undefined) {
-      if (CellTimeoutError.isInstance(failure)) return { isError: true, toldReset: true, notice: failure.message };
-      if (KernelwardenError.isInstance(failure) && failure.code === 'GATEWAY_DOWN') {
-        return { isError: true, toldReset: true, notice: gatewayDownNotice(label, failure, c.restarted, lost) };
-      }
-      if (KernelwardenError.isInstance(failure) && failure.code === 'KERNEL_DIED') {
-        return {
-          isError: true,
-          toldReset: true,
-          notice: `The ${label} kernel died while running the cell (${failure.message}). It was restarted: ${lost}.`,
-        };
-      }
-      if (UnknownLanguageError.isInstance(failure)) {
-        return { isError: true, toldReset: false, notice: `This server has no ${label} kernel.` };
-      }
-      return {
-        isError: true,
-        toldReset: false,
-        notice: `The ${label} kernel could not run the cell: ${messageOf(failure)}`,
-      };
-    }
-    if (stoppedBy || result?.timedOut || result?.cancelled) {
-      const what =
-        stoppedBy === 'cancel'
-          ? 'was cancelled by the client'
-          : stoppedBy
-            ? why
-            : result?.timedOut
-              ? 'ran past its timeout'
-              : 'was stopped by the session (a kernel restart, or the server shutting down)';
-      return {
-        isError: true,
-        toldReset: false,
-        notice: `The cell ${what} and was interrupted; the ${label} kernel kept its variables (the cell's own work may be incomplete).`,
-      };
-    }
-    if (result?.status === 'error') {
-      const unavailable = KernelUnavailableError.fromResult(result) !== undefined;
-      return {
-        isError: true,
-        toldReset: false,
-        ...(unavailable && c.language !== 'python' ? { notice: 'Python cells are not affected.' } : {}),
-      };
-    }
-    return { isError: false, toldReset: false };
-  }
-}
-
-/**
- * What the model is told when the gateway running a cell went down (`GatewayDownError`): which gateway, that the
- * kernel and its variables are lost, and whether a replacement kernel was started.
- */
-function gatewayDownNotice(label: string, failure: KernelwardenError, restarted: boolean, lost: string): string {
-  const url = (failure as { url?: unknown }).url;
-  const gateway = typeof url === 'string' ? `The gateway ${url}` : 'The gateway';
-  const restart = restarted
-    ? `A new ${label} kernel was started in its place (on a gateway that answers): ${lost}.`
-    : `No restart was attempted: the next call starts a new ${label} kernel (on another gateway if one answers), and ${lost}.`;
-  return `${gateway} went down while the ${label} cell ran (it stopped answering), so the ${label} kernel on it was lost. ${restart}`;
-}
-
-function text(message: string, isError: boolean): KernelToolResult {
-  return { content: [{ type: 'text', text: message }], isError };
-}
-
-/** `cell-a`, `cell-a and cell-b`. */
-function cells(ids: string[]): string {
-  return ids.length <= 1 ? (ids[0] ?? '') : `${ids.slice(0, -1).join(', ')} and ${ids.at(-1)}`;
-}
-
-function seconds(ms: number): string {
-  const s = ms / 1000;
-  return `${Number.isInteger(s) ? s : Number(s.toFixed(3))}s`;
-}
-
-function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }

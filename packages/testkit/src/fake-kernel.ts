@@ -1,19 +1,8 @@
 import { randomUUID } from 'node:crypto';
-import { type Clock, sleep } from '@kernelwarden/core';
-import type { JupyterMessage, MessageHeader } from '@kernelwarden/jupyter-protocol';
-
-/** Why a cell stopped early; internal to the fake. */
-class Interrupted extends Error {}
-class Abandoned extends Error {}
-class Raised extends Error {
-  constructor(
-    readonly ename: string,
-    readonly evalue: string,
-    readonly traceback: string[],
-  ) {
-    super(`${ename}: ${evalue}`);
-  }
-}
+import type { Clock } from '@kernelwarden/core';
+import type { JupyterMessage } from '@kernelwarden/jupyter-protocol';
+import { Abandoned, type Channel, cellWaits, failedReply, Interrupted, type Running } from './fake-kernel-cell.js';
+import { fixedShellReply, kernelInfo, kernelMessage } from './fake-kernel-messages.js';
 
 /** Options of `KernelScriptContext.die()`. */
 export interface DieOptions {
@@ -98,13 +87,6 @@ export interface KernelHost {
   deliver(kernel: FakeKernel, msg: JupyterMessage, toSession: string | undefined): void;
   deliverRaw(kernel: FakeKernel, data: string | Uint8Array): void;
   removed(kernel: FakeKernel): void;
-}
-
-interface Running {
-  readonly request: JupyterMessage;
-  readonly controller: AbortController;
-  readonly fromSession: string | undefined;
-  stdinWaiter: ((value: string) => void) | undefined;
 }
 
 /**
@@ -207,7 +189,7 @@ export class FakeKernel {
         this.interrupt();
         this.#reply(msg, fromSession, 'interrupt_reply', { status: 'ok' });
       } else if (type === 'kernel_info_request') {
-        this.#reply(msg, fromSession, 'kernel_info_reply', this.#kernelInfo());
+        this.#reply(msg, fromSession, 'kernel_info_reply', kernelInfo(this.#language));
       } else if (type === 'shutdown_request') {
         this.#reply(msg, fromSession, 'shutdown_reply', { status: 'ok', restart: Boolean(msg.content?.restart) });
       }
@@ -302,64 +284,79 @@ export class FakeKernel {
     const generation = this.#generation;
     this.#status('busy', msg);
     let failed = false;
-    switch (type) {
-      case 'kernel_info_request':
-        this.#reply(msg, fromSession, 'kernel_info_reply', this.#kernelInfo());
-        break;
-      case 'execute_request':
-        failed = await this.#execute(msg, fromSession);
-        break;
-      case 'comm_info_request':
-        this.#reply(msg, fromSession, 'comm_info_reply', { status: 'ok', comms: {} });
-        break;
-      case 'is_complete_request':
-        this.#reply(msg, fromSession, 'is_complete_reply', { status: 'complete' });
-        break;
-      case 'complete_request':
-        this.#reply(msg, fromSession, 'complete_reply', {
-          status: 'ok',
-          matches: [],
-          cursor_start: 0,
-          cursor_end: 0,
-          metadata: {},
-        });
-        break;
-      case 'inspect_request':
-        this.#reply(msg, fromSession, 'inspect_reply', { status: 'ok', found: false, data: {}, metadata: {} });
-        break;
-      case 'history_request':
-        this.#reply(msg, fromSession, 'history_reply', { status: 'ok', history: [] });
-        break;
-      default:
-        break; // ipykernel logs "Unknown message type" and answers nothing
+    if (type === 'execute_request') {
+      failed = await this.#execute(msg, fromSession);
+    } else if (type === 'kernel_info_request') {
+      this.#reply(msg, fromSession, 'kernel_info_reply', kernelInfo(this.#language));
+    } else {
+      const fixed = fixedShellReply(type);
+      if (fixed) this.#reply(msg, fromSession, fixed.type, fixed.content);
     }
     if (this.#gone || this.#generation !== generation) return;
     this.#status('idle', msg);
     if (failed && msg.content?.stop_on_error !== false) this.#abortQueued();
   }
 
+  /** Runs one cell through the script and answers it; true when it failed (ends the queued cells, unless told not). */
   async #execute(msg: JupyterMessage, fromSession: string | undefined): Promise<boolean> {
+    const running = this.#startCell(msg, fromSession);
+    const { ctx, stopped, emit } = this.#scriptContext(running);
+    let reply: Record<string, unknown>;
+    try {
+      await this.#script(ctx);
+      if (stopped()) return false;
+      reply = { status: 'ok', execution_count: ctx.executionCount, user_expressions: {}, payload: [] };
+    } catch (error) {
+      if (stopped() || error instanceof Abandoned) return false;
+      const failed = failedReply(error, ctx.executionCount, this.interruptReply);
+      const { raised } = failed;
+      if (raised) emit('iopub', 'error', { ename: raised.ename, evalue: raised.evalue, traceback: raised.traceback });
+      reply = failed.reply;
+    } finally {
+      if (this.#running === running) this.#running = undefined;
+    }
+    this.#reply(msg, fromSession, 'execute_reply', reply);
+    return reply.status !== 'ok';
+  }
+
+  /** Counts the cell (unless silent), publishes its `execute_input` and makes it the running cell. */
+  #startCell(msg: JupyterMessage, fromSession: string | undefined): Running {
     const content = msg.content ?? {};
     const code = String(content.code ?? '');
     const silent = Boolean(content.silent);
     const storeHistory = content.store_history === undefined ? !silent : Boolean(content.store_history);
     this.executed.push(code);
     if (storeHistory && !silent) this.executionCount++;
-    const count = this.executionCount;
-    if (!silent) this.send('iopub', 'execute_input', { code, execution_count: count }, msg);
+    if (!silent) this.send('iopub', 'execute_input', { code, execution_count: this.executionCount }, msg);
     const running: Running = { request: msg, controller: new AbortController(), fromSession, stdinWaiter: undefined };
     this.#running = running;
+    return running;
+  }
+
+  /**
+   * What the script gets for the running cell, and the cell's own `emit` (silent once the cell is abandoned) and
+   * `stopped` (abandoned: it never gets a reply).
+   */
+  #scriptContext(running: Running): {
+    ctx: KernelScriptContext;
+    stopped: () => boolean;
+    emit: (channel: Channel, type: string, c: Record<string, unknown>) => void;
+  } {
+    const msg = running.request;
+    const content = msg.content ?? {};
+    const count = this.executionCount;
     const signal = running.controller.signal;
     const stopped = () => signal.aborted && signal.reason instanceof Abandoned;
-    const emit = (channel: 'iopub' | 'shell' | 'stdin' | 'control', type: string, c: Record<string, unknown>) => {
+    const emit = (channel: Channel, type: string, c: Record<string, unknown>) => {
       if (!stopped())
-        this.#host.deliver(this, this.#message(channel, type, c, msg), channel === 'iopub' ? undefined : fromSession);
-    };
-    const check = () => {
-      if (signal.aborted) throw signal.reason;
+        this.#host.deliver(
+          this,
+          this.#message(channel, type, c, msg),
+          channel === 'iopub' ? undefined : running.fromSession,
+        );
     };
     const ctx: KernelScriptContext = {
-      code,
+      code: String(content.code ?? ''),
       cellId: typeof msg.metadata?.cellId === 'string' ? msg.metadata.cellId : undefined,
       content,
       executionCount: count,
@@ -370,37 +367,7 @@ export class FakeKernel {
       stderr: (text) => emit('iopub', 'stream', { name: 'stderr', text }),
       display: (data, metadata = {}) => emit('iopub', 'display_data', { data, metadata, transient: {} }),
       result: (data, metadata = {}) => emit('iopub', 'execute_result', { data, metadata, execution_count: count }),
-      raise: (ename, evalue, traceback) => {
-        throw new Raised(ename, evalue, traceback ?? [`${ename}: ${evalue}`]);
-      },
-      sleep: async (ms) => {
-        check();
-        await sleep(ms, { clock: this.#host.clock, signal });
-      },
-      input: async (prompt = '', opts = {}) => {
-        check();
-        if (content.allow_stdin === false) {
-          throw new Raised(
-            'StdinNotImplementedError',
-            'raw_input was called, but this frontend does not support input requests.',
-            [],
-          );
-        }
-        return new Promise<string>((resolve, reject) => {
-          const onAbort = () => reject(signal.reason);
-          running.stdinWaiter = (value) => {
-            signal.removeEventListener('abort', onAbort);
-            resolve(value);
-          };
-          signal.addEventListener('abort', onAbort, { once: true });
-          emit('stdin', 'input_request', { prompt, password: opts.password ?? false });
-        });
-      },
-      hang: () =>
-        new Promise<never>((_, reject) => {
-          if (signal.aborted) reject(signal.reason);
-          else signal.addEventListener('abort', () => reject(signal.reason), { once: true });
-        }),
+      ...cellWaits(running, content, this.#host.clock, emit),
       ignoreInterrupts: () => {
         this.ignoreInterrupts = true;
       },
@@ -413,39 +380,7 @@ export class FakeKernel {
         if (!stopped()) this.#host.deliverRaw(this, data);
       },
     };
-
-    let reply: Record<string, unknown>;
-    try {
-      await this.#script(ctx);
-      if (stopped()) return false;
-      reply = { status: 'ok', execution_count: count, user_expressions: {}, payload: [] };
-    } catch (error) {
-      if (stopped() || error instanceof Abandoned) return false;
-      if (error instanceof Interrupted && this.interruptReply === 'abort') {
-        reply = { status: 'abort' };
-      } else {
-        const raised =
-          error instanceof Raised
-            ? error
-            : error instanceof Interrupted
-              ? new Raised('KeyboardInterrupt', '', ['KeyboardInterrupt: '])
-              : new Raised((error as Error)?.name ?? 'Error', (error as Error)?.message ?? String(error), [
-                  String((error as Error)?.stack ?? error),
-                ]);
-        emit('iopub', 'error', { ename: raised.ename, evalue: raised.evalue, traceback: raised.traceback });
-        reply = {
-          status: 'error',
-          execution_count: count,
-          ename: raised.ename,
-          evalue: raised.evalue,
-          traceback: raised.traceback,
-        };
-      }
-    } finally {
-      if (this.#running === running) this.#running = undefined;
-    }
-    this.#reply(msg, fromSession, 'execute_reply', reply);
-    return reply.status !== 'ok';
+    return { ctx, stopped, emit };
   }
 
   /** ipykernel's stop_on_error: every execute_request already queued is answered `aborted` without running. */
@@ -460,23 +395,6 @@ export class FakeKernel {
       this.#reply(q.msg, q.fromSession, 'execute_reply', { status: 'aborted' });
       this.#status('idle', q.msg);
     }
-  }
-
-  #kernelInfo(): Record<string, unknown> {
-    return {
-      status: 'ok',
-      protocol_version: '5.3',
-      implementation: 'kernelwarden-fake',
-      implementation_version: '0.1.0',
-      language_info: {
-        name: this.#language,
-        version: '3.11.0',
-        mimetype: this.#language === 'python' ? 'text/x-python' : 'text/plain',
-        file_extension: this.#language === 'python' ? '.py' : '.txt',
-      },
-      banner: 'kernelwarden FakeGateway kernel',
-      help_links: [],
-    };
   }
 
   #status(state: string, parent: JupyterMessage | undefined): void {
@@ -496,14 +414,6 @@ export class FakeKernel {
     content: Record<string, unknown>,
     parent?: JupyterMessage,
   ): JupyterMessage {
-    const header: MessageHeader = {
-      msg_id: randomUUID(),
-      msg_type: msgType,
-      session: this.#session,
-      username: 'kernel',
-      date: new Date().toISOString(),
-      version: '5.3',
-    };
-    return { channel, header, parent_header: parent?.header ?? {}, metadata: {}, content, buffers: [] };
+    return kernelMessage(this.#session, channel, msgType, content, parent);
   }
 }

@@ -4,7 +4,7 @@
   `kw-py-<hash>` kernelspec's virtual environment) at its first kernel. It imports ipykernel, IPython, zmq and
   tornado (and the `launcher_preload` modules), then forks each kernel whose command is `<that interpreter> -c <boot>`
   (the IPython boot launch.py makes of `-m ipykernel_launcher`). Any other command - an isolated kernelspec's
-  sandbox, R - is exec'd as before.
+  sandbox, R - is exec'd.
 - The server talks to a launcher over a private socket pair. A start the launcher cannot serve (dead, starting for
   longer than LAUNCHER_READY_WAIT, not fork-safe, an environment variable the interpreter reads at start-up that
   differs from the launcher's) is exec'd, with the reason in the server's log; a launcher that dies or does not

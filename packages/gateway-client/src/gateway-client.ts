@@ -1,13 +1,7 @@
 import type { z } from 'zod/v3';
 import { createRequestBody } from './create-request.js';
 import { isWsClass } from './default-websocket.js';
-import {
-  type GatewayBusyError,
-  GatewayCapacityError,
-  GatewayRequestError,
-  GatewayUnavailableError,
-  type KernelStartError,
-} from './errors.js';
+import { type GatewayBusyError, GatewayRequestError, type KernelStartError } from './errors.js';
 import { createRefusedError } from './gateway-answers.js';
 import {
   DEFAULT_MAX_RESPONSE_BYTES,
@@ -24,6 +18,7 @@ import {
   type StartQueue,
   type WebSocketClass,
 } from './gateway-client-options.js';
+import { createPlaced, ownerOf } from './gateway-routing.js';
 import {
   type Answer,
   answerJson,
@@ -182,21 +177,8 @@ export class GatewayClient {
   }
 
   /** The client of the gateway running `kernelId` (a set's client asks its gateways when it did not place it). */
-  async #owner(kernelId: string, opts: RequestOptions): Promise<GatewayClient | undefined> {
-    const router = this.#router as GatewayRouter;
-    const known = router.clientFor(kernelId);
-    if (known) return known;
-    for (const client of router.healthyClients()) {
-      try {
-        if (await client.getKernel(kernelId, opts)) {
-          router.placed(client, kernelId);
-          return client;
-        }
-      } catch (error) {
-        if (opts.signal?.aborted) throw error;
-      }
-    }
-    return undefined;
+  #owner(kernelId: string, opts: RequestOptions): Promise<GatewayClient | undefined> {
+    return ownerOf<GatewayClient>(this.#router as GatewayRouter, kernelId, opts);
   }
 
   async #routed<T>(
@@ -310,7 +292,7 @@ export class GatewayClient {
     },
     opts: RequestOptions & { /** @internal */ transport?: GatewayRequest } = {},
   ): Promise<KernelModel> {
-    if (this.#router) return this.#createPlaced(this.#router, spec, opts);
+    if (this.#router) return createPlaced<typeof spec, typeof opts, GatewayClient>(this.#router, spec, opts);
     const { chosen, body } = createRequestBody(
       spec,
       () => this.kernelUsername,
@@ -328,36 +310,6 @@ export class GatewayClient {
     if (model.id !== chosen) this.ownership?.notCreated?.(chosen);
     this.ownership?.created(model.id);
     return model;
-  }
-
-  /** A set's create: on the gateway its placement chooses, the next one when that one is unreachable or full. */
-  async #createPlaced(
-    router: GatewayRouter,
-    spec: Parameters<GatewayClient['createKernel']>[0],
-    opts: Parameters<GatewayClient['createKernel']>[1] & {},
-  ): Promise<KernelModel> {
-    const tried = new Set<GatewayClient>();
-    let last: unknown;
-    for (;;) {
-      let client: GatewayClient;
-      try {
-        client = await router.placeKernel({ kernelName: spec.name }, tried);
-      } catch (error) {
-        throw last ?? error;
-      }
-      tried.add(client);
-      try {
-        const model = await client.createKernel(spec, opts);
-        router.settled(client, {});
-        router.placed(client, model.id);
-        return model;
-      } catch (error) {
-        const unreachable = GatewayUnavailableError.isInstance(error) ? error : undefined;
-        router.settled(client, unreachable ? { unreachable } : {});
-        if (opts.signal?.aborted || !(unreachable || GatewayCapacityError.isInstance(error))) throw error;
-        last = error;
-      }
-    }
   }
 
   /** The error of a refused create: capacity and start-queue answers (HTTP 503 with a reason) typed as such. */

@@ -356,7 +356,7 @@ export class GatewayClient {
   /**
    * One read of a kernel's journal (`GET /api/kernels/<id>/journal`, see docs/journal-protocol.md), on a server that
    * keeps one (the embedded gateway); undefined when it answers 404 (no journal, or no record of what was asked).
-   * `collectCell()` (kernel-journal.ts) builds on it.
+   * `collectCell()` (collect-cell.ts) builds on it.
    */
   async kernelJournal(
     id: string,

@@ -1,72 +1,24 @@
-import { type Clock, sleep } from '@kernelwarden/core';
-import { encodeFrame, type JupyterMessage, V1_SUBPROTOCOL } from '@kernelwarden/jupyter-protocol';
+import { sleep } from '@kernelwarden/core';
+import { encodeFrame, type JupyterMessage } from '@kernelwarden/jupyter-protocol';
+import {
+  type ChannelHandlers,
+  type ChannelSettings,
+  channelOptions,
+  type KernelChannelOptions,
+  type ReconnectPolicy,
+  type WireProtocol,
+} from './channel-options.js';
+import { detach, discardSocket, openSocket, socketPinger, socketPonger } from './channel-socket.js';
 import { GatewayAuthError, GatewayUnavailableError, ProtocolError } from './errors.js';
 import { toBytes } from './frame-bytes.js';
-import type { GatewayClient, WebSocketClass } from './gateway-client.js';
-import { JournalFeed, type JournalRead } from './journal-feed.js';
-import type { JournalNumber } from './kernel-journal.js';
-import { connectError, errorOf } from './socket-errors.js';
+import type { GatewayClient } from './gateway-client.js';
+import { JournalFeed } from './journal-feed.js';
+import { RecentIds } from './recent-ids.js';
+import { errorOf } from './socket-errors.js';
 import { decodeFrame } from './wire.js';
 
-/** Which wire format to use: `'auto'` offers v1 and falls back to legacy when the server does not pick it. */
-export type WireProtocol = 'auto' | 'v1' | 'legacy';
+export type { KernelChannelOptions, ReconnectPolicy, WireProtocol };
 
-/** Reconnect policy of a kernel's channels socket. */
-export interface ReconnectPolicy {
-  /** Attempts after a drop before pending work fails; `0` disables reconnecting. @defaultValue 6 */
-  attempts: number;
-  /** Delay before the first attempt; doubles each time. @defaultValue 100 */
-  initialDelayMs: number;
-  /** Cap of the delay between attempts. @defaultValue 3000 */
-  maxDelayMs: number;
-  /**
-   * How long one attempt may take to open the socket (a server or proxy that accepts the connection but never
-   * answers the upgrade would otherwise hold the reconnect, and every cell waiting on it, for ever); `0` waits
-   * without bound. @defaultValue 10000
-   */
-  attemptTimeoutMs: number;
-}
-
-/** Internal options of a `KernelChannel`. */
-export interface KernelChannelOptions {
-  WebSocket: WebSocketClass;
-  url: string;
-  /**
-   * This client's session id. jupyter_server writes its own messages (`restarting`/`dead` status, rate-limit
-   * notices) under it, numbered from 0 by each connection's handler: they are never replayed and their ids repeat
-   * across connections, so they are exempt from duplicate dropping.
-   */
-  sessionId: string;
-  headers: Record<string, string>;
-  /** What errors name: the gateway's base URL and the kernel id (never the token). */
-  where: string;
-  protocol: WireProtocol;
-  reconnect: ReconnectPolicy;
-  /** The largest frame accepted (the socket's `maxPayload` with `ws`); a larger one is a protocol error. */
-  maxFrameBytes: number;
-  clock: Clock;
-  onMessage(msg: JupyterMessage): void;
-  onProtocolError(error: ProtocolError): void;
-  /** A frame over `maxFrameBytes` was dropped unread (with `ws`, the socket closes and is reopened). */
-  onFrameTooLarge(error: ProtocolError): void;
-  onReconnecting(attempt: number, delayMs: number, cause: unknown): void;
-  onReconnected(): void;
-  onLost(error: Error): void;
-  /**
-   * The kernel's journal on the server (the embedded gateway), when it keeps one: from a drop until the socket can
-   * take over again, kernel iopub messages are read from it (`JournalFeed`), every one once, in order.
-   */
-  journal?: JournalRead | undefined;
-  /** The journal lost numbers (retention) before they were read from it. */
-  onJournalLost?: ((lost: { from: JournalNumber; to: JournalNumber }) => void) | undefined;
-  /** A read of the journal succeeded: every kernel iopub message up to it was handed on. */
-  onJournalResumed?: (() => void) | undefined;
-  /** No cell is in flight (the journal hands iopub back to the socket only then). */
-  quiet?: (() => boolean) | undefined;
-}
-
-/** How many message ids are remembered to drop replayed duplicates. */
-const DEDUPE_WINDOW = 4096;
 /**
  * The longest kernel message id kept for de-duplication (jupyter_client's are about 50 characters): the window keeps
  * 4096 of them, so ids of megabytes would hold gigabytes. A longer one breaks the protocol.
@@ -93,9 +45,7 @@ export class KernelChannel {
   #closeController = new AbortController();
   #reconnecting = false;
   #queue: JupyterMessage[] = [];
-  #seen = new Set<string>();
-  #ring: string[] = new Array<string>(DEDUPE_WINDOW);
-  #ringAt = 0;
+  #seen = new RecentIds();
   /** Messages received (after dedupe); lets the kernel see whether the socket is quiet. */
   received = 0;
   /** The id of the last kernel iopub message handed on: where a read of the journal starts. */
@@ -115,7 +65,7 @@ export class KernelChannel {
     return new JournalFeed({
       read,
       deliver: (msg) => {
-        if (this.#remember(msg.header.msg_id)) this.#deliver(msg);
+        if (this.#seen.remember(msg.header.msg_id)) this.#deliver(msg);
       },
       delivered: (id) => this.#seen.has(id),
       quiet: () => this.#opts.quiet?.() ?? true,
@@ -131,43 +81,10 @@ export class KernelChannel {
     client: GatewayClient,
     kernelId: string,
     sessionId: string,
-    opts: {
-      protocol: WireProtocol;
-      reconnect: ReconnectPolicy;
-      maxFrameBytes: number;
-      clock: Clock;
-      journal?: boolean | undefined;
-    },
-    handlers: Pick<
-      KernelChannelOptions,
-      | 'onMessage'
-      | 'onProtocolError'
-      | 'onFrameTooLarge'
-      | 'onReconnecting'
-      | 'onReconnected'
-      | 'onLost'
-      | 'onJournalLost'
-      | 'onJournalResumed'
-      | 'quiet'
-    >,
+    opts: ChannelSettings,
+    handlers: ChannelHandlers,
   ): KernelChannel {
-    const target = client.channelsTarget(kernelId, sessionId);
-    const journal: JournalRead | undefined = opts.journal
-      ? (query, signal) => client.kernelJournal(kernelId, query, { signal })
-      : undefined;
-    return new KernelChannel({
-      WebSocket: client.WebSocket,
-      url: target.url,
-      sessionId,
-      headers: target.headers,
-      where: `kernel ${kernelId} at ${client.baseUrl}`,
-      protocol: opts.protocol,
-      reconnect: opts.reconnect,
-      maxFrameBytes: opts.maxFrameBytes,
-      clock: opts.clock,
-      journal,
-      ...handlers,
-    });
+    return new KernelChannel(channelOptions(client, kernelId, sessionId, opts, handlers));
   }
 
   /**
@@ -187,8 +104,6 @@ export class KernelChannel {
     this.#feed = undefined;
     this.#lastIopubId = undefined;
     this.#seen.clear();
-    this.#ring = new Array<string>(DEDUPE_WINDOW);
-    this.#ringAt = 0;
   }
 
   /** The negotiated wire format. */
@@ -281,12 +196,7 @@ export class KernelChannel {
     this.#queue = [];
     const socket = this.#socket;
     this.#socket = undefined;
-    if (socket) detach(socket);
-    try {
-      socket?.close();
-    } catch {
-      // already closing
-    }
+    if (socket) discardSocket(socket, false);
   }
 
   /**
@@ -298,14 +208,7 @@ export class KernelChannel {
     const old = this.#socket;
     this.#socket = undefined;
     this.#reconnecting = true;
-    if (old) {
-      detach(old);
-      try {
-        old.close();
-      } catch {
-        // already closing
-      }
-    }
+    if (old) discardSocket(old, false);
     let socket: WebSocket;
     try {
       socket = await this.#connect(this.#format, signal);
@@ -327,35 +230,10 @@ export class KernelChannel {
     }
     this.#socket = socket;
     this.#heard();
-    const { ping, on } = socket as unknown as {
-      ping?: () => void;
-      on?: (event: string, listener: () => void) => void;
-    };
-    if (typeof ping === 'function' && typeof on === 'function') {
-      this.#ping = () => {
-        try {
-          ping.call(socket);
-        } catch {
-          // closing: the next check drops it anyway
-        }
-      };
-      on.call(socket, 'pong', () => {
-        if (this.#socket === socket) this.#heard();
-      });
-    } else {
-      this.#ping = undefined;
-    }
-    const pong = (socket as unknown as { pong?: () => void }).pong;
-    this.#pong =
-      typeof pong === 'function'
-        ? () => {
-            try {
-              pong.call(socket);
-            } catch {
-              // socket closing: nothing to acknowledge
-            }
-          }
-        : undefined;
+    this.#ping = socketPinger(socket, () => {
+      if (this.#socket === socket) this.#heard();
+    });
+    this.#pong = socketPonger(socket);
     socket.onmessage = (event: MessageEvent) => this.#receive(event.data);
     socket.onclose = () => {
       if (this.#socket === socket) this.#dropped(new Error('the channels WebSocket closed'));
@@ -405,7 +283,7 @@ export class KernelChannel {
         this.#heard();
         return;
       }
-      this.#remember(id);
+      this.#seen.remember(id);
     }
     this.received++;
     this.#heard();
@@ -459,17 +337,7 @@ export class KernelChannel {
   #dropped(cause: unknown, hung = false): void {
     const socket = this.#socket;
     this.#socket = undefined;
-    if (socket) {
-      detach(socket);
-      const terminate = (socket as unknown as { terminate?: () => void }).terminate;
-      try {
-        // A hung socket would never finish a closing handshake.
-        if (hung && typeof terminate === 'function') terminate.call(socket);
-        else socket.close();
-      } catch {
-        // already closed
-      }
-    }
+    if (socket) discardSocket(socket, hung);
     if (this.#closed || this.#reconnecting) return;
     void this.#reconnectLoop(cause);
   }
@@ -517,17 +385,6 @@ export class KernelChannel {
     );
   }
 
-  /** Remembers a kernel message id for de-duplication; false when it was seen already. */
-  #remember(id: string): boolean {
-    if (this.#seen.has(id)) return false;
-    const evicted = this.#ring[this.#ringAt];
-    if (evicted !== undefined) this.#seen.delete(evicted);
-    this.#ring[this.#ringAt] = id;
-    this.#ringAt = (this.#ringAt + 1) % DEDUPE_WINDOW;
-    this.#seen.add(id);
-    return true;
-  }
-
   #flush(): void {
     const queued = this.#queue;
     this.#queue = [];
@@ -540,74 +397,10 @@ export class KernelChannel {
    * fails with `GatewayUnavailableError`.
    */
   #connect(format: 'v1' | 'legacy', signal?: AbortSignal, timeoutMs = 0): Promise<WebSocket> {
-    const { WebSocket: Impl, url, headers, where } = this.#opts;
-    if (signal?.aborted) return Promise.reject(signal.reason);
-    return new Promise<WebSocket>((resolve, reject) => {
-      let socket: WebSocket;
-      try {
-        socket = new Impl(url, format === 'v1' ? [V1_SUBPROTOCOL] : [], {
-          headers,
-          perMessageDeflate: false,
-          maxPayload: this.#opts.maxFrameBytes,
-        } as { headers: Record<string, string> });
-      } catch (cause) {
-        reject(new GatewayUnavailableError(`Could not open the channels WebSocket of ${where}`, { url: where, cause }));
-        return;
-      }
-      if ((socket as { binaryType?: string }).binaryType !== 'nodebuffer') socket.binaryType = 'arraybuffer';
-      let settled = false;
-      const timer =
-        timeoutMs > 0
-          ? this.#opts.clock.setTimer(
-              () =>
-                finish(
-                  new GatewayUnavailableError(
-                    `The channels WebSocket of ${where} did not open within ${timeoutMs} ms (reconnect.attemptTimeoutMs)`,
-                    { url: where },
-                  ),
-                ),
-              timeoutMs,
-            )
-          : undefined;
-      const finish = (error: unknown) => {
-        if (settled) return;
-        settled = true;
-        timer?.cancel();
-        signal?.removeEventListener('abort', onAbort);
-        if (error === undefined) {
-          detach(socket);
-          // A server that accepted the upgrade without picking v1 speaks legacy.
-          this.#format = format === 'v1' && socket.protocol === '' ? 'legacy' : format;
-          this.#attach(socket);
-          resolve(socket);
-          return;
-        }
-        detach(socket);
-        try {
-          socket.close();
-        } catch {
-          // never opened
-        }
-        reject(error);
-      };
-      const onAbort = () => finish(signal?.reason);
-      signal?.addEventListener('abort', onAbort, { once: true });
-      socket.onopen = () => finish(undefined);
-      socket.onerror = (event: Event) => finish(connectError(errorOf(event), where));
-      socket.onclose = (event: CloseEvent) =>
-        finish(
-          new GatewayUnavailableError(
-            `The channels WebSocket of ${where} closed before it opened (code ${event?.code ?? 'unknown'})`,
-            { url: where },
-          ),
-        );
-    });
+    const opened = (socket: WebSocket, negotiated: 'v1' | 'legacy') => {
+      this.#format = negotiated;
+      this.#attach(socket);
+    };
+    return openSocket(this.#opts, format, opened, signal, timeoutMs);
   }
-}
-
-function detach(socket: WebSocket): void {
-  socket.onopen = null;
-  socket.onmessage = null;
-  socket.onclose = null;
-  socket.onerror = () => {};
 }

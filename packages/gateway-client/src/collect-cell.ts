@@ -2,7 +2,7 @@ import { type ExecuteResult, emptyResult, KernelwardenError } from '@kernelwarde
 import { CellOutput, DEFAULT_OUTPUT_CAPS, type OutputCaps } from './cell-output.js';
 import { asRecord, toError } from './execution.js';
 import type { GatewayClient, RequestOptions } from './gateway-client.js';
-import { type JournalNumber, kernelJournalCapability } from './kernel-journal.js';
+import { type JournalNumber, type KernelJournalPage, kernelJournalCapability } from './kernel-journal.js';
 
 /** The kernel has no journal this client can read (another server, or one without it): nothing can be collected. */
 export class KernelJournalUnavailableError extends KernelwardenError {
@@ -60,14 +60,11 @@ export async function collectCell(
       { kernelId },
     );
   }
-  const output = new CellOutput({ ...DEFAULT_OUTPUT_CAPS, ...opts.outputCaps });
+  const cell = new CellSoFar({ ...DEFAULT_OUTPUT_CAPS, ...opts.outputCaps });
   const until = Date.now() + (opts.waitMs ?? 0);
   const pollMs = opts.pollMs ?? 100;
   let after: JournalNumber = [0, 0];
   let complete = false;
-  let failed = false;
-  let error: ExecuteResult['error'];
-  let executionCount: number | undefined;
   let lost: CollectedCell['lost'];
   for (;;) {
     const page = await client.kernelJournal(kernelId, { cell: msgId, after }, request);
@@ -76,34 +73,7 @@ export async function collectCell(
       if (page.lost !== null && lost === undefined) lost = { from: page.lost.from, to: page.lost.to };
       for (const { n, msg } of page.entries) {
         after = n;
-        const content = msg.content;
-        switch (msg.header.msg_type) {
-          case 'execute_input':
-            if (typeof content.execution_count === 'number') executionCount = content.execution_count;
-            break;
-          case 'stream':
-            output.stream(content.name === 'stderr' ? 'stderr' : 'stdout', String(content.text ?? ''));
-            break;
-          case 'display_data':
-          case 'update_display_data':
-            output.rich({ type: 'display_data', data: asRecord(content.data), metadata: asRecord(content.metadata) });
-            break;
-          case 'execute_result':
-            output.rich({
-              type: 'execute_result',
-              data: asRecord(content.data),
-              metadata: asRecord(content.metadata),
-              ...(typeof content.execution_count === 'number' ? { executionCount: content.execution_count } : {}),
-            });
-            break;
-          case 'error':
-            failed = true;
-            error ??= toError(content);
-            output.rich({ type: 'error', ...toError(content) });
-            break;
-          default:
-            break;
-        }
+        cell.take(msg);
       }
       if (page.more) continue;
       complete = page.complete === true;
@@ -113,16 +83,60 @@ export async function collectCell(
     await new Promise((resolve) => setTimeout(resolve, pollMs));
   }
   const result: CollectedCell = {
-    ...emptyResult(msgId, output.collected()),
-    status: failed ? 'error' : 'ok',
+    ...emptyResult(msgId, cell.output.collected()),
+    status: cell.failed ? 'error' : 'ok',
     complete,
     timedOut: !complete && (opts.waitMs ?? 0) > 0,
   };
-  if (error !== undefined) result.error = error;
-  if (executionCount !== undefined) result.executionCount = executionCount;
+  if (cell.error !== undefined) result.error = cell.error;
+  if (cell.executionCount !== undefined) result.executionCount = cell.executionCount;
   if (lost !== undefined) {
     result.lost = lost;
     result.outputDropped = true;
   }
   return result;
+}
+
+/** What a cell's journal entries read so far add up to: its output, its error, its execution count. */
+class CellSoFar {
+  readonly output: CellOutput;
+  failed = false;
+  error: ExecuteResult['error'];
+  executionCount: number | undefined;
+
+  constructor(caps: OutputCaps) {
+    this.output = new CellOutput(caps);
+  }
+
+  /** Takes one iopub message of the cell, in journal order. */
+  take(msg: KernelJournalPage['entries'][number]['msg']): void {
+    const content = msg.content;
+    switch (msg.header.msg_type) {
+      case 'execute_input':
+        if (typeof content.execution_count === 'number') this.executionCount = content.execution_count;
+        break;
+      case 'stream':
+        this.output.stream(content.name === 'stderr' ? 'stderr' : 'stdout', String(content.text ?? ''));
+        break;
+      case 'display_data':
+      case 'update_display_data':
+        this.output.rich({ type: 'display_data', data: asRecord(content.data), metadata: asRecord(content.metadata) });
+        break;
+      case 'execute_result':
+        this.output.rich({
+          type: 'execute_result',
+          data: asRecord(content.data),
+          metadata: asRecord(content.metadata),
+          ...(typeof content.execution_count === 'number' ? { executionCount: content.execution_count } : {}),
+        });
+        break;
+      case 'error':
+        this.failed = true;
+        this.error ??= toError(content);
+        this.output.rich({ type: 'error', ...toError(content) });
+        break;
+      default:
+        break;
+    }
+  }
 }

@@ -232,38 +232,15 @@ export function openCreateTicket(opts: CreateTicketOptions): CreateTicket | unde
         return { status: answer.status, text: async () => answer.body };
       });
     }
-    return new Promise<GatewayAnswer>((resolve, reject) => {
-      const onAbort = () => {
-        g.pending.delete(n);
-        post(g, { type: 'abort', n });
-        reject(init.signal.reason);
-      };
-      if (init.signal.aborted) {
-        onAbort();
-        return;
-      }
-      init.signal.addEventListener('abort', onAbort, { once: true });
-      const done = () => init.signal.removeEventListener('abort', onAbort);
-      g.pending.set(n, {
-        resolve: (answer) => {
-          done();
-          resolve(answer);
-        },
-        reject: (error) => {
-          done();
-          reject(error);
-        },
-      });
-      post(g, {
-        type: 'create',
-        n,
-        url,
-        headers: init.headers,
-        body: init.body ?? '',
-        maxResponseBytes: limit,
-        waitMs: opts.waitMs,
-        cleanup,
-      });
+    return sendThroughGuard(g, n, init, {
+      type: 'create',
+      n,
+      url,
+      headers: init.headers,
+      body: init.body ?? '',
+      maxResponseBytes: limit,
+      waitMs: opts.waitMs,
+      cleanup,
     });
   };
   const waitForGuard = async (ms: number): Promise<void> => {
@@ -273,6 +250,42 @@ export function openCreateTicket(opts: CreateTicketOptions): CreateTicket | unde
     clearTimeout(timer);
   };
   return { request, release, waitForGuard };
+}
+
+/**
+ * Has the guard send create `n` (`message`) and resolves with its answer; an abort of `init.signal` tells the guard
+ * to give it up and rejects with the signal's reason.
+ */
+function sendThroughGuard(
+  g: Guard,
+  n: number,
+  init: Parameters<GatewayRequest>[1],
+  message: unknown,
+): Promise<GatewayAnswer> {
+  return new Promise<GatewayAnswer>((resolve, reject) => {
+    const onAbort = () => {
+      g.pending.delete(n);
+      post(g, { type: 'abort', n });
+      reject(init.signal.reason);
+    };
+    if (init.signal.aborted) {
+      onAbort();
+      return;
+    }
+    init.signal.addEventListener('abort', onAbort, { once: true });
+    const done = () => init.signal.removeEventListener('abort', onAbort);
+    g.pending.set(n, {
+      resolve: (answer) => {
+        done();
+        resolve(answer);
+      },
+      reject: (error) => {
+        done();
+        reject(error);
+      },
+    });
+    post(g, message);
+  });
 }
 
 /** The id of a kernel model's JSON, when it is one. */

@@ -62,13 +62,64 @@ export function assembleKernelParts(
   opts: ResolvedGatewayKernelOptions,
   host: KernelHost,
 ): KernelParts {
-  const { client, clock } = opts;
+  const { clock } = opts;
   const parts = {} as KernelParts;
-  /**
-   * After the socket reopened with cells pending: a `kernel_info_request` on shell, queued behind them. Its reply
-   * proves the kernel answered every earlier request, so a cell whose reply is still missing then was lost with the
-   * dead socket and settles after `replyGraceMs` (see `PendingCells.probeSent`) instead of waiting for ever.
-   */
+  const channel = openChannel(model, opts, host, parts, (msg) => routeMessage(msg, targets));
+  const alive = () => host.alive();
+  const busy = () => host.alive() && parts.cells.size > 0;
+  const handshake = new Handshake({
+    clock,
+    sessionId: host.sessionId,
+    send: (msg) => channel.send(msg),
+    retryMs: opts.kernelInfoRetryMs,
+    nudgeMs: opts.iopubNudgeMs,
+    nudges: opts.iopubNudges,
+  });
+  const restarts = restartRecovery(opts, host, parts, channel, handshake);
+  const cells = new PendingCells({
+    clock,
+    idleGraceMs: opts.idleGraceMs,
+    replyGraceMs: opts.replyGraceMs,
+    sequence: host.sequence,
+    socket: { received: () => channel.received, listening: () => channel.isOpen && !restarts.recovering },
+    onGraceSettled: () => {
+      if (cells.size === 0 && host.status() === 'busy') host.setStatus('idle');
+    },
+  });
+  const interrupt = () => host.interrupt();
+  const drainMs = opts.interruptDrainMs;
+  const drain = new InterruptDrain({ clock, drainMs, cells, gate: host.gate, alive, interrupt });
+  const poll = new LivenessPoll({
+    clock,
+    everyMs: opts.livenessPollMs,
+    socket: channel,
+    busy,
+    recovering: () => restarts.recovering,
+    check: () => host.checkGone(),
+  });
+  const heartbeat = new Heartbeat({ clock, silentMs: opts.heartbeatMs, socket: channel, busy });
+  const pong = new PongPolicy({
+    enabled: opts.stallWorkaround,
+    clock,
+    socket: channel,
+    demand: { handshaking: () => handshake.active, cells: () => cells.values() },
+  });
+  const targets = messageTargets(host, handshake, cells, channel);
+  Object.assign(parts, { channel, handshake, cells, drain, restarts, poll, heartbeat, pong });
+  return parts;
+}
+
+/**
+ * The channels socket of kernel `model` (reading the kernel's journal after a drop when its model offers one), its
+ * events told to `host` and to the `parts` (filled in once built); every message goes to `route`.
+ */
+function openChannel(
+  model: KernelModel,
+  opts: ResolvedGatewayKernelOptions,
+  host: KernelHost,
+  parts: KernelParts,
+  route: (msg: JupyterMessage) => void,
+): KernelChannel {
   /**
    * A message was dropped for breaking the protocol: counted, and reported as `protocol-error`; the cell it answered,
    * when one of this handle's is named by its parent, settles as an error when it completes.
@@ -80,20 +131,25 @@ export function assembleKernelParts(
     cell?.markProtocolError(error.message);
     host.events.emit('protocol-error', cell ? { error, cellId: cell.cellId } : { error });
   };
+  /**
+   * After the socket reopened with cells pending: a `kernel_info_request` on shell, queued behind them. Its reply
+   * proves the kernel answered every earlier request, so a cell whose reply is still missing then was lost with the
+   * dead socket and settles after `replyGraceMs` (see `PendingCells.probeSent`) instead of waiting for ever.
+   */
   const probeAfterReconnect = () => {
     if (!host.alive() || parts.cells.size === 0) return;
     const probe = createMessage('shell', 'kernel_info_request', host.sessionId, {});
     if (parts.cells.probeSent(probe.header.msg_id)) parts.channel.send(probe);
   };
   const journal = kernelJournalCapability(model) !== undefined;
-  const channel = KernelChannel.forKernel(
-    client,
+  return KernelChannel.forKernel(
+    opts.client,
     model.id,
     host.sessionId,
     { ...opts, journal },
     {
       onMessage: (msg) => {
-        routeMessage(msg, targets);
+        route(msg);
         parts.pong.received();
       },
       onProtocolError: (error) => protocolError(error),
@@ -123,18 +179,19 @@ export function assembleKernelParts(
       },
     },
   );
-  const alive = () => host.alive();
-  const busy = () => host.alive() && parts.cells.size > 0;
-  const handshake = new Handshake({
-    clock,
-    sessionId: host.sessionId,
-    send: (msg) => channel.send(msg),
-    retryMs: opts.kernelInfoRetryMs,
-    nudgeMs: opts.iopubNudgeMs,
-    nudges: opts.iopubNudges,
-  });
-  const restarts = new RestartRecovery({
-    clock,
+}
+
+/** The handle's restart recovery: it reopens `channel` and reruns `handshake` after the server restarted the kernel. */
+function restartRecovery(
+  opts: ResolvedGatewayKernelOptions,
+  host: KernelHost,
+  parts: KernelParts,
+  channel: KernelChannel,
+  handshake: Handshake,
+): RestartRecovery {
+  const { client } = opts;
+  return new RestartRecovery({
+    clock: opts.clock,
     client,
     kernelId: () => host.id(),
     restartTimeoutMs: opts.restartTimeoutMs,
@@ -145,7 +202,7 @@ export function assembleKernelParts(
       await channel.reopen(signal);
       await handshake.run(signal);
     },
-    alive,
+    alive: () => host.alive(),
     checkGone: () => host.checkGone(),
     giveUp: (cause) =>
       host.die(
@@ -156,36 +213,21 @@ export function assembleKernelParts(
     ready: () => host.setStatus('idle'),
     oomDeath: () => host.limits().oomDeath(),
   });
-  const cells = new PendingCells({
-    clock,
-    idleGraceMs: opts.idleGraceMs,
-    replyGraceMs: opts.replyGraceMs,
-    sequence: host.sequence,
-    socket: { received: () => channel.received, listening: () => channel.isOpen && !restarts.recovering },
-    onGraceSettled: () => {
-      if (cells.size === 0 && host.status() === 'busy') host.setStatus('idle');
-    },
-  });
-  const interrupt = () => host.interrupt();
-  const drainMs = opts.interruptDrainMs;
-  const drain = new InterruptDrain({ clock, drainMs, cells, gate: host.gate, alive, interrupt });
-  const poll = new LivenessPoll({
-    clock,
-    everyMs: opts.livenessPollMs,
-    socket: channel,
-    busy,
-    recovering: () => restarts.recovering,
-    check: () => host.checkGone(),
-  });
-  const heartbeat = new Heartbeat({ clock, silentMs: opts.heartbeatMs, socket: channel, busy });
-  const pong = new PongPolicy({
-    enabled: opts.stallWorkaround,
-    clock,
-    socket: channel,
-    demand: { handshaking: () => handshake.active, cells: () => cells.values() },
-  });
-  const stdin = { sessionId: host.sessionId, alive, send: (msg: JupyterMessage) => channel.send(msg) };
-  const targets: MessageTargets = {
+}
+
+/** Where `routeMessage` hands each message: the handshake, the pending cells, the handle's status, stdin's answers. */
+function messageTargets(
+  host: KernelHost,
+  handshake: Handshake,
+  cells: PendingCells,
+  channel: KernelChannel,
+): MessageTargets {
+  const stdin = {
+    sessionId: host.sessionId,
+    alive: () => host.alive(),
+    send: (msg: JupyterMessage) => channel.send(msg),
+  };
+  return {
     sessionId: host.sessionId,
     sequence: host.sequence,
     handshake,
@@ -196,8 +238,6 @@ export function assembleKernelParts(
     serverStatus: (state) => host.serverRestarted(state),
     inputRequest: (cell, msg) => void answerInputRequest(cell, msg, stdin),
   };
-  Object.assign(parts, { channel, handshake, cells, drain, restarts, poll, heartbeat, pong });
-  return parts;
 }
 
 /** What the start sequence (`startKernel`) drives: the socket and handshake, and the handle's own steps. */

@@ -6,7 +6,7 @@ import { ManualClock } from '@kernelwarden/testkit';
 import { afterEach, describe, expect, it } from 'vitest';
 import { GatewayBusyError, GatewayCapacityError, KernelStartError } from './errors.js';
 import { GatewayClient } from './gateway-client.js';
-import { createKernel } from './kernel-start.js';
+import { createKernel } from './kernel-create.js';
 
 /**
  * A gateway that answers each create after `createDelayMs` (as a server starting dozens of interpreters on two

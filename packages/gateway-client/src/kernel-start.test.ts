@@ -3,7 +3,8 @@ import { ManualClock } from '@kernelwarden/testkit';
 import { describe, expect, it } from 'vitest';
 import { KernelStartError } from './errors.js';
 import type { GatewayClient } from './gateway-client.js';
-import { createKernel, runStartStep } from './kernel-start.js';
+import { createKernel } from './kernel-create.js';
+import { runStartStep } from './kernel-start.js';
 
 const opts = (clock: ManualClock) => ({
   kernelName: 'python3',

@@ -1,6 +1,7 @@
 import type { Clock, Timer } from '@kernelwarden/core';
 import { KernelStartError } from './errors.js';
 import type { GatewayClient } from './gateway-client.js';
+import type { KernelDiagnostics } from './gateway-client-options.js';
 
 /** Options of `watchKernelStart()`. */
 export interface StartWatchOptions {
@@ -70,25 +71,13 @@ export function watchKernelStart(opts: StartWatchOptions): StartWatch {
   const fail = (why: string) => {
     if (stopped) return;
     stop();
-    const tail = safeTail(client, kernelId);
-    const said = tail.length > 0 ? `; its last lines of stderr:\n${tail.map((l) => `  ${l}`).join('\n')}` : '';
-    reject(
-      new KernelStartError(
-        `Kernel ${kernelId} (${kernelName}) at ${client.baseUrl} died while starting: ${why}${said}`,
-      ),
-    );
+    reject(startDeath(client, kernelId, kernelName, why));
   };
 
   const pollProcess = () => {
     processTimer = undefined;
     if (stopped || !diagnostics) return;
-    let alive: boolean | undefined;
-    try {
-      alive = diagnostics.processAlive(kernelId);
-    } catch {
-      alive = undefined;
-    }
-    misses = alive === false ? misses + 1 : 0;
+    misses = processAlive(diagnostics, kernelId) === false ? misses + 1 : 0;
     if (misses >= MISSES) {
       fail('its process exited');
       return;
@@ -126,6 +115,24 @@ export function watchKernelStart(opts: StartWatchOptions): StartWatch {
     },
     stop,
   };
+}
+
+/** The error of a kernel that died while starting (`why`), with the last lines of its stderr when they are known. */
+function startDeath(client: GatewayClient, kernelId: string, kernelName: string, why: string): KernelStartError {
+  const tail = safeTail(client, kernelId);
+  const said = tail.length > 0 ? `; its last lines of stderr:\n${tail.map((l) => `  ${l}`).join('\n')}` : '';
+  return new KernelStartError(
+    `Kernel ${kernelId} (${kernelName}) at ${client.baseUrl} died while starting: ${why}${said}`,
+  );
+}
+
+/** Whether the kernel's process runs, as the diagnostics say; undefined when they cannot tell (they threw). */
+function processAlive(diagnostics: KernelDiagnostics, kernelId: string): boolean | undefined {
+  try {
+    return diagnostics.processAlive(kernelId);
+  } catch {
+    return undefined;
+  }
 }
 
 function safeTail(client: GatewayClient, kernelId: string): string[] {

@@ -130,7 +130,7 @@ async function waitUntil(check: () => boolean | Promise<boolean>, timeoutMs: num
 }
 
 describe('the chosen interpreter with the warm pool on', () => {
-  it('is pooled per interpreter: the next run with the same --python claims a started kernel of it', async () => {
+  it('is pooled per interpreter, and per policy and interpreter under --hide: the next run with the same ones claims a started kernel', async () => {
     // A gateway of its own, started with the pool on.
     const dirs = cliDirs('cli-python-pool');
     const env = { KERNELWARDEN_POOL: '1' };
@@ -181,6 +181,33 @@ describe('the chosen interpreter with the warm pool on', () => {
       // The pool starts the next one in the background.
       const [next] = await pooledOfSpec();
       expect(next?.id).not.toBe(ready?.id);
+
+      // Under --hide, the isolated copy of the interpreter's kernelspec is pooled per policy and interpreter.
+      const secret = join(dirs.workDir, 'hidden');
+      const systmp = join(dirs.workDir, 'systmp');
+      mkdirSync(secret, { recursive: true });
+      mkdirSync(systmp, { recursive: true });
+      const hidden = () =>
+        runCli(['run', '--python', VENV_PYTHON, '--hide', secret, '-c', code], {
+          stateDir: dirs.stateDir,
+          cwd: dirs.workDir,
+          env: { ...env, TMPDIR: systmp },
+        });
+      const third = await hidden();
+      expect(third.code, third.stderr).toBe(0);
+      let isolated: { id: string; name: string }[] = [];
+      expect(
+        await waitUntil(async () => {
+          isolated = (await status()).kernels.filter((k) => k.pooled && k.name.startsWith('kw-iso-'));
+          return isolated.length > 0;
+        }, 60_000),
+        JSON.stringify(await status()),
+      ).toBe(true);
+      const fourth = await hidden();
+      expect(fourth.code, fourth.stderr).toBe(0);
+      const [hiddenExecutable, hiddenConnection] = fourth.stdout.trim().split('\n');
+      expect(hiddenExecutable).toBe(VENV_PYTHON);
+      expect(basename(hiddenConnection ?? '')).toBe(`kernel-${isolated[0]?.id}.json`);
     } finally {
       const stopped = await pooledCli(['gateway', 'stop']);
       expect(stopped.code, stopped.stderr).toBe(0);

@@ -136,9 +136,9 @@ export function stackKernelspecs(
   const kernelNames = new Map<Language, Promise<string>>();
   const installed = new Set<string>();
   let swept: Promise<void> | undefined;
-  // Whether the embedded gateway's pool keeps kernels of the language's stock kernelspec: the count every kernelspec
-  // of that language a command starts from is kept pooled with. Kept specs take it from the stock one directly,
-  // never through another kept spec (the pool reads each kept spec's count from a kernelspec of its own counts).
+  // Whether the embedded gateway's pool keeps kernels of the language's stock kernelspec, whose count every kept
+  // kernelspec of that language takes. Always from the stock one, never from another kept spec: the pool gives a
+  // kept spec the count its base has in the pool option, and a kept spec has none there.
   const poolsLike = (language: Language): boolean =>
     gateway.pid !== undefined && (gateway.pool?.size(BASE_KERNELSPEC[language]) ?? 0) > 0;
   const baseName = (language: Language): string => {

@@ -1,8 +1,10 @@
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
+import { processesMentioning } from '@kernelwarden/test-env';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cliDirs, type Ran, runCli } from './cli-binary.test-fixture.js';
+import { interpreterSpecName } from './python-interpreter.js';
 
 // The interpreter the Python kernels run: --python, VIRTUAL_ENV, a .venv; and PYTHONPATH reaching them.
 
@@ -115,5 +117,102 @@ describe('PYTHONPATH given to the command', () => {
       'kernelwarden: PYTHONPATH is set here, but a kernel under --hide gets only --env variables: pass --env ' +
         'PYTHONPATH=… to give it to the kernel, or unset it\n',
     );
+  });
+});
+
+async function waitUntil(check: () => boolean | Promise<boolean>, timeoutMs: number): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) return false;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  return true;
+}
+
+describe('the chosen interpreter with the warm pool on', () => {
+  it('is pooled per interpreter, and per policy and interpreter under --hide: the next run with the same ones claims a started kernel', async () => {
+    // A gateway of its own, started with the pool on.
+    const dirs = cliDirs('cli-python-pool');
+    const env = { KERNELWARDEN_POOL: '1' };
+    const pooledCli = (args: string[]) => runCli(args, { stateDir: dirs.stateDir, cwd: dirs.workDir, env });
+    const spec = interpreterSpecName(VENV_PYTHON);
+    const status = async () => {
+      const ran = await pooledCli(['gateway', 'status', '--json']);
+      expect(ran.code, ran.stderr).toBe(0);
+      return JSON.parse(ran.stdout) as {
+        kernels: { id: string; name: string; pooled?: boolean; interpreter?: string }[];
+        pool: Record<string, { wanted: number; ready: number }>;
+      };
+    };
+    /** The ready pooled kernels of the interpreter's kernelspec, once there is one. */
+    const pooledOfSpec = async () => {
+      let found: { id: string; name: string; interpreter?: string }[] = [];
+      const ready = await waitUntil(async () => {
+        found = (await status()).kernels.filter((k) => k.pooled && k.name === spec);
+        return found.length > 0;
+      }, 60_000);
+      expect(ready, `no pooled ${spec} kernel: ${JSON.stringify(await status())}`).toBe(true);
+      return found;
+    };
+    // The kernel's id, from the connection file jupyter-server named after it.
+    const code = [
+      'import sys',
+      'from ipykernel.kernelapp import IPKernelApp',
+      'print(sys.executable)',
+      'print(IPKernelApp.instance().connection_file)',
+    ].join('\n');
+    try {
+      const first = await pooledCli(['run', '--python', VENV_PYTHON, '-c', code]);
+      expect(first.code, first.stderr).toBe(0);
+      expect(first.stdout.split('\n')[0]).toBe(VENV_PYTHON);
+
+      // The pool keeps one started kernel of that interpreter's kernelspec, as many as of python3.
+      const [ready] = await pooledOfSpec();
+      expect(ready?.interpreter).toBe(VENV_PYTHON);
+      expect((await status()).pool[spec]).toEqual({ wanted: 1, ready: 1 });
+
+      // The next run with the same interpreter claims that kernel: it runs there, and it is gone from the pool.
+      const second = await pooledCli(['run', '--python', VENV_PYTHON, '-c', code]);
+      expect(second.code, second.stderr).toBe(0);
+      const [executable, connectionFile] = second.stdout.trim().split('\n');
+      expect(executable).toBe(VENV_PYTHON);
+      expect(basename(connectionFile ?? '')).toBe(`kernel-${ready?.id}.json`);
+      expect((await status()).kernels.map((k) => k.id)).not.toContain(ready?.id);
+      // The pool starts the next one in the background.
+      const [next] = await pooledOfSpec();
+      expect(next?.id).not.toBe(ready?.id);
+
+      // Under --hide, the isolated copy of the interpreter's kernelspec is pooled per policy and interpreter.
+      const secret = join(dirs.workDir, 'hidden');
+      const systmp = join(dirs.workDir, 'systmp');
+      mkdirSync(secret, { recursive: true });
+      mkdirSync(systmp, { recursive: true });
+      const hidden = () =>
+        runCli(['run', '--python', VENV_PYTHON, '--hide', secret, '-c', code], {
+          stateDir: dirs.stateDir,
+          cwd: dirs.workDir,
+          env: { ...env, TMPDIR: systmp },
+        });
+      const third = await hidden();
+      expect(third.code, third.stderr).toBe(0);
+      let isolated: { id: string; name: string }[] = [];
+      expect(
+        await waitUntil(async () => {
+          isolated = (await status()).kernels.filter((k) => k.pooled && k.name.startsWith('kw-iso-'));
+          return isolated.length > 0;
+        }, 60_000),
+        JSON.stringify(await status()),
+      ).toBe(true);
+      const fourth = await hidden();
+      expect(fourth.code, fourth.stderr).toBe(0);
+      const [hiddenExecutable, hiddenConnection] = fourth.stdout.trim().split('\n');
+      expect(hiddenExecutable).toBe(VENV_PYTHON);
+      expect(basename(hiddenConnection ?? '')).toBe(`kernel-${isolated[0]?.id}.json`);
+    } finally {
+      const stopped = await pooledCli(['gateway', 'stop']);
+      expect(stopped.code, stopped.stderr).toBe(0);
+    }
+    // With the server gone, nothing of its pool runs.
+    expect(await waitUntil(() => processesMentioning(dirs.stateDir).length === 0, 15_000)).toBe(true);
   });
 });

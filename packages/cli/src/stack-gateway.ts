@@ -111,7 +111,10 @@ export interface StackKernelspecs {
 /**
  * The kernelspecs of a stack on `gateway`: `python3` and `ir`, the chosen interpreter's own kernelspec in place of
  * `python3`, and under a policy an isolated copy of each, installed on first use (after sweeping the copies left by
- * commands that were killed), pooled like its base kernelspec when the gateway pools that one.
+ * commands that were killed). On the embedded gateway, when its pool keeps `python3` (or `ir`) kernels, the
+ * kernelspec a kernel starts from is kept pooled with that count: the chosen interpreter's own (one pool per
+ * interpreter) and an isolated copy (one per policy and interpreter), so the next command asking for the same one
+ * claims a started kernel.
  */
 export function stackKernelspecs(
   gateway: GatewayConnection,
@@ -133,22 +136,34 @@ export function stackKernelspecs(
   const kernelNames = new Map<Language, Promise<string>>();
   const installed = new Set<string>();
   let swept: Promise<void> | undefined;
+  // Whether the embedded gateway's pool keeps kernels of the language's stock kernelspec, whose count every kept
+  // kernelspec of that language takes. Always from the stock one, never from another kept spec: the pool gives a
+  // kept spec the count its base has in the pool option, and a kept spec has none there.
+  const poolsLike = (language: Language): boolean =>
+    gateway.pid !== undefined && (gateway.pool?.size(BASE_KERNELSPEC[language]) ?? 0) > 0;
+  const baseName = (language: Language): string => {
+    const base = baseSpecs[language];
+    // The chosen interpreter's kernelspec, pooled like python3: the next command with the same interpreter claims
+    // a started kernel of it (each call renews the keep).
+    if (base !== BASE_KERNELSPEC[language] && poolsLike(language)) gateway.pool?.keep(base, BASE_KERNELSPEC[language]);
+    return base;
+  };
   const isolatedName = async (language: Language, policy: IsolationPolicy): Promise<string> => {
     // Before the first install: the specs left by commands that were killed before they could clean up.
     await (swept ??= sweepOrphanSpecs(gateway));
-    // Pooled like its base kernelspec, the spec is the server's: the next command with the same policy
-    // claims a started kernel of it. Otherwise it is this command's, removed when it closes.
+    // Pooled like its base kernelspec, the spec is the server's: the next command with the same policy (and the
+    // same interpreter) claims a started kernel of it. Otherwise it is this command's, removed when it closes.
     const base = baseSpecs[language];
-    const pooled = gateway.pid !== undefined && (gateway.pool?.size(base) ?? 0) > 0;
+    const pooled = poolsLike(language);
     const isolated = await isolatedKernelName(gateway, base, policy, stack.cwd, limitSupport, pooled);
-    if (pooled) gateway.pool?.keep(isolated, base);
+    if (pooled) gateway.pool?.keep(isolated, BASE_KERNELSPEC[language]);
     else installed.add(isolated);
     return isolated;
   };
   const kernelName = (language: Language): Promise<string> => {
     let name = kernelNames.get(language);
     if (!name) {
-      name = readIsolation ? isolatedName(language, readIsolation) : Promise.resolve(baseSpecs[language]);
+      name = readIsolation ? isolatedName(language, readIsolation) : Promise.resolve().then(() => baseName(language));
       kernelNames.set(language, name);
       // A failed install may succeed later (e.g. after the user fixes bwrap): do not cache the failure.
       name.catch(() => kernelNames.delete(language));

@@ -3,11 +3,9 @@
 // gateway's ticket, "pool" for the supervisor's spare kernels, "session" for a process group or for Jupyter's session
 // id. Scans the tracked source, script and documentation files (changelogs, changesets and the glossary section itself aside).
 //
-//   node scripts/check-words.mjs [--root DIR] [--verbose]
+//   node scripts/check-words.mjs [--root DIR]
 //
-// Exit 0: nothing found. Exit 1: each hit printed as `path:line: text — rule`. Files listed in PENDING are still
-// scanned and counted (each hit printed with --verbose), marked "pending", without failing: they belong to packages whose owners rename
-// them; remove an entry once its file is clean.
+// Exit 0: nothing found. Exit 1: each hit printed as `path:line: text — rule`.
 import { execFileSync } from 'node:child_process';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
@@ -58,13 +56,6 @@ export const RULES = [
   },
 ];
 
-/** Files whose hits are printed without failing: their owners rename them. */
-export const PENDING = new Map([
-  ['packages/gateway-client/src/gateway-kernel-options.ts', 'gateway-client: a comment on LocalGateway tickets'],
-  ['packages/gateway-client/src/gateway-kernel.ts', 'gateway-client: a comment on LocalGateway tickets'],
-  ['packages/gateway-client/src/start-watch.ts', 'gateway-client: a comment on LocalGateway tickets'],
-]);
-
 const SCANNED = /\.(?:ts|mts|cts|mjs|cjs|js|py|md)$/;
 const SKIPPED = [
   /(?:^|\/)CHANGELOG\.md$/,
@@ -112,7 +103,7 @@ function glossaryLines(lines) {
   return inside;
 }
 
-/** Every hit under `root`: `{ path, line, text, rule, pending }`. */
+/** Every hit under `root`: `{ path, line, text, rule }`. */
 export function findRetiredWords(root) {
   const hits = [];
   for (const path of listFiles(root)) {
@@ -131,7 +122,7 @@ export function findRetiredWords(root) {
       if (glossary?.has(i)) continue;
       for (const rule of rules) {
         if (rule.pattern.test(lines[i])) {
-          hits.push({ path, line: i + 1, text: lines[i].trim(), rule: rule.name, pending: PENDING.has(path) });
+          hits.push({ path, line: i + 1, text: lines[i].trim(), rule: rule.name });
         }
       }
     }
@@ -144,26 +135,14 @@ function main() {
   const rootAt = args.indexOf('--root');
   const root = rootAt >= 0 ? args[rootAt + 1] : join(import.meta.dirname, '..');
   const hits = findRetiredWords(root);
-  const failing = hits.filter((hit) => !hit.pending);
-  const verbose = args.includes('--verbose');
-  const pendingByFile = new Map();
-  for (const hit of hits) {
-    if (hit.pending && !verbose) {
-      pendingByFile.set(hit.path, (pendingByFile.get(hit.path) ?? 0) + 1);
-      continue;
-    }
-    const mark = hit.pending ? 'pending: ' : '';
-    console.log(`${mark}${hit.path}:${hit.line}: ${hit.text.slice(0, 140)} — ${hit.rule}`);
-  }
-  for (const [path, count] of pendingByFile) console.log(`pending: ${path} (${count}; ${PENDING.get(path)})`);
-  if (failing.length > 0) {
+  for (const hit of hits) console.log(`${hit.path}:${hit.line}: ${hit.text.slice(0, 140)} — ${hit.rule}`);
+  if (hits.length > 0) {
     console.error(
-      `check-words: ${failing.length} retired word(s); the glossary in docs/ARCHITECTURE.md says which word to use`,
+      `check-words: ${hits.length} retired word(s); the glossary in docs/ARCHITECTURE.md says which word to use`,
     );
     process.exit(1);
   }
-  const pending = hits.length - failing.length;
-  console.log(`check-words: ok${pending > 0 ? ` (${pending} pending in files their owners rename)` : ''}`);
+  console.log('check-words: ok');
 }
 
 if (process.argv[1] && import.meta.filename === process.argv[1]) main();

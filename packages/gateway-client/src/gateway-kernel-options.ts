@@ -215,7 +215,7 @@ export interface GatewayKernelStartOptions {
    * Retries of the cleanup DELETE while the gateway does not confirm it (an error, a hang past `cleanupTimeoutMs`):
    * `attempts` DELETEs in all, waiting `initialDelayMs` before the second and doubling up to `maxDelayMs`, on
    * `clock`, in the background. If every attempt fails, or the process exits first, the kernel stays recorded with
-   * the gateway's ownership (`LocalGateway` leases) and its orphan sweep deletes it on the next acquire.
+   * the gateway's ownership (`LocalGateway` tickets) and its orphan sweep deletes it on the next acquire.
    * @defaultValue {@link DEFAULT_CLEANUP_RETRY}
    */
   cleanupRetry?: Partial<CleanupRetryPolicy>;

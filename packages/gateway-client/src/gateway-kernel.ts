@@ -126,7 +126,7 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
    * time rejects with `name: 'TimeoutError'` and `Failed to initialize kernel environment` / `… prelude`; a create
    * that never succeeds with `KernelStartError` (`Failed to create kernel …`, with `status`); a kernel that dies
    * before it first answers, within seconds, with `KernelStartError` (`… died while starting: …`, with its last
-   * stderr lines on a `LocalGateway` lease).
+   * stderr lines on a `LocalGateway` ticket).
    */
   static async start(options: GatewayKernelStartOptions): Promise<GatewayKernel> {
     const opts = resolveGatewayKernelOptions(options);

@@ -40,7 +40,7 @@ export const START_REST_TIMEOUT_MS = 2000;
  * bad kernelspec, a missing module) fails the start within seconds instead of at the start deadline. jupyter-server
  * (1.x and 2.x) keeps such a kernel listed as `starting` while its restarter retries (five times, 3 s apart), and
  * does not accept the channels socket meanwhile, so the socket alone says nothing. The watch notices:
- * - with a gateway on this machine (`client.diagnostics`, e.g. a `LocalGateway` lease): no process of the kernel
+ * - with a gateway on this machine (`client.diagnostics`, e.g. a `LocalGateway` ticket): no process of the kernel
  *   left, twice in a row — its stderr tail goes into the message;
  * - a `restarting` or `dead` status on the channel (a server that sends one);
  * - REST: `GET /api/kernels/{id}` answers 404 (the restarter gave up and the server dropped it) or `dead`.

@@ -186,11 +186,8 @@ def _kw_status(status):
     return os.WEXITSTATUS(status)
 
 
-def _kw_serve():
-    libc = ctypes.CDLL(None, use_errno=True)
-    sock = socket.socket(fileno=_kw_fd)
-    sock.setblocking(True)
-    me = os.getpid()
+def _kw_hello(me):
+    """The launcher's first message to the server: ready to fork, or unsafe and why."""
     unsafe = _kw_fork_safety()
     try:
         import ipykernel
@@ -212,6 +209,50 @@ def _kw_serve():
     if ipykernel_version is None:
         hello["op"] = "unsafe"
         hello["reason"] = "ipykernel does not import"
+    return hello
+
+
+def _kw_reap(sock, kernels):
+    """Tells the server the exit status of every kernel that exited."""
+    while kernels:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            break
+        if pid == 0:
+            break
+        kernels.discard(pid)
+        _kw_send(sock, {"op": "exit", "pid": pid, "status": _kw_status(status)})
+
+
+def _kw_refusal(request, log_fd):
+    """Why `request` cannot be forked; None when it can."""
+    if log_fd < 0:
+        return "no log descriptor"
+    if not os.path.isdir(request["cwd"]):
+        return "no directory %s" % request["cwd"]
+    if not _kw_fits(request["argv"], request["env"]):
+        return "the command line or environment is larger than the launcher's room"
+    return _kw_fork_safety()
+
+
+def _kw_wake_on_signals():
+    """A pipe that becomes readable when a signal (SIGCHLD) arrives, for the select loop."""
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    os.set_blocking(wake_r, False)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    return wake_r
+
+
+def _kw_serve():
+    libc = ctypes.CDLL(None, use_errno=True)
+    sock = socket.socket(fileno=_kw_fd)
+    sock.setblocking(True)
+    me = os.getpid()
+    hello = _kw_hello(me)
     _kw_send(sock, hello)
     if hello["op"] != "ready":
         return
@@ -220,12 +261,7 @@ def _kw_serve():
     gc.collect()
     if hasattr(gc, "freeze"):
         gc.freeze()
-    wake_r, wake_w = os.pipe()
-    os.set_blocking(wake_w, False)
-    os.set_blocking(wake_r, False)
-    signal.set_wakeup_fd(wake_w)
-    signal.signal(signal.SIGCHLD, lambda *_: None)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    wake_r = _kw_wake_on_signals()
     kernels = set()
     while True:
         try:
@@ -237,15 +273,7 @@ def _kw_serve():
                 os.read(wake_r, 4096)
             except BlockingIOError:
                 pass
-        while kernels:
-            try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                break
-            if pid == 0:
-                break
-            kernels.discard(pid)
-            _kw_send(sock, {"op": "exit", "pid": pid, "status": _kw_status(status)})
+        _kw_reap(sock, kernels)
         if sock not in ready:
             continue
         data, fds, _, _ = socket.recv_fds(sock, 1 << 22, 1)
@@ -253,15 +281,7 @@ def _kw_serve():
             return  # the server is gone
         request = json.loads(data)
         log_fd = fds[0] if fds else -1
-        reason = None
-        if log_fd < 0:
-            reason = "no log descriptor"
-        elif not os.path.isdir(request["cwd"]):
-            reason = "no directory %s" % request["cwd"]
-        elif not _kw_fits(request["argv"], request["env"]):
-            reason = "the command line or environment is larger than the launcher's room"
-        else:
-            reason = _kw_fork_safety()
+        reason = _kw_refusal(request, log_fd)
         if reason is not None:
             if log_fd >= 0:
                 os.close(log_fd)

@@ -4,8 +4,8 @@
   returns as soon as the kernel is gone.
 - A shutdown (DELETE) returns once the kernel was asked to shut down (after its interrupt, as jupyter does); the
   server waits for its exit in the background (SIGTERM, then SIGKILL after its shutdown wait time) and cleans it up
-  then (marker sweep, ipc directory, cgroups). Restarts wait for the old process, and the server's own stop waits for every
-  kernel, retiring ones included.
+  then (marker sweep, ipc directory, cgroups). Restarts wait for the old process, and the server's own stop waits
+  for every kernel, retiring ones included.
 - A DELETE that arrives while the server restarts a dead kernel (its auto-restart) waits for the restart to end, then
   shuts the kernel down: jupyter_client would fail it (500, "Exception is not set") and leave the kernel listed.
 - jupyter_client's "pending state" wrapper of a kernel's start and shutdown ends with a 10 ms sleep (there for its

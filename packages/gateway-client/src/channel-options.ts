@@ -58,6 +58,11 @@ export interface KernelChannelOptions {
   journal?: JournalRead | undefined;
   /** The journal lost numbers (retention) before they were read from it. */
   onJournalLost?: ((lost: { from: JournalNumber; to: JournalNumber }) => void) | undefined;
+  /**
+   * The journal missed kernel iopub messages the socket delivered: the socket's copies were handed on instead, and the
+   * output of cells in flight may have a hole.
+   */
+  onJournalMissed?: (() => void) | undefined;
   /** A read of the journal succeeded: every kernel iopub message up to it was handed on. */
   onJournalResumed?: (() => void) | undefined;
   /** No cell is in flight (the journal hands iopub back to the socket only then). */
@@ -84,6 +89,7 @@ export type ChannelHandlers = Pick<
   | 'onLost'
   | 'onJournalLost'
   | 'onJournalResumed'
+  | 'onJournalMissed'
   | 'quiet'
 >;
 

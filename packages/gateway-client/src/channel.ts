@@ -72,6 +72,7 @@ export class KernelChannel {
       socketOpen: () => this.isOpen,
       onCaughtUp: () => this.#opts.onJournalResumed?.(),
       onLost: (lost) => this.#opts.onJournalLost?.(lost),
+      onMissed: () => this.#opts.onJournalMissed?.(),
       onUnavailable: () => {},
     });
   }
@@ -276,9 +277,9 @@ export class KernelChannel {
         return;
       }
       if (this.#seen.has(id)) return;
-      if (msg.channel === 'iopub' && this.#feed?.active) {
+      if (msg.channel === 'iopub' && this.#feed?.active && !serverStatus(msg)) {
         // The journal hands the kernel's iopub on meanwhile; the socket's copy only says how far the socket got.
-        this.#feed.socketDelivered(id);
+        this.#feed.socketDelivered(id, msg);
         this.received++;
         this.#heard();
         return;

@@ -1,6 +1,6 @@
 import type { JupyterMessage } from '@kernelwarden/jupyter-protocol';
 import { describe, expect, it } from 'vitest';
-import { JournalFeed, type JournalFeedOptions, LONG_POLL_MS, QUIET_POLL_MS } from './journal-feed.js';
+import { JournalFeed, type JournalFeedOptions, LONG_POLL_MS, MISS_GRACE_MS, QUIET_POLL_MS } from './journal-feed.js';
 import type { JournalNumber, KernelJournalPage, KernelJournalQuery } from './kernel-journal.js';
 
 function entry(i: number): KernelJournalPage['entries'][number] {
@@ -120,5 +120,80 @@ describe('JournalFeed', () => {
     f.controller.abort();
     expect(f.queries[0]).toEqual({ after: [0, 0], waitMs: LONG_POLL_MS });
     expect(f.delivered).toEqual(['m1', 'm2']);
+  });
+
+  it('hands the socket’s copies on, flagged, when the journal misses a message (a cell’s idle) past the grace', async () => {
+    let now = 0;
+    const queries: KernelJournalQuery[] = [];
+    const delivered: string[] = [];
+    const events: string[] = [];
+    const controller = new AbortController();
+    const idle = { ...entry(4).msg, header: { ...entry(4).msg.header, msg_type: 'status' } };
+    const journal = new JournalFeed({
+      // The journal holds m3, then never anything past it: it missed the cell's idle (m4).
+      read: async (query) => {
+        queries.push(query);
+        await new Promise((resolve) => setTimeout(resolve, 1));
+        now += query.waitMs ?? 0;
+        return queries.length === 1 ? page([3]) : { ...page([]), last: [1, 3] };
+      },
+      deliver: (msg: JupyterMessage) => {
+        if (!delivered.includes(msg.header.msg_id)) delivered.push(msg.header.msg_id);
+      },
+      delivered: (id) => delivered.includes(id),
+      quiet: () => false,
+      socketOpen: () => true,
+      onCaughtUp: () => events.push('caught-up'),
+      onLost: () => events.push('lost'),
+      onMissed: () => events.push('missed'),
+      onUnavailable: () => events.push('unavailable'),
+      now: () => now,
+    });
+    journal.start('m2', controller.signal);
+    journal.socketDelivered('m3', { ...entry(3).msg, channel: 'iopub' } as unknown as JupyterMessage);
+    journal.socketDelivered('m4', { ...idle, channel: 'iopub' } as unknown as JupyterMessage);
+    for (let i = 0; i < 500 && journal.active; i++) await new Promise((resolve) => setTimeout(resolve, 1));
+    controller.abort();
+    expect(journal.active).toBe(false);
+    expect(delivered).toEqual(['m3', 'm4']);
+    expect(events).toContain('missed');
+    expect(events).not.toContain('unavailable');
+    // No read waited past the grace the socket's copy had left.
+    expect(queries.slice(1).every((q) => (q.waitMs ?? 0) <= MISS_GRACE_MS)).toBe(true);
+    expect(now).toBeGreaterThanOrEqual(MISS_GRACE_MS);
+  });
+
+  it('waits no longer for a socket copy the journal hands on within the grace, and flags nothing', async () => {
+    let now = 0;
+    const delivered: string[] = [];
+    const events: string[] = [];
+    const controller = new AbortController();
+    let reads = 0;
+    const journal = new JournalFeed({
+      read: async () => {
+        reads++;
+        await new Promise((resolve) => setTimeout(resolve, 1));
+        now += 100;
+        return reads === 1 ? page([3]) : reads === 2 ? page([4]) : { ...page([]), last: [1, 4] };
+      },
+      deliver: (msg: JupyterMessage) => {
+        if (!delivered.includes(msg.header.msg_id)) delivered.push(msg.header.msg_id);
+      },
+      delivered: (id) => delivered.includes(id),
+      quiet: () => true,
+      socketOpen: () => true,
+      onCaughtUp: () => events.push('caught-up'),
+      onLost: () => events.push('lost'),
+      onMissed: () => events.push('missed'),
+      onUnavailable: () => events.push('unavailable'),
+      now: () => now,
+    });
+    journal.start('m2', controller.signal);
+    journal.socketDelivered('m4', { ...entry(4).msg, channel: 'iopub' } as unknown as JupyterMessage);
+    for (let i = 0; i < 500 && journal.active; i++) await new Promise((resolve) => setTimeout(resolve, 1));
+    controller.abort();
+    expect(journal.active).toBe(false);
+    expect(delivered).toEqual(['m3', 'm4']);
+    expect(events).not.toContain('missed');
   });
 });

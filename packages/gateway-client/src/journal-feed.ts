@@ -10,6 +10,14 @@ export const LONG_POLL_MS = 5_000;
 export const QUIET_POLL_MS = 250;
 /** How long after the socket reopened the journal stays the source of iopub messages at least. */
 export const SETTLE_MS = 1_000;
+/**
+ * How long a kernel iopub message the socket delivered may stay missing from the journal. The journal is a subscriber
+ * on the same server as the socket: past this bound it has missed the message (it joined a restarted kernel's iopub
+ * late, say), and the socket's own copies are handed on instead, flagged (`onMissed`).
+ */
+export const MISS_GRACE_MS = 3_000;
+/** The most socket copies kept while the journal is the source (the oldest go first, counted as missed). */
+export const MAX_HELD_COPIES = 10_000;
 const RETRY_MIN_MS = 50;
 const RETRY_MAX_MS = 1_000;
 
@@ -28,6 +36,11 @@ export interface JournalFeedOptions {
   onCaughtUp(): void;
   /** Numbers fell out of the journal's retention before the feed read them. */
   onLost(lost: { from: JournalNumber; to: JournalNumber }): void;
+  /**
+   * The journal missed kernel iopub messages the socket delivered (they were not in it within `MISS_GRACE_MS`): the
+   * feed stopped, the socket's copies it held were handed on, and output may have a hole.
+   */
+  onMissed?(): void;
   /** The journal has no record of where the feed starts: it stops, and the caller's own account of losses stands. */
   onUnavailable(): void;
   now?: () => number;
@@ -46,7 +59,9 @@ function toMessage(entry: KernelJournalPage['entries'][number]): JupyterMessage 
 /**
  * The kernel's iopub read from its journal (docs/journal-protocol.md) from the moment its channels socket dropped:
  * every message after the last one handed on, by number, in order, once — the socket's own iopub messages are
- * ignored meanwhile (`active`). Reads are long polls; a failed read is retried (the HTTP request may be cut too).
+ * held meanwhile (`active`), not handed on. A socket copy the journal has not handed on within `MISS_GRACE_MS` means
+ * the journal missed it: the feed stops, hands the held copies on and says so (`onMissed`); it never waits on the
+ * journal for longer. Reads are long polls; a failed read is retried (the HTTP request may be cut too).
  * Once no cell is in flight, the socket is open and settled, and every iopub message it delivered was handed on, the
  * socket takes over again.
  */
@@ -58,6 +73,9 @@ export class JournalFeed {
   #afterMsgId: string | undefined;
   #socketNewest: string | undefined;
   #reopenedAt = 0;
+  /** The socket's copies the journal has not handed on yet, oldest first, with when each came. */
+  #held = new Map<string, { msg: JupyterMessage; at: number }>();
+  #overflowed = false;
 
   constructor(opts: JournalFeedOptions) {
     this.#opts = opts;
@@ -78,6 +96,8 @@ export class JournalFeed {
     if (this.#active) return;
     this.#active = true;
     this.#socketNewest = undefined;
+    this.#held.clear();
+    this.#overflowed = false;
     this.#cursor = lastIopubId === undefined ? [0, 0] : undefined;
     this.#afterMsgId = lastIopubId;
     void this.#run(signal);
@@ -88,19 +108,51 @@ export class JournalFeed {
     this.#reopenedAt = this.#now();
   }
 
-  /** The socket delivered this kernel iopub message while the feed is active (it is not handed on from there). */
-  socketDelivered(id: string): void {
+  /**
+   * The socket delivered this kernel iopub message while the feed is active: it is not handed on from there, but held
+   * until the journal hands it on (or, when the journal missed it, handed on from the socket).
+   */
+  socketDelivered(id: string, msg?: JupyterMessage): void {
     this.#socketNewest = id;
+    if (msg === undefined || this.#held.has(id)) return;
+    this.#held.set(id, { msg, at: this.#now() });
+    if (this.#held.size > MAX_HELD_COPIES) {
+      const oldest = this.#held.keys().next().value as string;
+      this.#held.delete(oldest);
+      this.#overflowed = true;
+    }
+  }
+
+  /** How long until the oldest held socket copy has waited `MISS_GRACE_MS`, or undefined when none is held. */
+  #graceLeft(): number | undefined {
+    for (const { at } of this.#held.values()) return Math.max(0, at + MISS_GRACE_MS - this.#now());
+    return undefined;
+  }
+
+  /** The journal missed messages the socket delivered: the socket takes over, its held copies handed on, flagged. */
+  #fallBack(): void {
+    this.#active = false;
+    const held = [...this.#held.values()];
+    this.#held.clear();
+    this.#overflowed = false;
+    for (const { msg } of held) {
+      if (!this.#opts.delivered(msg.header.msg_id)) this.#opts.deliver(msg);
+    }
+    this.#opts.onMissed?.();
   }
 
   async #run(signal: AbortSignal): Promise<void> {
     let failures = 0;
     while (this.#active && !signal.aborted) {
+      const grace = this.#graceLeft();
+      if (grace === 0 || this.#overflowed) {
+        this.#fallBack();
+        return;
+      }
       const quiet = this.#opts.quiet();
+      const waitMs = Math.min(quiet ? QUIET_POLL_MS : LONG_POLL_MS, grace ?? Number.POSITIVE_INFINITY);
       const query: KernelJournalQuery =
-        this.#cursor === undefined
-          ? { afterMsgId: this.#afterMsgId as string }
-          : { after: this.#cursor, waitMs: quiet ? QUIET_POLL_MS : LONG_POLL_MS };
+        this.#cursor === undefined ? { afterMsgId: this.#afterMsgId as string } : { after: this.#cursor, waitMs };
       let page: KernelJournalPage | undefined;
       try {
         page = await this.#opts.read(query, signal);
@@ -114,18 +166,28 @@ export class JournalFeed {
       if (signal.aborted) break;
       if (page === undefined) {
         this.#active = false;
+        // What the socket delivered meanwhile is handed on from it: the caller's own account of holes stands.
+        const held = [...this.#held.values()];
+        this.#held.clear();
+        for (const { msg } of held) {
+          if (!this.#opts.delivered(msg.header.msg_id)) this.#opts.deliver(msg);
+        }
         this.#opts.onUnavailable();
         return;
       }
       if (page.lost !== null) this.#opts.onLost({ from: page.lost.from, to: page.lost.to });
       for (const entry of page.entries) {
         this.#cursor = entry.n;
+        const id = entry.msg.header?.msg_id;
+        if (typeof id === 'string') this.#held.delete(id);
         const msg = toMessage(entry);
         if (msg !== undefined) this.#opts.deliver(msg);
       }
       // An `after_msg_id` read with nothing after that message: the journal's last number is that message's.
       if (this.#cursor === undefined) this.#cursor = page.last;
-      this.#opts.onCaughtUp();
+      // Held copies the journal hands on meanwhile (or the caller took from elsewhere) are no longer waited for.
+      for (const id of this.#held.keys()) if (this.#opts.delivered(id)) this.#held.delete(id);
+      if (this.#held.size === 0) this.#opts.onCaughtUp();
       if (page.more) continue;
       const newest = this.#socketNewest;
       if (

@@ -169,6 +169,7 @@ function openChannel(
       },
       onJournalResumed: () => parts.cells.clearCrossedReconnect(),
       quiet: () => parts.cells.size === 0,
+      onJournalMissed: () => parts.cells.markAllDropped(),
       onJournalLost: (lost) => {
         parts.cells.markAllDropped();
         host.events.emit('journal-lost', { from: [...lost.from], to: [...lost.to] });

@@ -49,6 +49,10 @@ BATCH = 1000
 SUBSCRIBE_WAIT_S = 30.0
 NUDGE_FIRST_S = 0.1
 NUDGE_MAX_S = 1.0
+# How soon the subscription reconnects to a kernel whose process was replaced (an auto-restart binds the same ipc
+# paths): ZMQ's default is 100-200 ms, and a forked kernel serves its first request well within that, so the journal
+# would miss what the new process sent before it got through. Reconnecting on ipc is cheap.
+RECONNECT_MS = 5
 
 
 class Recorder:
@@ -67,6 +71,7 @@ class Recorder:
         self.changed = asyncio.Event()
         self.socket = zmq.Context.instance().socket(zmq.SUB)
         self.socket.linger = 0
+        self.socket.reconnect_ivl = RECONNECT_MS
         self.socket.setsockopt(zmq.SUBSCRIBE, b"")
         self.socket.connect(kernel._make_url("iopub"))
         self.loop = IOLoop.current()

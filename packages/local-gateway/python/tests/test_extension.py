@@ -123,6 +123,51 @@ def test_a_recorder_drains_a_kernels_iopub_in_batches_and_keeps_its_signed_frame
     pub.close(linger=0)
 
 
+def test_a_recorder_rejoins_a_kernel_whose_process_was_replaced_at_once(tmp_path):
+    """An auto-restarted kernel binds the same ipc paths: the subscription reconnects within a few ms (ZMQ's own
+    default waits 100-200 ms between attempts, longer than a forked kernel takes to serve a cell)."""
+    import asyncio
+
+    import zmq
+    from jupyter_client.session import Session
+
+    session = Session(key=b"secret")
+    context = zmq.Context.instance()
+    url = "ipc://%s" % (tmp_path / "k-2")
+    kernel = type("Kernel", (), {"session": session, "_make_url": lambda _, channel: url})()
+
+    async def run():
+        pub = context.socket(zmq.PUB)
+        pub.bind(url)
+        journal = Journal()
+        recorder = extension.Recorder(kernel, journal, Log(), "k")
+        try:
+            assert recorder.socket.reconnect_ivl == extension.RECONNECT_MS < 100
+            for _ in range(500):
+                if recorder.heard:
+                    break
+                session.send(pub, "status", {"execution_state": "idle"}, parent={"msg_id": "old"})
+                await asyncio.sleep(0.01)
+            assert recorder.heard > 0
+            pub.close(linger=0)  # the kernel's process dies
+            await asyncio.sleep(0.05)
+            replaced = Session(key=b"secret")  # the new process: a new session, the same paths
+            pub = context.socket(zmq.PUB)
+            pub.bind(url)
+            for _ in range(500):
+                if journal.generation == 2:
+                    break
+                replaced.send(pub, "status", {"execution_state": "busy"}, parent={"msg_id": "new"})
+                await asyncio.sleep(0.01)
+            assert journal.generation == 2
+            assert journal.session == replaced.session
+        finally:
+            recorder.close()
+            pub.close(linger=0)
+
+    asyncio.run(run())
+
+
 class Log:
     def __init__(self):
         self.warnings = []

@@ -405,3 +405,13 @@ export class KernelChannel {
     return openSocket(this.#opts, format, opened, signal, timeoutMs);
   }
 }
+
+/**
+ * A `status` the server itself sends on iopub (`restarting`, `dead`): never in the journal (it is not the kernel's), so
+ * it is handed on from the socket even while the journal is the source of the kernel's iopub.
+ */
+function serverStatus(msg: JupyterMessage): boolean {
+  if (msg.header.msg_type !== 'status') return false;
+  const state = (msg.content as { execution_state?: unknown } | undefined)?.execution_state;
+  return state === 'restarting' || state === 'dead';
+}

@@ -132,6 +132,26 @@ describe('PendingCells', () => {
     expect((await b.result).outputDropped).toBeUndefined();
   });
 
+  it('settles a healed cell of which nothing came after the probe was answered (its request went with the socket)', async () => {
+    const { cells, add, clock } = setup();
+    const a = add('a');
+    cells.markCrossedReconnect();
+    cells.clearCrossedReconnect();
+    cells.probeSent('probe');
+    cells.probeReplied('probe');
+    await clock.advance(100);
+    await nextTurn();
+    // One more grace: its iopub may still be on the way.
+    expect(a.settled).toBe(false);
+    await clock.advance(100);
+    await nextTurn();
+    const settled = await a.result;
+    expect(settled.status).toBe('error');
+    expect(settled.error?.ename).toBe('KernelProtocolError');
+    expect(settled.error?.evalue).toContain('execute_request was lost');
+    expect(settled.outputDropped).toBe(true);
+  });
+
   it('settles a cell not healed whose reply went with the socket as a protocol error', async () => {
     const { cells, add, clock } = setup();
     const a = add('a');

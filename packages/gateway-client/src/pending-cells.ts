@@ -133,7 +133,8 @@ export class PendingCells {
         // Healed by the journal: only the reply went with the socket; the cell settles at its idle, from its iopub.
         if (cell.healed) {
           if (cell.idle) cell.completeFromIopub();
-          else cell.endReplyWait();
+          else if (cell.messages > 0) cell.endReplyWait();
+          else this.#awaitFirstMessage(cell, graceMs);
           return;
         }
         cell.markProtocolError(
@@ -144,6 +145,30 @@ export class PendingCells {
       });
     }
     return true;
+  }
+
+  /**
+   * A healed cell of which nothing came, though the kernel answered a request sent after it (it takes shell requests
+   * in order, and publishes `busy` before it handles one): its request went with the dropped socket, unless its iopub
+   * is still on the way. After another `graceMs` of silence with nothing of it, it settles as a protocol error with
+   * `outputDropped`; never a wait without end.
+   */
+  #awaitFirstMessage(cell: CellExecution, graceMs: number): void {
+    this.#graceFor(cell, graceMs, () => {
+      if (cell.idle) {
+        cell.completeFromIopub();
+        return;
+      }
+      if (cell.messages > 0) {
+        cell.endReplyWait();
+        return;
+      }
+      cell.markProtocolError(
+        `its execute_request was lost across a reconnect of the channels socket (the kernel answered a kernel_info_request sent after it, and nothing of the cell came within ${2 * graceMs} ms)`,
+      );
+      cell.markDropped();
+      cell.complete();
+    });
   }
 
   #forgetProbe(probeId: string, cell: CellExecution): void {

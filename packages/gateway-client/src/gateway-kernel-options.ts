@@ -57,6 +57,11 @@ export const DEFAULT_IDLE_GRACE_MS = 5000;
  * goes idle, so a reply that has not come by then never will (its handler failed, e.g. on code with a NUL). 3 s.
  */
 export const DEFAULT_REPLY_GRACE_MS = 3000;
+/**
+ * A dropped socket is resumed from the kernel's journal only when asked for: resuming races with cells whose request
+ * went with the cut socket and with a kernel the server restarts on its own (see the README's journal section).
+ */
+export const DEFAULT_RESUME_FROM_JOURNAL = false;
 /** `stop_on_error` is off: each cell stands alone. */
 export const DEFAULT_STOP_ON_ERROR = false;
 /** `POST /api/kernels` attempts while it answers 5xx. */
@@ -183,6 +188,13 @@ export interface GatewayKernelStartOptions {
    */
   replyGraceMs?: number;
   /**
+   * On a server that keeps a journal of the kernel (the embedded gateway), read the kernel's iopub from it from the
+   * moment the channels socket drops until the reopened socket can take over: every message once, in order, nothing
+   * dropped. Off, a drop is resumed as on any server (what the server could not replay is flagged `outputDropped`).
+   * @defaultValue {@link DEFAULT_RESUME_FROM_JOURNAL}
+   */
+  resumeFromJournal?: boolean;
+  /**
    * Sent as `stop_on_error` with every cell: when true, ipykernel aborts the requests already queued behind a cell
    * that raised — including one sent right after the error, in a race. Off, each cell stands alone.
    * @defaultValue {@link DEFAULT_STOP_ON_ERROR}
@@ -260,6 +272,7 @@ export interface ResolvedGatewayKernelOptions {
   readonly interruptDrainMs: number;
   readonly idleGraceMs: number;
   readonly replyGraceMs: number;
+  readonly resumeFromJournal: boolean;
   readonly stopOnError: boolean;
   readonly createAttempts: number;
   readonly createRetryDelayMs: number;
@@ -319,6 +332,7 @@ const startSchema = lazy(() => {
     interruptDrainMs: ms.optional(),
     idleGraceMs: ms.optional(),
     replyGraceMs: ms.optional(),
+    resumeFromJournal: z.boolean().optional(),
     stopOnError: z.boolean().optional(),
     restartTimeoutMs: ms.optional(),
     recovery: policy({
@@ -369,6 +383,7 @@ export function resolveGatewayKernelOptions(options: GatewayKernelStartOptions):
     interruptDrainMs: o.interruptDrainMs ?? DEFAULT_INTERRUPT_DRAIN_MS,
     idleGraceMs: o.idleGraceMs ?? DEFAULT_IDLE_GRACE_MS,
     replyGraceMs: o.replyGraceMs ?? DEFAULT_REPLY_GRACE_MS,
+    resumeFromJournal: o.resumeFromJournal ?? DEFAULT_RESUME_FROM_JOURNAL,
     stopOnError: o.stopOnError ?? DEFAULT_STOP_ON_ERROR,
     createAttempts: o.createAttempts ?? DEFAULT_CREATE_ATTEMPTS,
     createRetryDelayMs: o.createRetryDelayMs ?? DEFAULT_CREATE_RETRY_DELAY_MS,

@@ -141,7 +141,7 @@ function openChannel(
     const probe = createMessage('shell', 'kernel_info_request', host.sessionId, {});
     if (parts.cells.probeSent(probe.header.msg_id)) parts.channel.send(probe);
   };
-  const journal = kernelJournalCapability(model) !== undefined;
+  const journal = opts.resumeFromJournal && kernelJournalCapability(model) !== undefined;
   return KernelChannel.forKernel(
     opts.client,
     model.id,

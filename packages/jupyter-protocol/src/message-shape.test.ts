@@ -28,8 +28,14 @@ function withField(
   return msg as unknown as JupyterMessage;
 }
 
+/** What a sender's channel bytes say, for a channel value of any type. */
+function asChannelBytes(channel: unknown): string {
+  return typeof channel === 'string' ? channel : (JSON.stringify(channel) ?? 'undefined');
+}
+
 const decoders = [
-  ['v1', (m: JupyterMessage) => decodeV1(encodeV1(m))],
+  // A v1 frame's channel is bytes: whatever a sender puts there decodes as text (our encoder takes strings only).
+  ['v1', (m: JupyterMessage) => decodeV1(encodeV1({ ...m, channel: asChannelBytes(m.channel) }))],
   // By hand: the legacy encoder reads header.msg_id, and a hostile sender uses no encoder of ours.
   ['legacy', (m: JupyterMessage) => decodeLegacy(JSON.stringify({ ...m, buffers: [] }))],
 ] as const;

@@ -32,7 +32,9 @@ async function acquire(
 ): Promise<{ ticket: LocalGatewayTicket; client: GatewayClient }> {
   const stateDir = freshDir(name);
   stateDirs.push(stateDir);
-  const ticket = await LocalGateway.acquire({ stateDir, lingerMs: 0, pool: {}, ...opts });
+  // Kernels exec'd, not forked: a start then holds its slot for the interpreter's whole boot (about a second), long
+  // enough for the creates queued behind it to be seen waiting, withdrawn or left.
+  const ticket = await LocalGateway.acquire({ stateDir, lingerMs: 0, pool: {}, launcher: 'exec', ...opts });
   tickets.push(ticket);
   return { ticket, client: new GatewayClient(ticket) };
 }

@@ -72,7 +72,7 @@ describe('gateway status lines', () => {
       "  (kernels of isolated kernelspecs are always exec'd)",
     ]);
     expect(launcherLines({ mode: 'exec', launchers: [] })).toEqual([
-      "launchers: none (KERNELWARDEN_LAUNCHER=exec: every kernel is exec'd)",
+      "launchers: none (launcher exec: every kernel is exec'd; KERNELWARDEN_LAUNCHER=fork forks them)",
     ]);
     expect(launcherLines(undefined)).toEqual([]);
     const kernel = { id: 'k', name: 'python3' };

@@ -66,7 +66,8 @@ export function kernelRuntime(k: LocalGatewayStatus['kernels'][number]): string 
 /** The launchers' lines of `gateway status`. */
 export function launcherLines(launcher: LocalGatewayStatus['launcher']): string[] {
   if (!launcher) return [];
-  if (launcher.mode === 'exec') return ["launchers: none (KERNELWARDEN_LAUNCHER=exec: every kernel is exec'd)"];
+  if (launcher.mode === 'exec')
+    return ["launchers: none (launcher exec: every kernel is exec'd; KERNELWARDEN_LAUNCHER=fork forks them)"];
   return [
     `launchers: ${launcher.launchers.length === 0 ? 'none yet' : ''}`,
     ...launcher.launchers.map(

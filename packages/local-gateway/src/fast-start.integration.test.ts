@@ -45,7 +45,7 @@ afterEach(async () => {
 async function acquire(name: string, options: LocalGatewayOptions = {}): Promise<LocalGatewayTicket> {
   const stateDir = freshDir(name);
   stateDirs.push(stateDir);
-  const ticket = await LocalGateway.acquire({ stateDir, lingerMs: 0, pool: {}, ...options });
+  const ticket = await LocalGateway.acquire({ stateDir, lingerMs: 0, pool: {}, launcher: 'fork', ...options });
   tickets.push(ticket);
   return ticket;
 }

@@ -166,26 +166,27 @@ describe('LocalGateway start capacity', () => {
 
   it("a start's wait for its turn in the queue does not count toward its startupTimeoutMs", async () => {
     const { ticket, client } = await acquire('turns', { maxConcurrentStarts: 1 });
-    // A kernelspec whose interpreter starts 20 s late holds the one start slot that long.
+    // A kernelspec whose interpreter starts 12 s late holds the one start slot that long.
     const python = (await client.kernelSpecs()).kernelspecs.python3?.spec;
     expect(python).toBeDefined();
     mkdirSync(join(ticket.kernelSpecDir, 'slow-python'), { recursive: true });
     writeFileSync(
       join(ticket.kernelSpecDir, 'slow-python', 'kernel.json'),
       JSON.stringify({
-        argv: ['sh', '-c', 'sleep 20; exec "$0" "$@"', ...(python?.argv ?? [])],
+        argv: ['sh', '-c', 'sleep 12; exec "$0" "$@"', ...(python?.argv ?? [])],
         display_name: 'slow python',
         language: 'python',
       }),
     );
-    const slow = client.createKernel({ name: 'slow-python' });
+    // Its create is answered once the kernel is up (after the 12 s), so it gets a REST deadline past that.
+    const slow = client.createKernel({ name: 'slow-python' }, { timeoutMs: 90_000 });
     await settle(300);
     const began = performance.now();
     // Its own deadline leaves an exec'd interpreter's boot room on a loaded machine.
-    const kernel = await GatewayKernel.start({ gateway: ticket, startupTimeoutMs: 15_000 });
+    const kernel = await GatewayKernel.start({ gateway: ticket, startupTimeoutMs: 10_000 });
     try {
       // It waited for the slow kernel's turn (longer than its own deadline), then started within it.
-      expect(performance.now() - began).toBeGreaterThan(15_000);
+      expect(performance.now() - began).toBeGreaterThan(10_000);
       expect((await kernel.execute('1 + 1')).status).toBe('ok');
     } finally {
       await kernel.shutdown();

@@ -15,7 +15,7 @@ export const SETTLE_MS = 1_000;
  * on the same server as the socket: past this bound it has missed the message (it joined a restarted kernel's iopub
  * late, say), and the socket's own copies are handed on instead, flagged (`onMissed`).
  */
-export const MISS_GRACE_MS = 3_000;
+export const MISS_GRACE_MS = 10_000;
 /** The most socket copies kept while the journal is the source (the oldest go first, counted as missed). */
 export const MAX_HELD_COPIES = 10_000;
 const RETRY_MIN_MS = 50;

@@ -117,6 +117,14 @@ export class KernelChannel {
     return !this.#closed && !this.#reconnecting && this.#socket?.readyState === OPEN;
   }
 
+  /**
+   * True while kernel iopub messages the socket delivered wait for the journal to hand them on (see
+   * `JournalFeed.holding`): they are not lost, however silent the socket is.
+   */
+  get holdingForJournal(): boolean {
+    return this.#feed?.holding ?? false;
+  }
+
   /** True while a dropped socket is being reopened. */
   get isReconnecting(): boolean {
     return this.#reconnecting;

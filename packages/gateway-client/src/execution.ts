@@ -170,14 +170,18 @@ export class CellExecution {
    * and settles with status `'error'` and, unless it already had an error, `error.ename` `'KernelProtocolError'`.
    */
   markProtocolError(message: string): void {
+    this.markLostMessage(`the kernel sent a malformed message for the cell, which was dropped: ${message}`);
+  }
+
+  /**
+   * Notes that a message of this cell the protocol promises (its request, its reply) was lost on the way, `evalue`
+   * saying which and how it is known: the cell settles as {@link markProtocolError} says.
+   */
+  markLostMessage(evalue: string): void {
     if (this.#protocolError) return;
     this.#protocolError = true;
     this.#status = 'error';
-    this.#error ??= {
-      ename: MISSING_REPLY_ENAME,
-      evalue: `the kernel sent a malformed message for the cell, which was dropped: ${message}`,
-      traceback: [],
-    };
+    this.#error ??= { ename: MISSING_REPLY_ENAME, evalue, traceback: [] };
   }
 
   /** The reconnect's gap was filled from the kernel's journal: no output of this cell was lost across it. */

@@ -2,72 +2,22 @@ import { getEventListeners } from 'node:events';
 import type { ExecuteResult } from '@kernelwarden/core';
 import { InvalidOptionsError } from '@kernelwarden/core';
 import { createMessage, encodeV1, type JupyterMessage } from '@kernelwarden/jupyter-protocol';
-import { FakeWebSocket, type FetchHook, hookFetch, ManualClock } from '@kernelwarden/testkit';
+import { FakeWebSocket, ManualClock } from '@kernelwarden/testkit';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { KernelDiedError, KernelStartError } from './errors.js';
 import type { GatewayClientOptions, WebSocketClass } from './gateway-client.js';
 import { GatewayKernel, type GatewayKernelStartOptions } from './gateway-kernel.js';
+import {
+  BASE,
+  calls,
+  gatewayFetch,
+  json,
+  KernelSocket,
+  lastSocket,
+  settleIo,
+  start,
+} from './gateway-kernel.test-fixture.js';
 import { DEFAULT_REPLY_GRACE_MS } from './gateway-kernel-options.js';
-import { type KernelScript, scriptedKernel } from './kernel-script.test-fixture.js';
-
-const BASE = 'http://127.0.0.1:9999';
-const OPEN = 1;
-
-/** A FakeWebSocket whose "server" is a scripted kernel. */
-class KernelSocket extends FakeWebSocket {
-  static script: KernelScript = {};
-  static failNew = false;
-  readonly kernel = scriptedKernel(KernelSocket.script, (frame) =>
-    queueMicrotask(() => {
-      if (this.readyState === OPEN) this.receive(frame);
-    }),
-  );
-
-  constructor(url: string | URL, protocols?: string | string[], options?: unknown) {
-    super(url, protocols, options);
-    if (KernelSocket.failNew) {
-      FakeWebSocket.autoOpen = false;
-      queueMicrotask(() => this.fail(new Error('connect ECONNREFUSED')));
-    }
-  }
-
-  override send(data: Parameters<FakeWebSocket['send']>[0]): void {
-    super.send(data);
-    if (this.readyState === OPEN) this.kernel.handle(data);
-  }
-}
-
-const json = (body: unknown, status = 200) =>
-  new Response(JSON.stringify(body), { status, headers: { 'Content-Type': 'application/json' } });
-
-type Route = (method: string, url: string, init: RequestInit | undefined) => Response | Promise<Response> | undefined;
-
-function gatewayFetch(kernelId: string, route: Route = () => undefined): FetchHook {
-  return hookFetch((input, init) => {
-    const url = String(input);
-    const method = init?.method ?? 'GET';
-    const routed = route(method, url, init);
-    if (routed) return routed;
-    if (method === 'POST' && url.endsWith('/api/kernels')) return json({ id: kernelId, name: 'python3' }, 201);
-    if (method === 'GET' && url.endsWith(`/api/kernels/${kernelId}`)) return json({ id: kernelId, name: 'python3' });
-    if (method === 'DELETE') return new Response(null, { status: 204 });
-    return new Response(null, { status: 204 });
-  });
-}
-
-function start(extra: Partial<GatewayKernelStartOptions> = {}): Promise<GatewayKernel> {
-  return GatewayKernel.start({
-    gateway: { baseUrl: BASE, token: 'secret-token', WebSocket: KernelSocket as unknown as WebSocketClass },
-    ...extra,
-  });
-}
-
-/** Lets queued microtasks and one round of I/O callbacks (setImmediate) run. */
-const settleIo = () => new Promise<void>((resolve) => setTimeout(resolve, 5));
-
-const lastSocket = () => FakeWebSocket.instances.at(-1) as KernelSocket;
-const calls = (hook: FetchHook, method: string, suffix: string) =>
-  hook.calls.filter((c) => c.method === method && c.url.endsWith(suffix));
 
 beforeEach(() => {
   FakeWebSocket.reset();
@@ -421,6 +371,27 @@ describe('GatewayKernel execution against a scripted kernel', () => {
     controller.abort();
     await expect(execution).resolves.toMatchObject({ status: 'aborted', cancelled: true, timedOut: false });
     expect(calls(hook, 'POST', '/api/kernels/k/interrupt')).toHaveLength(1);
+  });
+
+  it('sends a cell executed while an interrupt is in flight only once the gateway answered the interrupt', async () => {
+    let answer!: () => void;
+    const answered = new Promise<void>((r) => (answer = r));
+    using hook = gatewayFetch('k', (method, url) =>
+      method === 'POST' && url.endsWith('/interrupt')
+        ? answered.then(() => new Response(null, { status: 204 }))
+        : undefined,
+    );
+    await using kernel = await start();
+    const executes = () => lastSocket().kernel.requests.filter((m) => m.header.msg_type === 'execute_request').length;
+    const interrupted = kernel.interrupt();
+    const execution = kernel.execute('after');
+    await settleIo();
+    expect(calls(hook, 'POST', '/api/kernels/k/interrupt')).toHaveLength(1);
+    expect(executes()).toBe(0);
+    answer();
+    await expect(interrupted).resolves.toEqual({ delivered: true });
+    await expect(execution).resolves.toMatchObject({ status: 'ok' });
+    expect(executes()).toBe(1);
   });
 
   it('leaves no abort listener behind on a long-lived signal after 10,000 executions', async () => {

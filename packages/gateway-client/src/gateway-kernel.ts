@@ -270,12 +270,15 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
 
   /**
    * Asks the gateway to interrupt the kernel (`POST …/interrupt`); `delivered` says whether the gateway accepted.
-   * Never throws, except with the signal's reason when `signal` aborts.
+   * Requests made meanwhile are sent once the gateway answered: an interrupt meant for the cell running now never
+   * lands on a cell `execute()`d after it. Never throws, except with the signal's reason when `signal` aborts.
    */
   async interrupt(opts: { signal?: AbortSignal } = {}): Promise<{ delivered: boolean }> {
     if (!this.#alive) return { delivered: false };
     try {
-      await this.client.interruptKernel(this.id, { signal: opts.signal });
+      const request = this.client.interruptKernel(this.id, { signal: opts.signal });
+      this.#gate.hold(request);
+      await request;
       return { delivered: true };
     } catch {
       if (opts.signal?.aborted) throw opts.signal.reason;

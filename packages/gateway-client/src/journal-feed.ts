@@ -88,6 +88,14 @@ export class JournalFeed {
   }
 
   /**
+   * The socket delivered kernel iopub messages the journal has not handed on yet: they are on their way (from the
+   * journal, or from the socket's copies once `MISS_GRACE_MS` passed), so a silent socket does not mean they are lost.
+   */
+  get holding(): boolean {
+    return this.#active && this.#held.size > 0;
+  }
+
+  /**
    * The socket dropped: reads the journal from the message after `lastIopubId` (the last kernel iopub message handed
    * on; from the journal's start when none was) until the socket can take over again, or `signal` aborts.
    */

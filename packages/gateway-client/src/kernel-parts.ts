@@ -81,7 +81,12 @@ export function assembleKernelParts(
     idleGraceMs: opts.idleGraceMs,
     replyGraceMs: opts.replyGraceMs,
     sequence: host.sequence,
-    socket: { received: () => channel.received, listening: () => channel.isOpen && !restarts.recovering },
+    // Silence means something was lost only while the socket is open, no restart is recovered from, and no message
+    // the socket delivered waits for the journal to hand it on.
+    socket: {
+      received: () => channel.received,
+      listening: () => channel.isOpen && !restarts.recovering && !channel.holdingForJournal,
+    },
     onGraceSettled: () => {
       if (cells.size === 0 && host.status() === 'busy') host.setStatus('idle');
     },

@@ -148,7 +148,7 @@ describe('PendingCells', () => {
     const settled = await a.result;
     expect(settled.status).toBe('error');
     expect(settled.error?.ename).toBe('KernelProtocolError');
-    expect(settled.error?.evalue).toContain('execute_request was lost');
+    expect(settled.error?.evalue).toMatch(/^its execute_request was lost across a reconnect/);
     expect(settled.outputDropped).toBe(true);
   });
 

@@ -137,7 +137,7 @@ export class PendingCells {
           else this.#awaitFirstMessage(cell, graceMs);
           return;
         }
-        cell.markProtocolError(
+        cell.markLostMessage(
           `its execute_reply was lost across a reconnect of the channels socket (the kernel answered a kernel_info_request sent after it, and no reply came within ${graceMs} ms)`,
         );
         cell.markDropped();
@@ -163,7 +163,7 @@ export class PendingCells {
         cell.endReplyWait();
         return;
       }
-      cell.markProtocolError(
+      cell.markLostMessage(
         `its execute_request was lost across a reconnect of the channels socket (the kernel answered a kernel_info_request sent after it, and nothing of the cell came within ${2 * graceMs} ms)`,
       );
       cell.markDropped();

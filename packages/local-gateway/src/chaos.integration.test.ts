@@ -94,8 +94,32 @@ function exact(kind: Kind, session: number, cell: number, r: ExecuteResult): boo
 
 type Outcome = { result: ExecuteResult } | { error: unknown } | { hung: true };
 
-/** The outcomes a fault allows: the exact result always (the fault may land after the cell ended), and … */
-function allowed(cell: PlannedCell, session: number, index: number, outcome: Outcome, afterKill: boolean): boolean {
+/**
+ * Whether the outcome is what a cut socket allows: reconnected and replayed, and what the server wrote to the dead
+ * socket before it noticed the cut (or what the client wrote into it) lost — the cell then ends as a missing reply
+ * (with outputDropped, after the reconnect's kernel_info probe; it may or may not have run), or with some output
+ * missing and outputDropped saying so — never as a wrong result passed off as whole.
+ */
+function cutAllows(kind: Kind, outcome: Outcome): boolean {
+  return (
+    'result' in outcome &&
+    ((outcome.result.status === 'error' && outcome.result.error?.ename === MISSING_REPLY_ENAME) ||
+      (outcome.result.outputDropped === true && outcome.result.status === (kind === 'raise' ? 'error' : 'ok')))
+  );
+}
+
+/**
+ * The outcomes a fault allows: the exact result always (the fault may land after the cell ended), and … A fault that
+ * fired as the previous cell ended can land on this one: a kill (`after.kill`), or a cut the client had not noticed
+ * yet when this cell's request went into the dead socket (`after.cut`).
+ */
+function allowed(
+  cell: PlannedCell,
+  session: number,
+  index: number,
+  outcome: Outcome,
+  after: { kill: boolean; cut: boolean },
+): boolean {
   if ('hung' in outcome) return false;
   if ('result' in outcome && exact(cell.kind, session, index, outcome.result)) return true;
   const died =
@@ -105,20 +129,13 @@ function allowed(cell: PlannedCell, session: number, index: number, outcome: Out
   // Right after a kill, the server's restart may still be under way: the cell can meet it (a restart reported late,
   // or SIGINT reaching an interpreter still booting, which ends it as in any Jupyter client). It then fails as a
   // death — never as a wrong or partial success.
-  if (died && afterKill) return true;
+  if (died && after.kill) return true;
+  if (after.cut && cutAllows(cell.kind, outcome)) return true;
   switch (cell.fault) {
     case 'none':
       return false;
     case 'cut':
-      // A cut socket is reconnected and what the server buffered replayed. Messages the server wrote to the dead
-      // socket before it noticed the cut are lost: the cell may then end as a missing reply (it may or may not have
-      // run; after the reconnect's kernel_info probe, with outputDropped), or with some output missing and
-      // outputDropped saying so — never as a wrong result passed off as whole.
-      return (
-        'result' in outcome &&
-        ((outcome.result.status === 'error' && outcome.result.error?.ename === MISSING_REPLY_ENAME) ||
-          (outcome.result.outputDropped === true && outcome.result.status === (cell.kind === 'raise' ? 'error' : 'ok')))
-      );
+      return cutAllows(cell.kind, outcome);
     case 'kill':
       // The interpreter died under the cell.
       return died;
@@ -182,13 +199,19 @@ describe(`chaos on the real stack (seed ${SEED}; replay with KERNELWARDEN_CHAOS_
           const trail: string[] = [];
           const note = (what: string) => trail.push(`${Math.round(performance.now() - began)} ms ${what}`);
           kernel.on('status', ({ status }) => note(`status ${status}`));
-          kernel.on('reconnecting', ({ attempt }) => note(`reconnecting (attempt ${attempt})`));
+          // A cut the client has not noticed yet: a request sent meanwhile goes into the dead socket.
+          let cutUnseen = false;
+          kernel.on('reconnecting', ({ attempt }) => {
+            cutUnseen = false;
+            note(`reconnecting (attempt ${attempt})`);
+          });
           kernel.on('reconnected', () => note('reconnected'));
           kernel.on('connection-lost', ({ error }) => note(`connection lost: ${error.message}`));
           let afterKill = false;
           try {
             for (const [index, cell] of planned.entries()) {
               counts[cell.fault]++;
+              const sentIntoCut = cutUnseen;
               const running = kernel.execute(code(cell.kind, session, index), {
                 ...(cell.fault === 'timeout' ? { timeoutMs: TIMEOUT_MS } : {}),
               });
@@ -196,8 +219,10 @@ describe(`chaos on the real stack (seed ${SEED}; replay with KERNELWARDEN_CHAOS_
               const fault = setTimeout(() => {
                 note(`fault ${cell.fault}`);
                 if (cell.fault === 'kill') ticket.processes.kill(kernel.id);
-                else if (cell.fault === 'cut') proxy.cut(kernel.id);
-                else if (cell.fault === 'interrupt') void kernel.interrupt().catch(() => {});
+                else if (cell.fault === 'cut') {
+                  cutUnseen = true;
+                  proxy.cut(kernel.id);
+                } else if (cell.fault === 'interrupt') void kernel.interrupt().catch(() => {});
               }, cell.delayMs);
               let bound: NodeJS.Timeout | undefined;
               const outcome: Outcome = await Promise.race([
@@ -212,9 +237,9 @@ describe(`chaos on the real stack (seed ${SEED}; replay with KERNELWARDEN_CHAOS_
               clearTimeout(bound);
               clearTimeout(fault);
               const died = 'error' in outcome && KernelDiedError.isInstance(outcome.error);
-              if (!allowed(cell, session, index, outcome, afterKill)) {
+              if (!allowed(cell, session, index, outcome, { kill: afterKill, cut: sentIntoCut })) {
                 wrong.push(
-                  `seed ${SEED} session ${session} cell ${index} (${cell.kind}, fault ${cell.fault} at ${cell.delayMs} ms): ${describeOutcome(outcome)}${'hung' in outcome ? `\n    ${trail.slice(-25).join('\n    ')}` : ''}`,
+                  `seed ${SEED} session ${session} cell ${index} (${cell.kind}, fault ${cell.fault} at ${cell.delayMs} ms): ${describeOutcome(outcome)}\n    ${trail.slice(-25).join('\n    ')}`,
                 );
               }
               // A kill may land as the cell ends: later cells can still meet the restart, until one is answered by the

@@ -13,25 +13,26 @@ with `wait_for_msg_id=<msg id>&wait_ms=<n>` (at most 10 s) to answer only once t
 answered as JSON {kernel_id, last, lost, more, held, entries: [{n: [generation, seq], msg}], complete?}; `lost` is
 null or {from, to} (numbers, inclusive) that fell out of retention; `more` says the answer stopped at `max_bytes`
 (default 4 MiB) and the next read continues after the last entry; `held` is {entries, bytes}, what the journal keeps
-now. A create or restart of a kernel is answered once the journal's subscription hears the (new) kernel process, so
-that no message bound for a client passes the journal by. The kernel model says the journal is there:
+now. A create or restart of a kernel is answered once the journal's subscription hears the (new) kernel process, and a
+channels WebSocket to a kernel the server restarted on its own (its auto-restart, after the process died) opens once
+the journal heard the new process: no message bound for a client passes the journal by. The kernel model says the
+journal is there:
 `kernelwarden_journal: {version, max_bytes, max_age_ms}`.
 """
 
 import asyncio
-import hmac
 import json
 import time
 
-import zmq
 from jupyter_server.auth import authorized
 from jupyter_server.base.handlers import APIHandler
 from jupyter_server.services.kernels.handlers import _kernel_id_regex
 from jupyter_server.utils import ensure_async, url_path_join
 from tornado import web
-from tornado.ioloop import IOLoop, PeriodicCallback
+from tornado.ioloop import PeriodicCallback
 
 from .journal import Journal
+from .recorder import CHANNELS_WAIT_S, Recorder
 
 try:
     from jupyter_client.jsonutil import json_default
@@ -42,117 +43,6 @@ VERSION = 1
 DEFAULT_PAGE_BYTES = 4 * 1024 * 1024
 SWEEP_MS = 10_000
 MAX_WAIT_S = 10.0
-DELIMITER = b"<IDS|MSG>"
-# The most messages recorded in one turn of the event loop: a flood does not starve the server's other work.
-BATCH = 1000
-# How long a start or restart waits for the journal's subscription to hear the kernel (nudged with kernel_info).
-SUBSCRIBE_WAIT_S = 30.0
-NUDGE_FIRST_S = 0.1
-NUDGE_MAX_S = 1.0
-# How soon the subscription reconnects to a kernel whose process was replaced (an auto-restart binds the same ipc
-# paths): ZMQ's default is 100-200 ms, and a forked kernel serves its first request well within that, so the journal
-# would miss what the new process sent before it got through. Reconnecting on ipc is cheap.
-RECONNECT_MS = 5
-
-
-class Recorder:
-    """One kernel's subscription to its iopub, feeding its journal: a SUB socket of its own, drained in batches on the
-    server's event loop, each message kept as the kernel's frames (signature checked, header read, nothing else)."""
-
-    def __init__(self, kernel, journal, log, kernel_id):
-        self.kernel = kernel
-        self.journal = journal
-        self.log = log
-        self.kernel_id = kernel_id
-        self.session = kernel.session
-        self.heard = 0
-        self.closed = False
-        # Set (and replaced) each time messages were recorded: what a long poll waits on.
-        self.changed = asyncio.Event()
-        self.socket = zmq.Context.instance().socket(zmq.SUB)
-        self.socket.linger = 0
-        self.socket.reconnect_ivl = RECONNECT_MS
-        self.socket.setsockopt(zmq.SUBSCRIBE, b"")
-        self.socket.connect(kernel._make_url("iopub"))
-        self.loop = IOLoop.current()
-        self.loop.add_handler(self.socket, self.drain, IOLoop.READ)
-        self.loop.add_callback(self.drain)
-
-    def drain(self, *_):
-        if self.closed:
-            return
-        socket = self.socket
-        heard = self.heard
-        try:
-            for _ in range(BATCH):
-                try:
-                    parts = socket.recv_multipart(zmq.NOBLOCK)
-                except zmq.Again:
-                    return
-                except zmq.ZMQError as error:
-                    self.log.warning("kernelwarden journal of %s: iopub read failed (%s)", self.kernel_id, error)
-                    return
-                self.record(parts)
-            self.loop.add_callback(self.drain)
-        finally:
-            if self.heard != heard:
-                changed, self.changed = self.changed, asyncio.Event()
-                changed.set()
-
-    def record(self, parts):
-        try:
-            at = parts.index(DELIMITER)
-            signature = parts[at + 1]
-            frames = tuple(parts[at + 2 :])
-            if len(frames) < 4:
-                raise ValueError("%d frames" % len(frames))
-            if self.session.auth is not None and not hmac.compare_digest(self.session.sign(frames[:4]), signature):
-                raise ValueError("bad signature")
-            header = json.loads(frames[0])
-            parent = json.loads(frames[1]) if len(frames[1]) > 2 else {}
-            msg_type = header.get("msg_type")
-            idle = (
-                msg_type == "status" and b"idle" in frames[3] and json.loads(frames[3]).get("execution_state") == "idle"
-            )
-        except Exception as error:  # a message the server itself could not read either
-            self.log.warning("kernelwarden journal of %s: unreadable iopub message (%s)", self.kernel_id, error)
-            return
-        self.heard += 1
-        self.journal.append(header.get("msg_id"), msg_type, parent.get("msg_id"), header.get("session"), frames, idle)
-
-    async def until(self, heard, alive, timeout=SUBSCRIBE_WAIT_S):
-        """Nudges the kernel with kernel_info_requests (on a shell socket of its own, at growing intervals) until
-        `heard()`: the subscription is through, and nothing the kernel sends from here on passes the journal by. Stops
-        early when `await alive()` is false (the kernel died or went)."""
-        deadline = time.monotonic() + timeout
-        shell = None
-        pause = NUDGE_FIRST_S
-        try:
-            while not heard() and not self.closed and time.monotonic() < deadline and await alive():
-                if shell is None:
-                    shell = zmq.Context.instance().socket(zmq.DEALER)
-                    shell.linger = 0
-                    shell.connect(self.kernel._make_url("shell"))
-                self.session.send(shell, "kernel_info_request")
-                waited = 0.0
-                while waited < pause and not heard():
-                    await asyncio.sleep(0.02)
-                    waited += 0.02
-                pause = min(NUDGE_MAX_S, pause * 2)
-        finally:
-            if shell is not None:
-                shell.close(linger=0)
-
-    def close(self):
-        if self.closed:
-            return
-        self.closed = True
-        self.changed.set()
-        try:
-            self.loop.remove_handler(self.socket)
-        except Exception:
-            pass
-        self.socket.close(linger=0)
 
 
 class KernelJournals:
@@ -305,6 +195,47 @@ class JournalHandler(APIHandler):
         self.finish(head[:-1].encode() + b', "entries": [' + b",".join(texts) + b"]}")
 
 
+def _channels_handlers():
+    """The classes that serve `/api/kernels/<id>/channels` on this jupyter-server (1.x and 2.x differ)."""
+    classes = []
+    try:
+        from jupyter_server.services.kernels.websocket import KernelWebsocketHandler
+
+        classes.append(KernelWebsocketHandler)
+    except ImportError:
+        pass
+    try:
+        from jupyter_server.services.kernels.handlers import ZMQChannelsHandler
+
+        classes.append(ZMQChannelsHandler)
+    except ImportError:
+        pass
+    return classes
+
+
+# What a channels WebSocket waits on before it opens (the loaded extension's; see _gate_channels).
+_channels_wait = None
+
+
+def _gate_channels(wait):
+    """Makes every channels WebSocket await `wait(kernel_id)` once jupyter-server prepared it (the kernel is ready and
+    answered its kernel_info), before it opens."""
+    global _channels_wait
+    _channels_wait = wait
+    for handler in _channels_handlers():
+        if getattr(handler, "_kernelwarden_gated", False):
+            continue
+        original = handler.pre_get
+
+        async def pre_get(self, _original=original):
+            await _original(self)
+            if _channels_wait is not None:
+                await _channels_wait(self.kernel_id)
+
+        handler.pre_get = pre_get
+        handler._kernelwarden_gated = True
+
+
 def _load_jupyter_server_extension(serverapp):
     from . import settings as current
 
@@ -313,6 +244,7 @@ def _load_jupyter_server_extension(serverapp):
     if journals is not None:
         journals.close_all()
         journals = None
+    _gate_channels(None)
     if not current.journal_enabled:
         current.extension_loaded()
         return
@@ -340,8 +272,10 @@ def _load_jupyter_server_extension(serverapp):
         except Exception as error:
             serverapp.log.warning("kernelwarden journal of %s not opened (%s)", kernel_id, error)
         else:
+            # The server's auto-restart replaces the process: the journal hears the new one before a socket opens to it.
+            km.add_restart_callback(kernel_id, recorder.replacing, "restart")
             # The create is answered once the journal hears the kernel: no message to a client passes it by.
-            await recorder.until(lambda: recorder.heard > 0, alive(kernel_id))
+            await recorder.until(recorder.hears_current, alive(kernel_id))
         mine.sweep()
         return kernel_id
 
@@ -351,12 +285,12 @@ def _load_jupyter_server_extension(serverapp):
 
     async def restart_kernel_with_journal(kernel_id, *args, **kwargs):
         recorder = mine.recorders.get(kernel_id)
-        before = recorder.journal.session if recorder is not None else None
+        if recorder is not None:
+            recorder.replacing()
         result = await ensure_async(restart_kernel(kernel_id, *args, **kwargs))
         if recorder is not None:
             # The new process's messages (a new session) reach the journal before the restart is answered.
-            journal = recorder.journal
-            await recorder.until(lambda: journal.session not in (None, before), alive(kernel_id))
+            await recorder.until(recorder.hears_current, alive(kernel_id))
         return result
 
     km.restart_kernel = restart_kernel_with_journal
@@ -374,6 +308,13 @@ def _load_jupyter_server_extension(serverapp):
         return model
 
     km.kernel_model = kernel_model_with_journal
+
+    async def channels_after_journal(kernel_id):
+        recorder = mine.recorders.get(kernel_id)
+        if recorder is not None and not recorder.hears_current():
+            await recorder.until(recorder.hears_current, alive(kernel_id), timeout=CHANNELS_WAIT_S)
+
+    _gate_channels(channels_after_journal)
     PeriodicCallback(mine.sweep, SWEEP_MS).start()
     pattern = url_path_join(serverapp.base_url, r"/api/kernels/%s/journal" % _kernel_id_regex)
     serverapp.web_app.add_handlers(".*$", [(pattern, JournalHandler)])

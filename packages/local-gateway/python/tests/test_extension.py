@@ -3,6 +3,7 @@ import json
 import pytest
 
 from kernelwarden_gateway import extension
+from kernelwarden_gateway import recorder as recorder_module
 from kernelwarden_gateway.journal import Journal
 
 
@@ -90,7 +91,7 @@ def test_a_recorder_drains_a_kernels_iopub_in_batches_and_keeps_its_signed_frame
 
     async def run():
         journal = Journal()
-        recorder = extension.Recorder(kernel, journal, Log(), "k")
+        recorder = recorder_module.Recorder(kernel, journal, Log(), "k")
         try:
             sent = 0
             # Nudge until the subscription is through (as `until` does with kernel_info requests).
@@ -140,9 +141,9 @@ def test_a_recorder_rejoins_a_kernel_whose_process_was_replaced_at_once(tmp_path
         pub = context.socket(zmq.PUB)
         pub.bind(url)
         journal = Journal()
-        recorder = extension.Recorder(kernel, journal, Log(), "k")
+        recorder = recorder_module.Recorder(kernel, journal, Log(), "k")
         try:
-            assert recorder.socket.reconnect_ivl == extension.RECONNECT_MS < 100
+            assert recorder.socket.reconnect_ivl == recorder_module.RECONNECT_MS < 100
             for _ in range(500):
                 if recorder.heard:
                     break
@@ -166,6 +167,60 @@ def test_a_recorder_rejoins_a_kernel_whose_process_was_replaced_at_once(tmp_path
             pub.close(linger=0)
 
     asyncio.run(run())
+
+
+def test_a_replaced_process_is_heard_only_once_the_journal_recorded_a_message_of_another_session():
+    journal = Journal()
+    recorder = object.__new__(recorder_module.Recorder)
+    recorder.journal = journal
+    recorder.replaced_session = None
+    assert not recorder.hears_current()
+    journal.append("m1", "status", None, "old", (b"{}", b"{}", b"{}", b"{}"))
+    assert recorder.hears_current()
+    recorder.replacing()  # the server's auto-restart begins
+    assert not recorder.hears_current()
+    journal.append("m2", "status", None, "old", (b"{}", b"{}", b"{}", b"{}"))
+    assert not recorder.hears_current()
+    journal.append("m3", "status", None, "new", (b"{}", b"{}", b"{}", b"{}"))
+    assert recorder.hears_current()
+
+
+def test_the_channels_handler_this_server_routes_opens_only_after_the_journal_wait(monkeypatch):
+    import asyncio
+    import importlib
+
+    routed = set()
+    for name in ("jupyter_server.services.kernels.websocket", "jupyter_server.services.kernels.handlers"):
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        routed |= {entry[1] for entry in getattr(module, "default_handlers", []) if "channels" in entry[0]}
+    assert routed and routed <= set(extension._channels_handlers())
+
+    order = []
+
+    class Handler:
+        kernel_id = "k1"
+
+        async def pre_get(self):
+            order.append("prepared")
+
+    async def wait(kernel_id):
+        order.append("journal heard " + kernel_id)
+
+    monkeypatch.setattr(extension, "_channels_handlers", lambda: [Handler])
+    try:
+        extension._gate_channels(wait)
+        extension._gate_channels(wait)  # a second load wraps nothing twice
+        asyncio.run(Handler().pre_get())
+        assert order == ["prepared", "journal heard k1"]
+        extension._gate_channels(None)  # a server without journals: the socket opens as jupyter-server opens it
+        order.clear()
+        asyncio.run(Handler().pre_get())
+        assert order == ["prepared"]
+    finally:
+        extension._gate_channels(None)
 
 
 class Log:

@@ -1,0 +1,85 @@
+import { encodeV1, type JupyterMessage } from '@kernelwarden/jupyter-protocol';
+import { FakeWebSocket } from '@kernelwarden/testkit';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { gatewayFetch, json, KernelSocket, lastSocket, start } from './gateway-kernel.test-fixture.js';
+import type { KernelJournalPage } from './kernel-journal.js';
+
+beforeEach(() => {
+  FakeWebSocket.reset();
+  KernelSocket.script = {};
+  KernelSocket.failNew = false;
+});
+afterEach(() => {
+  FakeWebSocket.reset();
+});
+
+const JOURNAL = { version: 1, max_bytes: 1 << 20, max_age_ms: 60_000 };
+
+/** A kernel iopub message of the cell `request`, as the kernel sent it (its own session). */
+function kernelMessage(request: JupyterMessage, id: string, type: string, content: Record<string, unknown>) {
+  return {
+    channel: 'iopub',
+    header: { ...request.header, session: 'kernel-session', msg_id: id, msg_type: type },
+    parent_header: request.header,
+    metadata: {},
+    content,
+    buffers: [],
+  } as unknown as JupyterMessage;
+}
+
+describe('GatewayKernel resuming from the kernel journal', () => {
+  it('waits for the journal to hand on what the socket delivered, past every grace, and settles the cell whole', async () => {
+    let request!: (req: JupyterMessage) => void;
+    const sent = new Promise<JupyterMessage>((r) => (request = r));
+    // The journal, behind the socket: it holds the cell's messages only once `catchUp()` is called.
+    let held: KernelJournalPage['entries'] = [];
+    let catchUp!: () => void;
+    let caughtUp = new Promise<void>((r) => (catchUp = r));
+    const reads: string[] = [];
+    using _hook = gatewayFetch('k', (method, url) => {
+      if (method === 'POST' && url.endsWith('/api/kernels'))
+        return json({ id: 'k', name: 'python3', kernelwarden_journal: JOURNAL }, 201);
+      if (method === 'GET' && url.endsWith('/api/kernels/k'))
+        return json({ id: 'k', name: 'python3', kernelwarden_journal: JOURNAL });
+      if (method !== 'GET' || !url.includes('/api/kernels/k/journal')) return undefined;
+      reads.push(new URL(url).search);
+      const answer = () => {
+        const body = { kernel_id: 'k', last: [1, 1 + held.length], lost: null, more: false, entries: held.splice(0) };
+        return json(body);
+      };
+      // A long poll: answered as soon as the journal holds something, or after a short wait with nothing.
+      return Promise.race([held.length > 0 ? undefined : caughtUp, new Promise((r) => setTimeout(r, 20))]).then(answer);
+    });
+    // Only the start's handshake publishes status (each socket has a scripted kernel of its own); the reconnect's
+    // probe is answered on shell alone.
+    let infos = 0;
+    KernelSocket.script = { execute: (req) => request(req), kernelInfoStatus: () => ++infos === 1 };
+    await using kernel = await start({
+      reconnect: { initialDelayMs: 1 },
+      replyGraceMs: 50,
+      idleGraceMs: 50,
+      resumeFromJournal: true,
+    });
+    const execution = kernel.execute('print("late")');
+    const req = await sent;
+    // The socket is cut before anything of the cell came; its reply never comes.
+    const reconnected = new Promise<void>((r) => kernel.on('reconnected', () => r()));
+    lastSocket().serverClose(1006);
+    await reconnected;
+    const messages = [
+      kernelMessage(req, 'busy-1', 'status', { execution_state: 'busy' }),
+      kernelMessage(req, 'out-1', 'stream', { name: 'stdout', text: 'late\n' }),
+      kernelMessage(req, 'idle-1', 'status', { execution_state: 'idle' }),
+    ];
+    // The new socket delivers them; the journal, the source after a cut, has them only later.
+    for (const msg of messages) lastSocket().receive(encodeV1(msg));
+    await new Promise((r) => setTimeout(r, 400));
+    expect(reads.length).toBeGreaterThan(0);
+    held = messages.map((msg, i) => ({ n: [1, 2 + i] as [number, number], msg: msg as never }));
+    catchUp();
+    caughtUp = new Promise<void>(() => {});
+    const result = await execution;
+    expect(result).toMatchObject({ status: 'ok', stdout: 'late\n' });
+    expect(result.outputDropped).toBeUndefined();
+  });
+});

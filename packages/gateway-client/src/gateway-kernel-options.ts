@@ -58,10 +58,10 @@ export const DEFAULT_IDLE_GRACE_MS = 5000;
  */
 export const DEFAULT_REPLY_GRACE_MS = 3000;
 /**
- * A dropped socket is resumed from the kernel's journal only when asked for: resuming races with cells whose request
- * went with the cut socket and with a kernel the server restarts on its own (see the README's journal section).
+ * A dropped socket is resumed from the kernel's journal whenever the kernel's server keeps one (the embedded gateway);
+ * on any other server it is resumed as that server replays (see the README's journal section).
  */
-export const DEFAULT_RESUME_FROM_JOURNAL = false;
+export const DEFAULT_RESUME_FROM_JOURNAL = true;
 /** `stop_on_error` is off: each cell stands alone. */
 export const DEFAULT_STOP_ON_ERROR = false;
 /** `POST /api/kernels` attempts while it answers 5xx. */
@@ -190,7 +190,8 @@ export interface GatewayKernelStartOptions {
   /**
    * On a server that keeps a journal of the kernel (the embedded gateway), read the kernel's iopub from it from the
    * moment the channels socket drops until the reopened socket can take over: every message once, in order, nothing
-   * dropped. Off, a drop is resumed as on any server (what the server could not replay is flagged `outputDropped`).
+   * dropped. Off (and on a server without a journal), a drop is resumed as the server replays (what it could not
+   * replay is flagged `outputDropped`).
    * @defaultValue {@link DEFAULT_RESUME_FROM_JOURNAL}
    */
   resumeFromJournal?: boolean;

@@ -159,7 +159,7 @@ function describeOutcome(outcome: Outcome): string {
     return `rejected ${e.name}${e.reason ? ` (${e.reason})` : ''}: ${e.message}`;
   }
   const r = outcome.result;
-  return `status ${r.status}${r.error ? ` ${r.error.ename}: ${r.error.evalue}` : ''}, timedOut ${r.timedOut}, stdout ${r.stdout.length} B`;
+  return `status ${r.status}${r.error ? ` ${r.error.ename}: ${r.error.evalue}` : ''}, timedOut ${r.timedOut}, outputDropped ${r.outputDropped === true}, stdout ${r.stdout.length} B, outputs ${r.outputs.map((o) => o.type).join(',')}`;
 }
 
 const tickets: LocalGatewayTicket[] = [];
@@ -199,6 +199,10 @@ describe(`chaos on the real stack (seed ${SEED}; replay with KERNELWARDEN_CHAOS_
           const trail: string[] = [];
           const note = (what: string) => trail.push(`${Math.round(performance.now() - began)} ms ${what}`);
           kernel.on('status', ({ status }) => note(`status ${status}`));
+          kernel.on('execute-request', ({ msgId }) => note(`execute_request ${msgId.slice(0, 8)} sent`));
+          kernel.on('output-dropped', () => note('output dropped'));
+          kernel.on('journal-lost', ({ from, to }) => note(`journal lost ${from.join('.')}-${to.join('.')}`));
+          kernel.on('protocol-error', ({ error }) => note(`protocol error: ${error.message}`));
           // A cut the client has not noticed yet: a request sent meanwhile goes into the dead socket.
           let cutUnseen = false;
           kernel.on('reconnecting', ({ attempt }) => {
@@ -239,7 +243,7 @@ describe(`chaos on the real stack (seed ${SEED}; replay with KERNELWARDEN_CHAOS_
               const died = 'error' in outcome && KernelDiedError.isInstance(outcome.error);
               if (!allowed(cell, session, index, outcome, { kill: afterKill, cut: sentIntoCut })) {
                 wrong.push(
-                  `seed ${SEED} session ${session} cell ${index} (${cell.kind}, fault ${cell.fault} at ${cell.delayMs} ms): ${describeOutcome(outcome)}\n    ${trail.slice(-25).join('\n    ')}`,
+                  `seed ${SEED} session ${session} cell ${index} (${cell.kind}, fault ${cell.fault} at ${cell.delayMs} ms): ${describeOutcome(outcome)}\n    ${trail.slice(-40).join('\n    ')}`,
                 );
               }
               // A kill may land as the cell ends: later cells can still meet the restart, until one is answered by the

@@ -27,7 +27,7 @@ function kernelMessage(request: JupyterMessage, id: string, type: string, conten
   } as unknown as JupyterMessage;
 }
 
-describe('GatewayKernel resuming from the kernel journal', () => {
+describe('GatewayKernel resuming from the kernel journal (a server that offers one)', () => {
   it('waits for the journal to hand on what the socket delivered, past every grace, and settles the cell whole', async () => {
     let request!: (req: JupyterMessage) => void;
     const sent = new Promise<JupyterMessage>((r) => (request = r));
@@ -58,7 +58,6 @@ describe('GatewayKernel resuming from the kernel journal', () => {
       reconnect: { initialDelayMs: 1 },
       replyGraceMs: 50,
       idleGraceMs: 50,
-      resumeFromJournal: true,
     });
     const execution = kernel.execute('print("late")');
     const req = await sent;
@@ -81,5 +80,41 @@ describe('GatewayKernel resuming from the kernel journal', () => {
     const result = await execution;
     expect(result).toMatchObject({ status: 'ok', stdout: 'late\n' });
     expect(result.outputDropped).toBeUndefined();
+  });
+});
+
+describe('GatewayKernel with resumeFromJournal: false', () => {
+  it('never reads the journal: a cut is resumed from the socket, and what went with it is flagged', async () => {
+    let request!: (req: JupyterMessage) => void;
+    const sent = new Promise<JupyterMessage>((r) => (request = r));
+    const reads: string[] = [];
+    using _hook = gatewayFetch('k', (method, url) => {
+      if (method === 'POST' && url.endsWith('/api/kernels'))
+        return json({ id: 'k', name: 'python3', kernelwarden_journal: JOURNAL }, 201);
+      if (method === 'GET' && url.endsWith('/api/kernels/k'))
+        return json({ id: 'k', name: 'python3', kernelwarden_journal: JOURNAL });
+      if (url.includes('/journal')) reads.push(url);
+      return undefined;
+    });
+    let infos = 0;
+    KernelSocket.script = { execute: (req) => request(req), kernelInfoStatus: () => ++infos === 1 };
+    await using kernel = await start({
+      reconnect: { initialDelayMs: 1 },
+      replyGraceMs: 50,
+      idleGraceMs: 50,
+      resumeFromJournal: false,
+    });
+    const execution = kernel.execute('print("late")');
+    const req = await sent;
+    const reconnected = new Promise<void>((r) => kernel.on('reconnected', () => r()));
+    lastSocket().serverClose(1006);
+    await reconnected;
+    // The server replays what it buffered: the output and the idle, not the reply.
+    lastSocket().receive(encodeV1(kernelMessage(req, 'out-1', 'stream', { name: 'stdout', text: 'late\n' })));
+    lastSocket().receive(encodeV1(kernelMessage(req, 'idle-1', 'status', { execution_state: 'idle' })));
+    const result = await execution;
+    expect(reads).toEqual([]);
+    expect(result.stdout).toBe('late\n');
+    expect(result.outputDropped).toBe(true);
   });
 });

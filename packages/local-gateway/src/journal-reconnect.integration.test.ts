@@ -48,7 +48,7 @@ describe('a socket cut mid-cell on the embedded gateway', () => {
     const proxy = await cuttableProxy(Number(new URL(ticket.baseUrl).port));
     try {
       const client = new GatewayClient({ baseUrl: proxy.baseUrl, token: ticket.token, ownership: ticket.ownership });
-      await using kernel = await GatewayKernel.start({ gateway: client, resumeFromJournal: true });
+      await using kernel = await GatewayKernel.start({ gateway: client });
       let reconnected = 0;
       kernel.on('reconnected', () => {
         reconnected++;
@@ -86,7 +86,6 @@ describe('a socket cut mid-cell on the embedded gateway', () => {
     try {
       const client = new GatewayClient({ baseUrl: proxy.baseUrl, token: ticket.token, ownership: ticket.ownership });
       await using kernel = await GatewayKernel.start({
-        resumeFromJournal: true,
         gateway: client,
         reconnect: { attempts: 20, initialDelayMs: 20, maxDelayMs: 500 },
       });
@@ -208,7 +207,7 @@ describe('a socket cut mid-cell when the journal no longer holds what it missed'
         ownership: ticket.ownership,
         fetch: slowJournal,
       });
-      await using kernel = await GatewayKernel.start({ gateway: client, resumeFromJournal: true });
+      await using kernel = await GatewayKernel.start({ gateway: client });
       const losses: { from: [number, number]; to: [number, number] }[] = [];
       kernel.on('journal-lost', (event) => {
         losses.push(event);

@@ -44,22 +44,40 @@ function fakeWorld(wanted: Record<string, number>) {
 }
 
 describe('poolKeeper', () => {
-  it('starts one kernel at a time per kernelspec and puts it into the pool only once it answered', async () => {
+  it('starts every missing kernel of a kernelspec at once and puts each into the pool only once it answered', async () => {
     const f = fakeWorld({ python3: 2 });
     const keeper = poolKeeper(f.world);
     keeper.tick();
     keeper.tick();
-    expect(f.starts.map((s) => s.kernelName)).toEqual(['python3']);
+    expect(f.starts.map((s) => s.kernelName)).toEqual(['python3', 'python3']);
     expect(f.world.ready('python3')).toEqual([]);
-    f.starts[0]?.resolve(f.id());
-    await keeper.settled();
+    f.starts[1]?.resolve(f.id());
+    await new Promise((resolve) => setTimeout(resolve, 0));
     expect(f.world.ready('python3')).toEqual(['k0']);
     keeper.tick();
-    f.starts[1]?.resolve(f.id());
+    expect(f.starts).toHaveLength(2);
+    f.starts[0]?.resolve(f.id());
     await keeper.settled();
     keeper.tick();
     expect(f.world.ready('python3')).toEqual(['k0', 'k1']);
     expect(f.starts).toHaveLength(2);
+  });
+
+  it('starts the replacement of a claimed kernel at the next look while the other ready one waits', async () => {
+    const f = fakeWorld({ python3: 2 });
+    f.ready.set('python3', ['a', 'b']);
+    const keeper = poolKeeper(f.world);
+    keeper.tick();
+    expect(f.starts).toHaveLength(0);
+    f.ready.set('python3', ['b']); // a command claimed 'a'
+    keeper.tick();
+    expect(f.starts.map((s) => s.kernelName)).toEqual(['python3']);
+    f.ready.set('python3', []); // and the next one 'b', before the first replacement answered
+    keeper.tick();
+    expect(f.starts).toHaveLength(2);
+    for (const start of f.starts) start.resolve(f.id());
+    await keeper.settled();
+    expect(f.world.ready('python3')).toEqual(['k0', 'k1']);
   });
 
   it('deletes ready kernels beyond a smaller count and the kernels of abandoned claims', async () => {

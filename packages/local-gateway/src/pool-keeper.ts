@@ -36,9 +36,10 @@ export interface PoolKeeper {
 
 /**
  * The pool keeper's logic. Each look: kernels of abandoned claims and ready kernels beyond their kernelspec's
- * count are deleted; for each kernelspec with fewer ready kernels than wanted, one more is started unless one is
- * already starting (a start takes a second or so; claims are refilled one at a time) or a start of it failed within
- * `POOL_RETRY_MS`. A kernel is put into the pool only once it answered. Errors are logged, never thrown.
+ * count are deleted; for each kernelspec with fewer ready and starting kernels than wanted, every missing one is
+ * started at once (commands that follow each other closely claim faster than one start at a time would refill),
+ * unless a start of it failed within `POOL_RETRY_MS`. A kernel is put into the pool only once it answered. Errors
+ * are logged, never thrown.
  */
 export function poolKeeper(world: PoolKeeperWorld): PoolKeeper {
   const starting = new Map<string, number>();
@@ -90,10 +91,11 @@ export function poolKeeper(world: PoolKeeperWorld): PoolKeeper {
             for (const kernelId of world.surplus(kernelName, want)) remove(kernelId, 'the pool was made smaller');
             continue;
           }
-          if (ready >= want || (starting.get(kernelName) ?? 0) > 0) continue;
+          const missing = want - ready - (starting.get(kernelName) ?? 0);
+          if (missing <= 0) continue;
           const failed = failedAt.get(kernelName);
           if (failed !== undefined && world.now() - failed < POOL_RETRY_MS) continue;
-          fill(kernelName);
+          for (let i = 0; i < missing; i++) fill(kernelName);
         }
       } catch (error) {
         world.log(`error: ${(error as Error)?.message}`);

@@ -1,6 +1,5 @@
 import { IsolationUnavailableError } from '@kernelwarden/isolation';
-import type { JupyterMessage } from '@kernelwarden/jupyter-protocol';
-import { FakeGateway, type KernelScript, pythonLikeScript } from '@kernelwarden/testkit';
+import { FakeGateway, type FakeKernel, type KernelScript, pythonLikeScript } from '@kernelwarden/testkit';
 import { describe, expect, it } from 'vitest';
 import { parseCommand, type StackOptions } from './args.js';
 import { createStack, kernelEnvironment, stackLimits } from './compose.js';
@@ -128,7 +127,7 @@ describe('the bootstrap of a stack', () => {
       const receive = kernel.receive.bind(kernel);
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, 5000);
-        kernel.receive = (msg: JupyterMessage, fromSession: string | undefined) => {
+        kernel.receive = (...[msg, fromSession]: Parameters<FakeKernel['receive']>) => {
           receive(msg, fromSession);
           if (msg.header?.msg_type === 'execute_request' && msg.content?.code === 'print(1)') {
             cellSentDuringBootstrap = true;

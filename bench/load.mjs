@@ -212,35 +212,44 @@ function fmt(v, digits = 0) {
 }
 
 /**
- * The load section: for each size, kernelwarden on a fresh embedded gateway (default options; its server stopped
- * after), then @jupyterlab/services on `stock`. Returns a section with its own table.
+ * The load section: for each size, kernelwarden on a fresh embedded gateway (default options, its Python kernels
+ * exec'd, then the same with `launcher: 'fork'`; each server stopped after), then @jupyterlab/services on `stock`.
+ * Returns a section with its own table.
  */
 export async function loadSection({ root, stock, sizes = [8, 32, 64], log, crashed }) {
   const GatewayKernel = await loadGatewayKernel();
   const { LocalGateway } = await import(LOCAL_GATEWAY_DIST.href);
   const body = [];
   for (const sessions of sizes) {
-    const stateDir = join(root, `load-gateway-${sessions}`);
-    try {
-      log(`load: ${sessions} kernelwarden sessions on the embedded gateway`);
-      const ticket = await LocalGateway.acquire({ stateDir, lingerMs: 0 });
+    // The embedded gateway twice: its Python kernels exec'd (the default launcher), then forked from a launcher.
+    for (const launcher of ['exec', 'fork']) {
+      const stateDir = join(root, `load-gateway-${launcher}-${sessions}`);
       try {
-        // The warm pool fills before the burst, as on a gateway that has been up a while.
-        await new Promise((r) => setTimeout(r, 3_000));
-        const r = await burst({
-          sessions,
-          open: () => kernelwardenSession(GatewayKernel, ticket),
-          serverPid: ticket.pid,
-          log,
-          label: 'kernelwarden',
-        });
-        body.push(['kernelwarden (GatewayKernel)', 'embedded (LocalGateway)', sessions, r]);
-      } finally {
-        await ticket.release();
-        await LocalGateway.stop({ stateDir, stopTimeoutMs: 5_000 });
+        log(`load: ${sessions} kernelwarden sessions on the embedded gateway, launcher ${launcher}`);
+        const ticket = await LocalGateway.acquire({ stateDir, lingerMs: 0, launcher });
+        try {
+          // The warm pool fills before the burst, as on a gateway that has been up a while.
+          await new Promise((r) => setTimeout(r, 3_000));
+          const r = await burst({
+            sessions,
+            open: () => kernelwardenSession(GatewayKernel, ticket),
+            serverPid: ticket.pid,
+            log,
+            label: `kernelwarden (${launcher})`,
+          });
+          body.push([
+            'kernelwarden (GatewayKernel)',
+            `embedded (LocalGateway), launcher ${launcher === 'fork' ? 'fork' : 'exec (default)'}`,
+            sessions,
+            r,
+          ]);
+        } finally {
+          await ticket.release();
+          await LocalGateway.stop({ stateDir, stopTimeoutMs: 5_000 });
+        }
+      } catch (error) {
+        crashed('kernelwarden', `load x${sessions} (launcher ${launcher})`, error);
       }
-    } catch (error) {
-      crashed('kernelwarden', `load x${sessions}`, error);
     }
     try {
       log(`load: ${sessions} @jupyterlab/services sessions on the stock server`);

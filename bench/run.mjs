@@ -257,6 +257,16 @@ function goals(rows) {
 
 const CLI_BIN = new URL('../packages/cli/dist/bin.cjs', import.meta.url).pathname;
 
+/** How the embedded gateways of this run start Python kernels: `KERNELWARDEN_LAUNCHER`, else the default, exec. */
+const LAUNCHER = process.env.KERNELWARDEN_LAUNCHER === 'fork' ? 'fork' : 'exec';
+results.settings.launcher = LAUNCHER;
+
+function launchWords() {
+  return LAUNCHER === 'fork'
+    ? 'Python kernels forked from a launcher, KERNELWARDEN_LAUNCHER=fork'
+    : "Python kernels exec'd, the default launcher";
+}
+
 /**
  * Runs `node argv` to its exit (SIGTERM after `timeoutMs`, when given); resolves with how it ended, its stdout, the
  * last `tailChars` of its stderr and the wall time from spawn to exit. Never rejects.
@@ -380,7 +390,7 @@ async function warmCliRun() {
   const stateDir = join(root, 'cli-state');
   const env = { ...process.env, KERNELWARDEN_STATE_DIR: stateDir };
   delete env.KERNELWARDEN_POOL; // the default pool: one python3 kernel
-  delete env.KERNELWARDEN_LAUNCHER; // the default launch: forked from the launcher
+  // KERNELWARDEN_LAUNCHER, when set, chooses how the CLI gateway's kernels start (the report says which).
   const { LocalGateway } = await import(new URL('../packages/local-gateway/dist/index.js', import.meta.url).href);
   const poolReady = async () => {
     const until = Date.now() + 60_000;
@@ -413,8 +423,8 @@ async function warmCliRun() {
         samples.cli.push(await cliRun());
       }
     }
-    // One run right after the other, as a script or an agent makes them: the pool refills only as fast as it can,
-    // so a run finding it empty starts its kernel (forked from the launcher).
+    // One run right after the other, as a script or an agent makes them: the pool refills only as fast as it can
+    // (from each claim on), so a run finding it empty starts its kernel.
     await poolReady();
     for (let i = 0; i < BACK_TO_BACK; i++) samples.backToBack.push(await cliRun());
   } catch (error) {
@@ -432,9 +442,14 @@ async function warmCliRun() {
   if (samples.cli.length) {
     rows.push(
       ratios(
-        row("kernelwarden run -c 'print(1)' (gateway running, pool filled)", 'embedded', samples.cli, {
-          key: 'cli-warm',
-        }),
+        row(
+          "kernelwarden run -c 'print(1)' (gateway running, pool refilled before each run)",
+          'embedded',
+          samples.cli,
+          {
+            key: 'cli-warm',
+          },
+        ),
       ),
     );
   }
@@ -455,7 +470,7 @@ async function warmCliRun() {
     });
   results.sections.push({
     id: 'cli',
-    title: `A warm CLI run, process spawn to exit, median of ${CLI_RUNS} alternated with \`node -e 0\`; then ${BACK_TO_BACK} runs back to back (the default pool of one, refilling in the background; kernels forked from the launcher). Ratios are over node -e 0's median`,
+    title: `A warm CLI run, process spawn to exit, median of ${CLI_RUNS} alternated with \`node -e 0\`, each after the pool refilled; then ${BACK_TO_BACK} runs back to back, no pause between them (the default pool of one, its refill starting at each claim; ${launchWords()}). Ratios are over node -e 0's median`,
     reference: 'node -e 0',
     ratioColumns: ['ratio', 'p90Ratio'],
     extraColumns: ['p90'],
@@ -483,7 +498,7 @@ async function warmCliRun() {
 async function coldStart(stock) {
   log(`cold start: ${COLD} each, alternated`);
   const manager = await JupyterLabClient.manager(stock);
-  // The embedded gateway with its pool off: each start is a kernel start there (forked from its launcher).
+  // The embedded gateway with its pool off: each start is a kernel start there (forked or exec'd: see launchWords).
   const { LocalGateway } = await import(new URL('../packages/local-gateway/dist/index.js', import.meta.url).href);
   const embeddedState = join(root, 'start-state');
   const ticket = await LocalGateway.acquire({ stateDir: embeddedState, pool: {}, lingerMs: 0 }).catch((error) => {
@@ -544,7 +559,7 @@ async function coldStart(stock) {
   ];
   results.sections.push({
     id: 'coldstart',
-    title: `Cold start to a usable python3 kernel (create until the first kernel_info_reply), median of ${COLD}; the embedded gateway's with its pool off (the kernel forked from its launcher)`,
+    title: `Cold start to a usable python3 kernel (create until the first kernel_info_reply), median of ${COLD}; the embedded gateway's with its pool off (${launchWords()})`,
     reference: CLIENTS.jupyterlab.label,
     ratioColumns: ['ratio', 'ratioToStock'],
     rows,

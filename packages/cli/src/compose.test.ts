@@ -1,4 +1,5 @@
 import { IsolationUnavailableError } from '@kernelwarden/isolation';
+import { FakeGateway, type FakeKernel, type KernelScript, pythonLikeScript } from '@kernelwarden/testkit';
 import { describe, expect, it } from 'vitest';
 import { parseCommand, type StackOptions } from './args.js';
 import { createStack, kernelEnvironment, stackLimits } from './compose.js';
@@ -110,5 +111,46 @@ describe('kernelEnvironment', () => {
         '/opt/bin',
       );
     }
+  });
+});
+
+describe('the bootstrap of a stack', () => {
+  it('is sent ahead of the first cell, which does not wait for its reply, and runs before it', async () => {
+    const ran: string[] = [];
+    let cellSentDuringBootstrap = false;
+    const script: KernelScript = async (ctx) => {
+      ran.push(ctx.code);
+      if (ctx.code !== 'BOOT = 1') return pythonLikeScript(ctx);
+      // The bootstrap holds the kernel until the cell's request arrives (at most 5 s): it only can when the client
+      // sent the cell without waiting for the bootstrap's reply.
+      const kernel = ctx.kernel;
+      const receive = kernel.receive.bind(kernel);
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, 5000);
+        kernel.receive = (...[msg, fromSession]: Parameters<FakeKernel['receive']>) => {
+          receive(msg, fromSession);
+          if (msg.header?.msg_type === 'execute_request' && msg.content?.code === 'print(1)') {
+            cellSentDuringBootstrap = true;
+            clearTimeout(timer);
+            resolve();
+          }
+        };
+      });
+      kernel.receive = receive;
+    };
+    await using gateway = await FakeGateway.start({ kernelSpecs: { python3: { script } } });
+    const stack = await createStack(stackOf(['--gateway', gateway.baseUrl]), {
+      env: { KERNELWARDEN_GATEWAY_TOKEN: gateway.token },
+      bootstrap: { python: 'BOOT = 1' },
+    });
+    try {
+      const result = await stack.execute('print(1)', { language: 'python' });
+      expect(result.status).toBe('ok');
+      expect(result.stdout).toBe('1\n');
+    } finally {
+      await stack.close();
+    }
+    expect(cellSentDuringBootstrap).toBe(true);
+    expect(ran.filter((code) => code === 'BOOT = 1' || code === 'print(1)')).toEqual(['BOOT = 1', 'print(1)']);
   });
 });

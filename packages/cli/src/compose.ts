@@ -36,7 +36,8 @@ export interface StackHooks {
   onKernelStarted?(language: Language): void;
   /**
    * Code run silently (no output, no history) on each new kernel of a language — its first, and each one the
-   * watchdog restarts — before any cell (`kernelwarden run`'s script bootstrap). A bootstrap that fails is ignored.
+   * watchdog restarts — before any cell (`kernelwarden run`'s script bootstrap). It is sent ahead of the cell, which
+   * does not wait for its reply (the kernel runs them in that order). A bootstrap that fails is ignored.
    */
   bootstrap?: Partial<Record<Language, string>>;
   /**
@@ -175,11 +176,14 @@ function composeSession(
   if (env.PYTHONPATH) bootstraps.python = pythonPathCode(env.PYTHONPATH) + (bootstraps.python ?? '');
   const bootstrap =
     (language: Language) =>
-    async (lease: { kernel: { execute?(code: string, opts?: ExecuteOptions): Promise<ExecuteResult> } }) => {
+    (lease: { kernel: { execute?(code: string, opts?: ExecuteOptions): Promise<ExecuteResult> } }): Promise<void> => {
       const code = bootstraps[language];
-      if (code === undefined || !lease.kernel.execute) return;
+      if (code === undefined || !lease.kernel.execute) return Promise.resolve();
+      // Sent, not waited for: a kernel runs its shell requests one after the other, in the order they came, so the
+      // bootstrap runs before the cell sent next, and the cell does not wait a round trip for the bootstrap's reply.
       // Its failure leaves the kernel as it was: the script runs, only without what the bootstrap adds.
-      await lease.kernel.execute(code, { silent: true, storeHistory: false }).catch(() => {});
+      void lease.kernel.execute(code, { silent: true, storeHistory: false }).catch(() => {});
+      return Promise.resolve();
     };
   const r = createRSlot({
     spawn: (ctx) => starting('r', async () => startIRKernel(await startOptions('r', ctx))),

@@ -50,6 +50,12 @@ function pythonLiteral(text: string): string {
 function pythonBootstrap(name: ScriptName, code: string): string {
   const filename = name.kind === 'file' ? name.path : name.kind === 'code' ? '<string>' : '<stdin>';
   const digest = createHash('sha256').update(code, 'utf8').digest('hex');
+  // One line for IPython to take in: its input transformers and AST passes run over every line of a cell, most of
+  // what the setup's 80 lines cost it. Python compiles them.
+  return `exec(compile(${pythonLiteral(pythonSetup(filename, digest))}, '<kernelwarden-run-setup>', 'exec'))\n`;
+}
+
+function pythonSetup(filename: string, digest: string): string {
   return `def __kernelwarden_run_setup(filename, digest, register):
     import hashlib, linecache, sys, traceback, warnings
     ip = get_ipython()

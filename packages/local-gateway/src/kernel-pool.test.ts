@@ -13,6 +13,7 @@ import {
   readPoolConfig,
   readyKernels,
   takeSurplus,
+  watchPoolClaims,
   writePoolConfig,
 } from './kernel-pool.js';
 import { gatewayLayout } from './layout.js';
@@ -107,5 +108,53 @@ describe('the pool files', () => {
     expect(kept.sort()).toEqual(Array.from({ length: MAX_KEPT_POOLS }, (_, i) => `kw-iso-python3-${i + 2}`).sort());
     clearPool(l);
     expect(readdirSync(l.poolKept)).toEqual([]);
+  });
+});
+
+describe('watchPoolClaims', () => {
+  it('calls back as soon as a pooled kernel is claimed, not when one is put into the pool', async () => {
+    const l = layout();
+    addReadyKernel(l, 'python3', 'k1');
+    addReadyKernel(l, 'python3', 'k2');
+    addReadyKernel(l, 'python3', 'k3');
+    let calls = 0;
+    let called: () => void = () => {};
+    const next = () =>
+      new Promise<void>((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error('no call within 5 s')), 5000);
+        called = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+    const watching = watchPoolClaims(l.poolClaims, () => {
+      calls++;
+      called();
+    });
+    try {
+      // A kernel put into the pool is no claim.
+      addReadyKernel(l, 'python3', 'k4');
+      await new Promise((r) => setTimeout(r, 100));
+      expect(calls).toBe(0);
+
+      let change = next();
+      expect(claimPooledKernel(l, 'python3')).toBe('k1');
+      await change;
+      await new Promise((r) => setTimeout(r, 100));
+      expect(calls).toBe(1);
+
+      change = next();
+      expect(claimPooledKernel(l, 'python3')).toBe('k2');
+      await change;
+      expect(calls).toBeGreaterThanOrEqual(2);
+      expect(readyKernels(l, 'python3').sort()).toEqual(['k3', 'k4']);
+    } finally {
+      watching.close();
+    }
+  });
+
+  it('leaves a missing directory to the looks', () => {
+    const l = layout();
+    expect(() => watchPoolClaims(join(l.dir, 'absent'), () => {}).close()).not.toThrow();
   });
 });

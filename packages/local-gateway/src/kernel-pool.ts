@@ -1,4 +1,4 @@
-import { existsSync, readdirSync, renameSync, rmSync, statSync } from 'node:fs';
+import { existsSync, type FSWatcher, readdirSync, renameSync, rmSync, statSync, watch } from 'node:fs';
 import { join } from 'node:path';
 import { currentProcess, isProcessAlive, type ProcessIdentity } from '@kernelwarden/core/os';
 import type { GatewayLayout } from './layout.js';
@@ -191,6 +191,34 @@ export function abandonedClaims(layout: GatewayLayout): string[] {
     if (readJsonFile(join(layout.owners, kernelId)) === undefined) orphans.push(kernelId);
   }
   return orphans;
+}
+
+/**
+ * Calls `onClaim` as soon as a pooled kernel is claimed (its file is renamed into `pool-claims/`, whose directory is
+ * `dir`): the linger watcher starts the kernel's replacement then, while the command that claimed it runs its cell,
+ * so that the next command finds a started kernel. Claims made together make one call. A directory that cannot be
+ * watched is left to the watcher's looks. Returns the means to stop watching.
+ */
+export function watchPoolClaims(dir: string, onClaim: () => void): { close(): void } {
+  let scheduled = false;
+  const changed = (_event: string, name: string | Buffer | null) => {
+    // A claim file appears (the rename) and goes (the claimant recorded itself as owner): one look is enough.
+    if (name !== null && !CLAIM_NAME.test(name.toString())) return;
+    if (scheduled) return;
+    scheduled = true;
+    setImmediate(() => {
+      scheduled = false;
+      onClaim();
+    }).unref();
+  };
+  let watcher: FSWatcher | undefined;
+  try {
+    watcher = watch(dir, { persistent: false }, changed);
+    watcher.on('error', () => watcher?.close());
+  } catch {
+    // not there (yet), or no inotify: the looks still refill
+  }
+  return { close: () => watcher?.close() };
 }
 
 /** Forgets every pool entry and claim (the server they refer to is gone, and its kernels with it). */

@@ -16,6 +16,7 @@ import {
   readPoolConfig,
   readyKernels,
   takeSurplus,
+  watchPoolClaims,
 } from './kernel-pool.js';
 import { gatewayLayout } from './layout.js';
 import { lingerWatcher, parseWatcherConfig, type WatcherWorld } from './linger-watcher.js';
@@ -108,7 +109,9 @@ async function look(): Promise<void> {
     pruneKernelLogs(layout);
   }
 }
-// A command that ends has its claimed kernel replaced soon after (see watchTicketReleases), not at the next look.
+// A claimed kernel's replacement starts at the claim (see watchPoolClaims), not at the next look; a command that ends
+// is looked at too (see watchTicketReleases): its kernel may have been one it created, not claimed.
+watchPoolClaims(layout.poolClaims, () => pool.tick());
 watchTicketReleases(layout.tickets, () => pool.tick());
 log(`watching server pid ${config.server.pid}`);
 setInterval(() => void look(), config.pollMs);

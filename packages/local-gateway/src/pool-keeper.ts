@@ -26,6 +26,13 @@ export interface PoolKeeperWorld {
 /** After a kernelspec's kernel failed to start, how long before the keeper tries that kernelspec again: 30 s. */
 export const POOL_RETRY_MS = 30_000;
 
+/**
+ * The most kernels the keeper starts at once, all kernelspecs together: 2. Enough to refill the default pool of
+ * one while the next command claims, and to start two missing kernels together; no more, so that a large pool's
+ * refill never fills the server's start queue ahead of a command's own create.
+ */
+export const POOL_MAX_STARTS = 2;
+
 /** Keeps the warm pool at its wanted counts; `tick()` once per look of the linger watcher. */
 export interface PoolKeeper {
   /** One look: removes what is not wanted, starts the kernels that are missing (in the background). */
@@ -36,9 +43,10 @@ export interface PoolKeeper {
 
 /**
  * The pool keeper's logic. Each look: kernels of abandoned claims and ready kernels beyond their kernelspec's
- * count are deleted; for each kernelspec with fewer ready kernels than wanted, one more is started unless one is
- * already starting (a start takes a second or so; claims are refilled one at a time) or a start of it failed within
- * `POOL_RETRY_MS`. A kernel is put into the pool only once it answered. Errors are logged, never thrown.
+ * count are deleted; for each kernelspec with fewer ready and starting kernels than wanted, the missing ones are
+ * started at once, at most `POOL_MAX_STARTS` in all (commands that follow each other closely claim faster than one
+ * start at a time would refill), unless a start of it failed within `POOL_RETRY_MS`. A kernel is put into the pool
+ * only once it answered. Errors are logged, never thrown.
  */
 export function poolKeeper(world: PoolKeeperWorld): PoolKeeper {
   const starting = new Map<string, number>();
@@ -90,10 +98,12 @@ export function poolKeeper(world: PoolKeeperWorld): PoolKeeper {
             for (const kernelId of world.surplus(kernelName, want)) remove(kernelId, 'the pool was made smaller');
             continue;
           }
-          if (ready >= want || (starting.get(kernelName) ?? 0) > 0) continue;
+          const missing = want - ready - (starting.get(kernelName) ?? 0);
+          if (missing <= 0) continue;
           const failed = failedAt.get(kernelName);
           if (failed !== undefined && world.now() - failed < POOL_RETRY_MS) continue;
-          fill(kernelName);
+          const room = POOL_MAX_STARTS - [...starting.values()].reduce((sum, n) => sum + n, 0);
+          for (let i = 0; i < Math.min(missing, room); i++) fill(kernelName);
         }
       } catch (error) {
         world.log(`error: ${(error as Error)?.message}`);

@@ -86,6 +86,26 @@ describe('LocalGateway start capacity', () => {
     await client.deleteKernel(kernelId);
   });
 
+  it('records a new kernel idle once it answered, with no client connected to it (exec or fork)', async () => {
+    for (const launcher of ['exec', 'fork'] as const) {
+      const { client } = await acquire(`idle-${launcher}`, { launcher });
+      const created = await client.createKernel({ name: 'python3' });
+      try {
+        // A WebSocket opened to a kernel the server thinks is starting waits for its state to change.
+        let state: string | undefined;
+        const until = Date.now() + 10_000;
+        do {
+          state = (await client.getKernel(created.id))?.execution_state;
+          if (state !== 'starting') break;
+          await settle(20);
+        } while (Date.now() < until);
+        expect(state, launcher).toBe('idle');
+      } finally {
+        await client.deleteKernel(created.id);
+      }
+    }
+  });
+
   it('past maxKernels a create waits its bound, then fails with GatewayCapacityError and starts nothing', async () => {
     const { client } = await acquire('limit', { maxKernels: 2, maxConcurrentStarts: 2 });
     const first = await client.createKernel({ name: 'python3' });

@@ -89,12 +89,11 @@ export function clearExpiredIdle(path: string): void {
 export const TICKET_SETTLE_MS = 300;
 
 /**
- * Calls `onRelease` soon after a ticket is given back (a file of the tickets directory `dir` goes): a command that
- * claimed a pooled kernel gives its ticket back as it ends, and the linger watcher starts the kernel's replacement then
- * (`TICKET_SETTLE_MS` later), not at its next look, up to a second later. Not at the claim, nor when a ticket is taken:
- * the replacement's start (half a second of CPU) would compete with the command that just claimed, which is still
- * running its cell. Releases within `TICKET_SETTLE_MS` make one call. A directory that cannot be watched is left to
- * the looks. Returns the means to stop watching.
+ * Calls `onRelease` soon after a ticket is given back (a file of the tickets directory `dir` goes): the linger
+ * watcher looks at the pool then (`TICKET_SETTLE_MS` later), not at its next look, up to a second later: a claimed
+ * kernel's replacement has started at the claim already (`watchPoolClaims`), and a kernelspec the command asked to keep
+ * pooled (`keep()`) gets its first kernel then. Not when a ticket is taken. Releases within `TICKET_SETTLE_MS` make one call. A
+ * directory that cannot be watched is left to the looks. Returns the means to stop watching.
  */
 export function watchTicketReleases(dir: string, onRelease: () => void): { close(): void } {
   let scheduled = false;

@@ -124,6 +124,31 @@ def requested_wait(model, max_wait):
     return max_wait
 
 
+def _answered(km, kernel_id):
+    """The kernel answered kernel_info: the server's record of it is no longer 'starting' (it is idle).
+
+    The server learns a kernel's state from the status messages of its own iopub subscription, made as the kernel was
+    launched; a kernel that booted before that subscription took effect (a forked one, in milliseconds) published its
+    first ones to nobody, and what the subscription did receive may wait in its socket until another message wakes it.
+    jupyter_server 2 holds every WebSocket opened to a kernel it still thinks is starting (polling every 50 ms until a
+    status arrives, which its nudge may only bring half a second later).
+    """
+    try:
+        kernel = km.get_kernel(kernel_id)
+    except KeyError:
+        return
+    # What the subscription has received but not handed on yet goes first: the kernel's own 'starting' status, taken
+    # in after this, would make it starting again.
+    stream = getattr(kernel, "_activity_stream", None)
+    if stream is not None:
+        try:
+            stream.flush()
+        except Exception:
+            pass
+    if getattr(kernel, "execution_state", None) == "starting":
+        kernel.execution_state = "idle"
+
+
 async def hold_until_ready(km, kernel_id):
     # The start slot stays taken until the kernel answers kernel_info (its interpreter booted) or the wait ends.
     client = None
@@ -137,6 +162,7 @@ async def hold_until_ready(km, kernel_id):
                 while True:
                     reply = await ensure_async(client.shell_channel.get_msg(timeout=1.0))
                     if reply.get("parent_header", {}).get("msg_id") == msg_id:
+                        _answered(km, kernel_id)
                         return
             except queue.Empty:
                 continue

@@ -117,3 +117,24 @@ def test_install_replaces_create_and_delete_once_and_takes_new_limits():
     capacity.install(capacity.Limits(3, 6, 10, 60))
     assert capacity.gate is gate
     assert gate.limits.max_starting == 3
+
+
+class FakeKernel:
+    def __init__(self, state):
+        self.execution_state = state
+
+
+class FakeManager:
+    def __init__(self, kernels):
+        self.kernels = kernels
+
+    def get_kernel(self, kernel_id):
+        return self.kernels[kernel_id]
+
+
+def test_a_kernel_that_answered_kernel_info_is_no_longer_recorded_as_starting():
+    kernels = {"a": FakeKernel("starting"), "b": FakeKernel("busy"), "c": FakeKernel("idle")}
+    km = FakeManager(kernels)
+    for kernel_id in ("a", "b", "c", "gone"):
+        capacity._answered(km, kernel_id)
+    assert [kernels[k].execution_state for k in ("a", "b", "c")] == ["idle", "busy", "idle"]

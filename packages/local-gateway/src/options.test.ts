@@ -45,9 +45,10 @@ describe('resolveLocalGatewayOptions', () => {
   });
 
   it('takes the launcher from the option, else KERNELWARDEN_LAUNCHER; the preload likewise; names a bad one', () => {
-    expect(DEFAULT_LAUNCHER).toBe('exec');
-    expect(resolveLocalGatewayOptions({}, { KERNELWARDEN_LAUNCHER: 'fork' }).launcher).toBe('fork');
-    expect(resolveLocalGatewayOptions({ launcher: 'exec' }, { KERNELWARDEN_LAUNCHER: 'fork' }).launcher).toBe('exec');
+    expect(DEFAULT_LAUNCHER).toBe('fork');
+    expect(resolveLocalGatewayOptions({}, {}).launcher).toBe('fork');
+    expect(resolveLocalGatewayOptions({}, { KERNELWARDEN_LAUNCHER: 'exec' }).launcher).toBe('exec');
+    expect(resolveLocalGatewayOptions({ launcher: 'fork' }, { KERNELWARDEN_LAUNCHER: 'exec' }).launcher).toBe('fork');
     expect(
       resolveLocalGatewayOptions({}, { KERNELWARDEN_LAUNCHER_PRELOAD: ' numpy, pandas.core ,' }).launcherPreload,
     ).toEqual(['numpy', 'pandas.core']);

@@ -38,7 +38,7 @@ export const LAUNCHER_ENV = 'KERNELWARDEN_LAUNCHER';
 /** The environment variable naming modules the kernel launchers preload when `launcherPreload` is not given (`numpy,pandas`). */
 export const LAUNCHER_PRELOAD_ENV = 'KERNELWARDEN_LAUNCHER_PRELOAD';
 /** How Python kernels start when neither `launcher` nor `KERNELWARDEN_LAUNCHER` says: forked from a launcher. */
-export const DEFAULT_LAUNCHER: LauncherMode = 'exec';
+export const DEFAULT_LAUNCHER: LauncherMode = 'fork';
 /** How the embedded server starts a Python kernel: forked from a launcher that has imported ipykernel, or exec'd. */
 export type LauncherMode = 'fork' | 'exec';
 /** What a preloaded module's name may be: a dotted Python name. */
@@ -155,7 +155,7 @@ export interface LocalGatewayOptions extends LocalGatewayLocation {
    * `kw-py-<hash>` kernelspecs): `fork` forks it from a launcher process of that interpreter that has already
    * imported ipykernel, IPython, zmq and tornado (and `launcherPreload`); `exec` starts a fresh interpreter.
    * Isolated kernelspecs and other languages are always exec'd. Only used when this call starts the server.
-   * @defaultValue env `KERNELWARDEN_LAUNCHER` (`LAUNCHER_ENV`), else `DEFAULT_LAUNCHER` (`exec`)
+   * @defaultValue env `KERNELWARDEN_LAUNCHER` (`LAUNCHER_ENV`), else `DEFAULT_LAUNCHER` (`fork`)
    */
   launcher?: LauncherMode;
   /**

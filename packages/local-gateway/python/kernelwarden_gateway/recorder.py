@@ -117,10 +117,16 @@ class Recorder:
                     shell.linger = 0
                     shell.connect(self.kernel._make_url("shell"))
                 self.session.send(shell, "kernel_info_request")
-                waited = 0.0
-                while waited < pause and not heard():
-                    await asyncio.sleep(0.02)
-                    waited += 0.02
+                # Woken as soon as the subscription records something (not at the next poll).
+                nudge_until = time.monotonic() + pause
+                while not heard() and not self.closed:
+                    left = nudge_until - time.monotonic()
+                    if left <= 0:
+                        break
+                    try:
+                        await asyncio.wait_for(self.changed.wait(), left)
+                    except asyncio.TimeoutError:
+                        break
                 pause = min(NUDGE_MAX_S, pause * 2)
         finally:
             if shell is not None:

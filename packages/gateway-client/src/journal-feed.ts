@@ -32,7 +32,10 @@ export interface JournalFeedOptions {
   quiet(): boolean;
   /** The socket is open (not reconnecting). */
   socketOpen(): boolean;
-  /** A read succeeded: every iopub message up to the journal's cursor was handed on (unless `onLost` said which were not). */
+  /**
+   * A read succeeded and accounts for every message the socket delivered: with the page it is about to hand on, every
+   * iopub message up to the journal's cursor is handed on (unless `onLost` said which were not).
+   */
   onCaughtUp(): void;
   /** Numbers fell out of the journal's retention before the feed read them. */
   onLost(lost: { from: JournalNumber; to: JournalNumber }): void;
@@ -184,18 +187,22 @@ export class JournalFeed {
         return;
       }
       if (page.lost !== null) this.#opts.onLost({ from: page.lost.from, to: page.lost.to });
+      // Held copies this page hands on (or the caller took from elsewhere) are no longer waited for. When none is
+      // left, the journal holds everything the socket delivered: that is said before the page is handed on, so that a
+      // cell the page completes completes whole.
       for (const entry of page.entries) {
-        this.#cursor = entry.n;
         const id = entry.msg.header?.msg_id;
         if (typeof id === 'string') this.#held.delete(id);
+      }
+      for (const id of this.#held.keys()) if (this.#opts.delivered(id)) this.#held.delete(id);
+      if (this.#held.size === 0) this.#opts.onCaughtUp();
+      for (const entry of page.entries) {
+        this.#cursor = entry.n;
         const msg = toMessage(entry);
         if (msg !== undefined) this.#opts.deliver(msg);
       }
       // An `after_msg_id` read with nothing after that message: the journal's last number is that message's.
       if (this.#cursor === undefined) this.#cursor = page.last;
-      // Held copies the journal hands on meanwhile (or the caller took from elsewhere) are no longer waited for.
-      for (const id of this.#held.keys()) if (this.#opts.delivered(id)) this.#held.delete(id);
-      if (this.#held.size === 0) this.#opts.onCaughtUp();
       if (page.more) continue;
       const newest = this.#socketNewest;
       if (

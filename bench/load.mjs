@@ -221,7 +221,7 @@ export async function loadSection({ root, stock, sizes = [8, 32, 64], log, crash
   const { LocalGateway } = await import(LOCAL_GATEWAY_DIST.href);
   const body = [];
   for (const sessions of sizes) {
-    // The embedded gateway twice: its Python kernels exec'd (the default launcher), then forked from a launcher.
+    // The embedded gateway twice: its Python kernels exec'd, then forked from a launcher (the default).
     for (const launcher of ['exec', 'fork']) {
       const stateDir = join(root, `load-gateway-${launcher}-${sessions}`);
       try {
@@ -239,7 +239,7 @@ export async function loadSection({ root, stock, sizes = [8, 32, 64], log, crash
           });
           body.push([
             'kernelwarden (GatewayKernel)',
-            `embedded (LocalGateway), launcher ${launcher === 'fork' ? 'fork' : 'exec (default)'}`,
+            `embedded (LocalGateway), launcher ${launcher === 'fork' ? 'fork (default)' : 'exec'}`,
             sessions,
             r,
           ]);

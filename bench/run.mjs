@@ -257,14 +257,14 @@ function goals(rows) {
 
 const CLI_BIN = new URL('../packages/cli/dist/bin.cjs', import.meta.url).pathname;
 
-/** How the embedded gateways of this run start Python kernels: `KERNELWARDEN_LAUNCHER`, else the default, exec. */
-const LAUNCHER = process.env.KERNELWARDEN_LAUNCHER === 'fork' ? 'fork' : 'exec';
+/** How the embedded gateways of this run start Python kernels: `KERNELWARDEN_LAUNCHER`, else the default, fork. */
+const LAUNCHER = process.env.KERNELWARDEN_LAUNCHER === 'exec' ? 'exec' : 'fork';
 results.settings.launcher = LAUNCHER;
 
 function launchWords() {
   return LAUNCHER === 'fork'
-    ? 'Python kernels forked from a launcher, KERNELWARDEN_LAUNCHER=fork'
-    : "Python kernels exec'd, the default launcher";
+    ? 'Python kernels forked from a launcher, the default launcher'
+    : "Python kernels exec'd, KERNELWARDEN_LAUNCHER=exec";
 }
 
 /**

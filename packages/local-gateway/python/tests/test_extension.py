@@ -185,7 +185,7 @@ def test_a_replaced_process_is_heard_only_once_the_journal_recorded_a_message_of
     assert recorder.hears_current()
 
 
-def test_the_channels_handler_this_server_routes_opens_only_after_the_journal_wait(monkeypatch):
+def test_the_channels_handler_this_server_routes_opens_only_after_the_journal_wait_and_without_nagle(monkeypatch):
     import asyncio
     import importlib
 
@@ -206,6 +206,12 @@ def test_the_channels_handler_this_server_routes_opens_only_after_the_journal_wa
         async def pre_get(self):
             order.append("prepared")
 
+        def set_nodelay(self, value):
+            order.append("nodelay %s" % value)
+
+        def open(self, kernel_id):
+            order.append("open " + kernel_id)
+
     async def wait(kernel_id):
         order.append("journal heard " + kernel_id)
 
@@ -215,6 +221,9 @@ def test_the_channels_handler_this_server_routes_opens_only_after_the_journal_wa
         extension._gate_channels(wait)  # a second load wraps nothing twice
         asyncio.run(Handler().pre_get())
         assert order == ["prepared", "journal heard k1"]
+        order.clear()
+        Handler().open("k1")  # Nagle's algorithm is off before jupyter-server's own open runs
+        assert order == ["nodelay True", "open k1"]
         extension._gate_channels(None)  # a server without journals: the socket opens as jupyter-server opens it
         order.clear()
         asyncio.run(Handler().pre_get())

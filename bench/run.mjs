@@ -508,7 +508,9 @@ async function coldStart(stock) {
   const starters = {
     kernelwarden: () => CLIENTS.kernelwarden.start(stock),
     jupyterlab: () => JupyterLabClient.start({ ...stock, manager }),
-    ...(ticket ? { embedded: () => CLIENTS.kernelwarden.start({ baseUrl: ticket.baseUrl, token: ticket.token }) } : {}),
+    // Through its ticket, as LocalGateway's users start kernels on it (the ticket's server rolls back a create its
+    // requester gave up on itself: no create guard); on the stock server, GatewayKernel with its defaults.
+    ...(ticket ? { embedded: () => CLIENTS.kernelwarden.start({ gateway: ticket }) } : {}),
   };
   const samples = Object.fromEntries(Object.keys(starters).map((k) => [k, []]));
   let live = Object.keys(starters);
@@ -542,7 +544,7 @@ async function coldStart(stock) {
     .map(([key, s]) => {
       const r =
         key === 'embedded'
-          ? row('embedded gateway start, pool off (GatewayKernel)', 'embedded', s, { key })
+          ? row('embedded gateway start, pool off (GatewayKernel, through the ticket)', 'embedded', s, { key })
           : row(CLIENTS[key].label, 'stock', s, { key });
       r.ratio = jlab ? r.median / jlab.median : undefined;
       r.ratioToStock = onStock ? r.median / onStock.median : undefined;

@@ -36,10 +36,13 @@ export class KernelwardenClient {
     return this.#kernel.id;
   }
 
-  /** `GatewayKernel.start()` on a python3 kernel: create, connect, kernel_info handshake. */
-  static async start({ baseUrl, token, kernelName = 'python3', options = {} }) {
+  /**
+   * `GatewayKernel.start()` on a python3 kernel: create, connect, kernel_info handshake. `gateway` (a LocalGateway
+   * ticket, say) is used as given; else `{ baseUrl, token }`.
+   */
+  static async start({ baseUrl, token, gateway, kernelName = 'python3', options = {} }) {
     const GatewayKernel = await loadGatewayKernel();
-    const kernel = await GatewayKernel.start({ gateway: { baseUrl, token }, kernelName, ...options });
+    const kernel = await GatewayKernel.start({ gateway: gateway ?? { baseUrl, token }, kernelName, ...options });
     return new KernelwardenClient(kernel);
   }
 

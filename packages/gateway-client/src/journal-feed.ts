@@ -91,7 +91,7 @@ export class JournalFeed {
   }
 
   /**
-   * The socket delivered kernel iopub messages the journal has not handed on yet: they are on their way (from the
+   * The socket delivered kernel iopub messages the journal has not handed on: they are on their way (from the
    * journal, or from the socket's copies once `MISS_GRACE_MS` passed), so a silent socket does not mean they are lost.
    */
   get holding(): boolean {
@@ -187,7 +187,7 @@ export class JournalFeed {
         return;
       }
       if (page.lost !== null) this.#opts.onLost({ from: page.lost.from, to: page.lost.to });
-      // Held copies this page hands on (or the caller took from elsewhere) are no longer waited for. When none is
+      // Held copies this page hands on (or the caller took from elsewhere) leave the wait. When none is
       // left, the journal holds everything the socket delivered: that is said before the page is handed on, so that a
       // cell the page completes completes whole.
       for (const entry of page.entries) {

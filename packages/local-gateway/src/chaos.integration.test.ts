@@ -111,7 +111,7 @@ function cutAllows(kind: Kind, outcome: Outcome): boolean {
 /**
  * The outcomes a fault allows: the exact result always (the fault may land after the cell ended), and … A fault that
  * fired as the previous cell ended can land on this one: a kill (`after.kill`), or a cut the client had not noticed
- * yet when this cell's request went into the dead socket (`after.cut`).
+ * when this cell's request went into the dead socket (`after.cut`).
  */
 function allowed(
   cell: PlannedCell,
@@ -203,7 +203,7 @@ describe(`chaos on the real stack (seed ${SEED}; replay with KERNELWARDEN_CHAOS_
           kernel.on('output-dropped', () => note('output dropped'));
           kernel.on('journal-lost', ({ from, to }) => note(`journal lost ${from.join('.')}-${to.join('.')}`));
           kernel.on('protocol-error', ({ error }) => note(`protocol error: ${error.message}`));
-          // A cut the client has not noticed yet: a request sent meanwhile goes into the dead socket.
+          // A cut the client has not noticed: a request sent meanwhile goes into the dead socket.
           let cutUnseen = false;
           kernel.on('reconnecting', ({ attempt }) => {
             cutUnseen = false;

@@ -216,7 +216,7 @@ export function watchPoolClaims(dir: string, onClaim: () => void): { close(): vo
     watcher = watch(dir, { persistent: false }, changed);
     watcher.on('error', () => watcher?.close());
   } catch {
-    // not there (yet), or no inotify: the looks still refill
+    // not there, or no inotify: the looks still refill
   }
   return { close: () => watcher?.close() };
 }

@@ -125,7 +125,7 @@ def requested_wait(model, max_wait):
 
 
 def _answered(km, kernel_id):
-    """The kernel answered kernel_info: the server's record of it is no longer 'starting' (it is idle).
+    """The kernel answered kernel_info: the server records it idle, not 'starting'.
 
     The server learns a kernel's state from the status messages of its own iopub subscription, made as the kernel was
     launched; a kernel that booted before that subscription took effect (a forked one, in milliseconds) published its
@@ -137,7 +137,7 @@ def _answered(km, kernel_id):
         kernel = km.get_kernel(kernel_id)
     except KeyError:
         return
-    # What the subscription has received but not handed on yet goes first: the kernel's own 'starting' status, taken
+    # What the subscription has received and not handed on goes first: the kernel's own 'starting' status, taken
     # in after this, would make it starting again.
     stream = getattr(kernel, "_activity_stream", None)
     if stream is not None:

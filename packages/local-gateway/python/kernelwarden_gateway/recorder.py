@@ -115,7 +115,7 @@ class Recorder:
                 if shell is None:
                     shell = zmq.Context.instance().socket(zmq.DEALER)
                     shell.linger = 0
-                    # A kernel still starting has not bound its shell yet: the nudge goes as soon as it has.
+                    # A kernel still starting may not have bound its shell: the nudge goes as soon as it has.
                     shell.reconnect_ivl = RECONNECT_MS
                     shell.connect(self.kernel._make_url("shell"))
                 self.session.send(shell, "kernel_info_request")

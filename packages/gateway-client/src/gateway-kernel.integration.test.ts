@@ -264,11 +264,14 @@ describe('GatewayKernel reconnect on the real server', () => {
       kernel.on('reconnected', () => events.push('reconnected'));
       kernel.on('output-dropped', () => events.push('output-dropped'));
       let dropped = false;
+      // The text so far: `print` writes a number and its newline apart, and the kernel may flush between the two.
+      let seen = '';
       const result = await kernel.execute(
         'import time\nfor i in range(200):\n    print(i, flush=True)\n    time.sleep(0.005)',
         {
           onOutput: (o) => {
-            if (!dropped && o.type === 'stream' && o.text.includes('50\n')) {
+            if (o.type === 'stream') seen += o.text;
+            if (!dropped && seen.includes('\n50\n')) {
               dropped = true;
               // A clean close from under the kernel, or an abrupt one (the TCP socket destroyed, as on a network
               // failure): what the server wrote before it noticed arrives, the rest is buffered and replayed.

@@ -20,7 +20,6 @@ journal is there:
 `kernelwarden_journal: {version, max_bytes, max_age_ms}`.
 """
 
-import asyncio
 import json
 import time
 
@@ -149,12 +148,7 @@ class JournalHandler(APIHandler):
             until = time.monotonic() + wait
             recorder = journals.recorders.get(kernel_id)
             while not ready() and recorder is not None and not recorder.closed:
-                left = until - time.monotonic()
-                if left <= 0:
-                    break
-                try:
-                    await asyncio.wait_for(recorder.changed.wait(), left)
-                except asyncio.TimeoutError:
+                if not await recorder.recorded_before(until):
                     break
         answer = {"kernel_id": kernel_id, "last": list(journal.last), "lost": None, "held": journal.held()}
         cell = self.get_query_argument("cell", None)

@@ -103,6 +103,18 @@ class Recorder:
         session = self.journal.session
         return session is not None and session != self.replaced_session
 
+    async def recorded_before(self, deadline):
+        """Waits until the subscription records something (or closes); False when `deadline` (time.monotonic())
+        came first."""
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        try:
+            await asyncio.wait_for(self.changed.wait(), left)
+        except asyncio.TimeoutError:
+            return False
+        return True
+
     async def until(self, heard, alive, timeout=SUBSCRIBE_WAIT_S):
         """Nudges the kernel with kernel_info_requests (on a shell socket of its own, at growing intervals) until
         `heard()`: the subscription is through, and nothing the kernel sends from here on passes the journal by. Stops
@@ -122,12 +134,7 @@ class Recorder:
                 # Woken as soon as the subscription records something (not at the next poll).
                 nudge_until = time.monotonic() + pause
                 while not heard() and not self.closed:
-                    left = nudge_until - time.monotonic()
-                    if left <= 0:
-                        break
-                    try:
-                        await asyncio.wait_for(self.changed.wait(), left)
-                    except asyncio.TimeoutError:
+                    if not await self.recorded_before(nudge_until):
                         break
                 pause = min(NUDGE_MAX_S, pause * 2)
         finally:

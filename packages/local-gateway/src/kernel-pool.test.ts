@@ -2,6 +2,7 @@ import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { callRecorder } from './dir-watch.test-fixture.js';
 import {
   abandonedClaims,
   addReadyKernel,
@@ -117,36 +118,24 @@ describe('watchPoolClaims', () => {
     addReadyKernel(l, 'python3', 'k1');
     addReadyKernel(l, 'python3', 'k2');
     addReadyKernel(l, 'python3', 'k3');
-    let calls = 0;
-    let called: () => void = () => {};
-    const next = () =>
-      new Promise<void>((resolve, reject) => {
-        const timer = setTimeout(() => reject(new Error('no call within 5 s')), 5000);
-        called = () => {
-          clearTimeout(timer);
-          resolve();
-        };
-      });
-    const watching = watchPoolClaims(l.poolClaims, () => {
-      calls++;
-      called();
-    });
+    const { callback, calls, next } = callRecorder();
+    const watching = watchPoolClaims(l.poolClaims, callback);
     try {
       // A kernel put into the pool is no claim.
       addReadyKernel(l, 'python3', 'k4');
       await new Promise((r) => setTimeout(r, 100));
-      expect(calls).toBe(0);
+      expect(calls()).toBe(0);
 
       let change = next();
       expect(claimPooledKernel(l, 'python3')).toBe('k1');
       await change;
       await new Promise((r) => setTimeout(r, 100));
-      expect(calls).toBe(1);
+      expect(calls()).toBe(1);
 
       change = next();
       expect(claimPooledKernel(l, 'python3')).toBe('k2');
       await change;
-      expect(calls).toBeGreaterThanOrEqual(2);
+      expect(calls()).toBeGreaterThanOrEqual(2);
       expect(readyKernels(l, 'python3').sort()).toEqual(['k3', 'k4']);
     } finally {
       watching.close();

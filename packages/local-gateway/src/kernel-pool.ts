@@ -1,6 +1,7 @@
-import { existsSync, type FSWatcher, readdirSync, renameSync, rmSync, statSync, watch } from 'node:fs';
+import { existsSync, readdirSync, renameSync, rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { currentProcess, isProcessAlive, type ProcessIdentity } from '@kernelwarden/core/os';
+import { watchDirectory } from './dir-watch.js';
 import type { GatewayLayout } from './layout.js';
 import { recordOwner } from './ownership.js';
 import { ensurePrivateDir, readJsonFile, removeFile, writePrivateFileAtomic } from './state-dir.js';
@@ -200,25 +201,12 @@ export function abandonedClaims(layout: GatewayLayout): string[] {
  * watched is left to the watcher's looks. Returns the means to stop watching.
  */
 export function watchPoolClaims(dir: string, onClaim: () => void): { close(): void } {
-  let scheduled = false;
-  const changed = (_event: string, name: string | Buffer | null) => {
+  return watchDirectory(dir, {
     // A claim file appears (the rename) and goes (the claimant recorded itself as owner): one look is enough.
-    if (name !== null && !CLAIM_NAME.test(name.toString())) return;
-    if (scheduled) return;
-    scheduled = true;
-    setImmediate(() => {
-      scheduled = false;
-      onClaim();
-    }).unref();
-  };
-  let watcher: FSWatcher | undefined;
-  try {
-    watcher = watch(dir, { persistent: false }, changed);
-    watcher.on('error', () => watcher?.close());
-  } catch {
-    // not there, or no inotify: the looks still refill
-  }
-  return { close: () => watcher?.close() };
+    relevant: (name) => name === undefined || CLAIM_NAME.test(name),
+    delayMs: 0,
+    onChange: onClaim,
+  });
 }
 
 /** Forgets every pool entry and claim (the server they refer to is gone, and its kernels with it). */

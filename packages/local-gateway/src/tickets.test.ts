@@ -2,6 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { callRecorder } from './dir-watch.test-fixture.js';
 import { ensurePrivateDir, removeFile } from './state-dir.js';
 import { addTicket, TICKET_SETTLE_MS, watchTicketReleases } from './tickets.js';
 
@@ -21,32 +22,20 @@ function ticketsDir(): string {
 describe('watchTicketReleases', () => {
   it('calls back once a ticket is given back, not when one is taken, a burst of releases making one call', async () => {
     const tickets = ticketsDir();
-    let calls = 0;
-    let called: () => void = () => {};
-    const next = () =>
-      new Promise<void>((resolve, reject) => {
-        const timer = setTimeout(() => reject(new Error('no call within 5 s')), 5000);
-        called = () => {
-          clearTimeout(timer);
-          resolve();
-        };
-      });
-    const watching = watchTicketReleases(tickets, () => {
-      calls++;
-      called();
-    });
+    const { callback, calls, next } = callRecorder();
+    const watching = watchTicketReleases(tickets, callback);
     try {
       const first = addTicket(tickets, 0); // a temporary file renamed into place
       const second = addTicket(tickets, 0);
       await new Promise((r) => setTimeout(r, 2 * TICKET_SETTLE_MS));
-      expect(calls).toBe(0);
+      expect(calls()).toBe(0);
 
       const change = next();
       removeFile(first);
       removeFile(second);
       await change;
       await new Promise((r) => setTimeout(r, 2 * TICKET_SETTLE_MS));
-      expect(calls).toBe(1);
+      expect(calls()).toBe(1);
     } finally {
       watching.close();
     }

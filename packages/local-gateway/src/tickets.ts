@@ -1,7 +1,8 @@
 import { randomBytes } from 'node:crypto';
-import { existsSync, type FSWatcher, readdirSync, watch } from 'node:fs';
+import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { currentProcess, isProcessAlive, type ProcessIdentity } from '@kernelwarden/core/os';
+import { watchDirectory } from './dir-watch.js';
 import { readJsonFile, removeFile, writePrivateFileAtomic } from './state-dir.js';
 
 /** One ticket holder, as recorded in `tickets/<pid>-<random>.json`. */
@@ -96,25 +97,11 @@ export const TICKET_SETTLE_MS = 300;
  * directory that cannot be watched is left to the looks. Returns the means to stop watching.
  */
 export function watchTicketReleases(dir: string, onRelease: () => void): { close(): void } {
-  let scheduled = false;
-  const changed = (_event: string, name: string | Buffer | null) => {
+  return watchDirectory(dir, {
     // A ticket taken (its file appears, through a temporary file renamed into place) is no reason to look: by the
     // time of the look the command has claimed its kernel, and the replacement would start beside its cell.
-    const file = name?.toString();
-    if (file !== undefined && (file.endsWith('.tmp') || existsSync(join(dir, file)))) return;
-    if (scheduled) return;
-    scheduled = true;
-    setTimeout(() => {
-      scheduled = false;
-      onRelease();
-    }, TICKET_SETTLE_MS).unref();
-  };
-  let watcher: FSWatcher | undefined;
-  try {
-    watcher = watch(dir, { persistent: false }, changed);
-    watcher.on('error', () => watcher?.close());
-  } catch {
-    // not there (yet), or no inotify: the looks still refill
-  }
-  return { close: () => watcher?.close() };
+    relevant: (file) => file === undefined || !(file.endsWith('.tmp') || existsSync(join(dir, file))),
+    delayMs: TICKET_SETTLE_MS,
+    onChange: onRelease,
+  });
 }

@@ -1,19 +1,40 @@
 import { encodeV1, type JupyterMessage } from '@kernelwarden/jupyter-protocol';
-import { FakeWebSocket } from '@kernelwarden/testkit';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { gatewayFetch, json, KernelSocket, lastSocket, start } from './gateway-kernel.test-fixture.js';
+import {
+  gatewayFetch,
+  json,
+  KernelSocket,
+  lastSocket,
+  resetKernelSockets,
+  start,
+} from './gateway-kernel.test-fixture.js';
 import type { KernelJournalPage } from './kernel-journal.js';
 
-beforeEach(() => {
-  FakeWebSocket.reset();
-  KernelSocket.script = {};
-  KernelSocket.failNew = false;
-});
-afterEach(() => {
-  FakeWebSocket.reset();
-});
+beforeEach(resetKernelSockets);
+afterEach(resetKernelSockets);
 
 const JOURNAL = { version: 1, max_bytes: 1 << 20, max_age_ms: 60_000 };
+
+/**
+ * A gateway whose kernel `k` offers a journal, reads of which `journal` answers (undefined: the fixture's default), and
+ * a scripted kernel that hands each execute_request to the returned `sent` promise's resolver. Only the start's
+ * handshake publishes status (each socket has a scripted kernel of its own): a reconnect's probe is answered on shell
+ * alone.
+ */
+function journalGateway(journal: (url: string) => Response | Promise<Response> | undefined) {
+  let request!: (req: JupyterMessage) => void;
+  const sent = new Promise<JupyterMessage>((r) => (request = r));
+  const hook = gatewayFetch('k', (method, url) => {
+    if (method === 'POST' && url.endsWith('/api/kernels'))
+      return json({ id: 'k', name: 'python3', kernelwarden_journal: JOURNAL }, 201);
+    if (method === 'GET' && url.endsWith('/api/kernels/k'))
+      return json({ id: 'k', name: 'python3', kernelwarden_journal: JOURNAL });
+    return url.includes('/api/kernels/k/journal') ? journal(url) : undefined;
+  });
+  let infos = 0;
+  KernelSocket.script = { execute: (req) => request(req), kernelInfoStatus: () => ++infos === 1 };
+  return { hook, sent };
+}
 
 /** A kernel iopub message of the cell `request`, as the kernel sent it (its own session). */
 function kernelMessage(request: JupyterMessage, id: string, type: string, content: Record<string, unknown>) {
@@ -29,31 +50,19 @@ function kernelMessage(request: JupyterMessage, id: string, type: string, conten
 
 describe('GatewayKernel resuming from the kernel journal (a server that offers one)', () => {
   it('waits for the journal to hand on what the socket delivered, past every grace, and settles the cell whole', async () => {
-    let request!: (req: JupyterMessage) => void;
-    const sent = new Promise<JupyterMessage>((r) => (request = r));
     // The journal, behind the socket: it holds the cell's messages only once `catchUp()` is called.
     let held: KernelJournalPage['entries'] = [];
     let catchUp!: () => void;
     let caughtUp = new Promise<void>((r) => (catchUp = r));
     const reads: string[] = [];
-    using _hook = gatewayFetch('k', (method, url) => {
-      if (method === 'POST' && url.endsWith('/api/kernels'))
-        return json({ id: 'k', name: 'python3', kernelwarden_journal: JOURNAL }, 201);
-      if (method === 'GET' && url.endsWith('/api/kernels/k'))
-        return json({ id: 'k', name: 'python3', kernelwarden_journal: JOURNAL });
-      if (method !== 'GET' || !url.includes('/api/kernels/k/journal')) return undefined;
+    const { hook, sent } = journalGateway((url) => {
       reads.push(new URL(url).search);
-      const answer = () => {
-        const body = { kernel_id: 'k', last: [1, 1 + held.length], lost: null, more: false, entries: held.splice(0) };
-        return json(body);
-      };
+      const answer = () =>
+        json({ kernel_id: 'k', last: [1, 1 + held.length], lost: null, more: false, entries: held.splice(0) });
       // A long poll: answered as soon as the journal holds something, or after a short wait with nothing.
       return Promise.race([held.length > 0 ? undefined : caughtUp, new Promise((r) => setTimeout(r, 20))]).then(answer);
     });
-    // Only the start's handshake publishes status (each socket has a scripted kernel of its own); the reconnect's
-    // probe is answered on shell alone.
-    let infos = 0;
-    KernelSocket.script = { execute: (req) => request(req), kernelInfoStatus: () => ++infos === 1 };
+    using _hook = hook;
     await using kernel = await start({
       reconnect: { initialDelayMs: 1 },
       replyGraceMs: 50,
@@ -85,19 +94,12 @@ describe('GatewayKernel resuming from the kernel journal (a server that offers o
 
 describe('GatewayKernel with resumeFromJournal: false', () => {
   it('never reads the journal: a cut is resumed from the socket, and what went with it is flagged', async () => {
-    let request!: (req: JupyterMessage) => void;
-    const sent = new Promise<JupyterMessage>((r) => (request = r));
     const reads: string[] = [];
-    using _hook = gatewayFetch('k', (method, url) => {
-      if (method === 'POST' && url.endsWith('/api/kernels'))
-        return json({ id: 'k', name: 'python3', kernelwarden_journal: JOURNAL }, 201);
-      if (method === 'GET' && url.endsWith('/api/kernels/k'))
-        return json({ id: 'k', name: 'python3', kernelwarden_journal: JOURNAL });
-      if (url.includes('/journal')) reads.push(url);
+    const { hook, sent } = journalGateway((url) => {
+      reads.push(url);
       return undefined;
     });
-    let infos = 0;
-    KernelSocket.script = { execute: (req) => request(req), kernelInfoStatus: () => ++infos === 1 };
+    using _hook = hook;
     await using kernel = await start({
       reconnect: { initialDelayMs: 1 },
       replyGraceMs: 50,

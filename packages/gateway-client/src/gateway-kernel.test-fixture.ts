@@ -66,3 +66,10 @@ export const settleIo = () => new Promise<void>((resolve) => setTimeout(resolve,
 export const lastSocket = () => FakeWebSocket.instances.at(-1) as KernelSocket;
 export const calls = (hook: FetchHook, method: string, suffix: string) =>
   hook.calls.filter((c) => c.method === method && c.url.endsWith(suffix));
+
+/** Forgets every fake socket and the scripted kernel's settings: each test starts from none. */
+export function resetKernelSockets(): void {
+  FakeWebSocket.reset();
+  KernelSocket.script = {};
+  KernelSocket.failNew = false;
+}

@@ -14,19 +14,14 @@ import {
   json,
   KernelSocket,
   lastSocket,
+  resetKernelSockets,
   settleIo,
   start,
 } from './gateway-kernel.test-fixture.js';
 import { DEFAULT_REPLY_GRACE_MS } from './gateway-kernel-options.js';
 
-beforeEach(() => {
-  FakeWebSocket.reset();
-  KernelSocket.script = {};
-  KernelSocket.failNew = false;
-});
-afterEach(() => {
-  FakeWebSocket.reset();
-});
+beforeEach(resetKernelSockets);
+afterEach(resetKernelSockets);
 
 describe('GatewayKernel lifecycle (seed behaviours)', () => {
   it('starts, interrupts and shuts down: POST create, POST interrupt, DELETE; isAlive false after', async () => {

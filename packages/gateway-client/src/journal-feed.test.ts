@@ -165,27 +165,16 @@ describe('JournalFeed', () => {
 
   it('says it caught up before it hands on the page that accounts for every held copy (a cell it completes is whole)', async () => {
     const order: string[] = [];
-    const controller = new AbortController();
-    let reads = 0;
-    const journal = new JournalFeed({
-      read: async () => {
-        reads++;
-        await new Promise((resolve) => setTimeout(resolve, 1));
-        return reads === 1 ? page([3, 4]) : { ...page([]), last: [1, 4] };
-      },
+    const { journal, queries, controller } = feed([page([3, 4]), { ...page([]), last: [1, 4] }], {
       deliver: (msg: JupyterMessage) => order.push(`deliver ${msg.header.msg_id}`),
       delivered: (id) => order.includes(`deliver ${id}`),
       quiet: () => true,
-      socketOpen: () => true,
       onCaughtUp: () => order.push('caught-up'),
-      onLost: () => order.push('lost'),
-      onUnavailable: () => order.push('unavailable'),
-      now: () => 0,
     });
     journal.start('m2', controller.signal);
     // The socket is ahead: it delivered m4 (the cell's idle, say) before the journal's page with it came.
     journal.socketDelivered('m4', { ...entry(4).msg, channel: 'iopub' } as unknown as JupyterMessage);
-    for (let i = 0; i < 200 && reads < 2; i++) await new Promise((resolve) => setTimeout(resolve, 1));
+    for (let i = 0; i < 200 && queries.length < 2; i++) await new Promise((resolve) => setTimeout(resolve, 1));
     controller.abort();
     expect(order.slice(0, 3)).toEqual(['caught-up', 'deliver m3', 'deliver m4']);
   });

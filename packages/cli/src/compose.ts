@@ -176,14 +176,13 @@ function composeSession(
   if (env.PYTHONPATH) bootstraps.python = pythonPathCode(env.PYTHONPATH) + (bootstraps.python ?? '');
   const bootstrap =
     (language: Language) =>
-    (lease: { kernel: { execute?(code: string, opts?: ExecuteOptions): Promise<ExecuteResult> } }): Promise<void> => {
+    async (lease: { kernel: { execute?(code: string, opts?: ExecuteOptions): Promise<ExecuteResult> } }) => {
       const code = bootstraps[language];
-      if (code === undefined || !lease.kernel.execute) return Promise.resolve();
+      if (code === undefined || !lease.kernel.execute) return;
       // Sent, not waited for: a kernel runs its shell requests one after the other, in the order they came, so the
       // bootstrap runs before the cell sent next, and the cell does not wait a round trip for the bootstrap's reply.
       // Its failure leaves the kernel as it was: the script runs, only without what the bootstrap adds.
       void lease.kernel.execute(code, { silent: true, storeHistory: false }).catch(() => {});
-      return Promise.resolve();
     };
   const r = createRSlot({
     spawn: (ctx) => starting('r', async () => startIRKernel(await startOptions('r', ctx))),

@@ -145,13 +145,48 @@ def _answered(km, kernel_id):
             stream.flush()
         except Exception:
             pass
+    # The kernel's own 'starting' status may also arrive after this (its iopub and the reply's shell socket are not
+    # ordered): a process that answered is not starting again. A new process (a restart) starts as any.
+    pid = getattr(getattr(kernel, "provisioner", None), "pid", None)
+    has_trait = getattr(kernel, "has_trait", None)
+    if pid is not None and has_trait is not None and has_trait("execution_state"):
+        if getattr(kernel, "_kernelwarden_answered_pid", None) is None:
+            kernel.observe(_not_starting_again, names="execution_state")
+        kernel._kernelwarden_answered_pid = pid
     if getattr(kernel, "execution_state", None) == "starting":
         kernel.execution_state = "idle"
+
+
+def _not_starting_again(change):
+    kernel = change["owner"]
+    answered = getattr(kernel, "_kernelwarden_answered_pid", None)
+    if change["new"] == "starting" and answered == getattr(getattr(kernel, "provisioner", None), "pid", None):
+        kernel.execution_state = "idle"
+
+
+# Kernels whose create is still waiting for their first kernel_info_reply: set once that wait ended.
+_holds = {}
+
+
+async def held_start_ended(kernel_id, at_most=1.0):
+    """Waits (at most `at_most` seconds) for the create of kernel `kernel_id` to have seen its kernel_info_reply.
+
+    A channels WebSocket opened as a new kernel answers jupyter-server's own kernel_info can be prepared a moment
+    before the create's reply is handled (the kernel answers both at once): jupyter_server 2 would then find the kernel
+    still 'starting' and wait for it in 50 ms polls.
+    """
+    ended = _holds.get(kernel_id)
+    if ended is not None:
+        try:
+            await asyncio.wait_for(ended.wait(), at_most)
+        except asyncio.TimeoutError:
+            pass
 
 
 async def hold_until_ready(km, kernel_id):
     # The start slot stays taken until the kernel answers kernel_info (its interpreter booted) or the wait ends.
     client = None
+    ended = _holds[kernel_id] = asyncio.Event()
     try:
         client = km.get_kernel(kernel_id).client()
         client.start_channels(shell=True, iopub=False, stdin=False, hb=False, control=False)
@@ -174,6 +209,9 @@ async def hold_until_ready(km, kernel_id):
                 client.stop_channels()
             except Exception:
                 pass
+        if _holds.get(kernel_id) is ended:
+            del _holds[kernel_id]
+        ended.set()
         gate.leave()
 
 

@@ -30,6 +30,7 @@ from jupyter_server.utils import ensure_async, url_path_join
 from tornado import web
 from tornado.ioloop import PeriodicCallback
 
+from .capacity import held_start_ended
 from .journal import Journal
 from .recorder import CHANNELS_WAIT_S, Recorder
 
@@ -226,6 +227,7 @@ def _gate_channels(wait):
 
         async def pre_get(self, _original=original_pre_get):
             await _original(self)
+            await held_start_ended(self.kernel_id)
             if _channels_wait is not None:
                 await _channels_wait(self.kernel_id)
 

@@ -23,7 +23,21 @@ _kw_kernel_modules = (
     "ipykernel.kernelapp",
     "ipykernel.ipkernel",
     "ipykernel.zmqshell",
+    # What a kernel's initialisation imports (traitlets resolves the debugger, completer and history classes by name
+    # then): ipykernel 7 loads debugpy there, ~60 ms of a forked kernel's start. A cold kernel imports them all too.
+    "ipykernel.debugger",
+    "IPython.core.completerlib",
+    "IPython.core.debugger",
+    "IPython.core.oinspect",
+    "IPython.extensions.storemagic",
+    "IPython.utils.wildcard",
+    "faulthandler",
+    "sqlite3",
+    "tornado.locks",
+    "tornado.platform.asyncio",
+    "tornado.queues",
 )
+_kw_environ = dict(__import__("os").environ)
 _kw_failed = []
 for _kw_name in _kw_kernel_modules + tuple(_kw_preload):
     try:
@@ -32,6 +46,11 @@ for _kw_name in _kw_kernel_modules + tuple(_kw_preload):
         _kw_failed.append("%s (%s: %s)" % (_kw_name, type(_kw_error).__name__, _kw_error))
 _kw_preloaded = set(sys.modules)
 import os  # noqa: E402
+
+# Variables the imports set in the launcher's environment, as they set them in a cold kernel's (debugpy sets
+# PYDEVD_USE_FRAME_EVAL when the kernel's environment has none): a forked kernel gets them the same way.
+_kw_set_by_imports = {k: v for k, v in os.environ.items() if _kw_environ.get(k) != v}
+del _kw_environ
 
 # Descriptors the preload opened on /dev/null (IPython keeps one open for its life): a forked kernel gets its own.
 _kw_devnull_fds = []
@@ -151,6 +170,8 @@ def _kw_child(request, log_fd, sock, libc):
         os.chdir(cwd)
         os.environ.clear()
         os.environ.update(env)
+        for name, value in _kw_set_by_imports.items():
+            os.environ.setdefault(name, value)
         _kw_rewrite_proc(argv, env)
         time.tzset()
         extra = _kw_path_entries(env.get("PYTHONPATH", ""), cwd)
@@ -203,6 +224,7 @@ def _kw_hello(me):
         "ipykernel": ipykernel_version,
         "preload": _kw_preload,
         "failed": _kw_failed,
+        "set_by_imports": _kw_set_by_imports,
         "reason": unsafe,
         "tasks": len(os.listdir("/proc/self/task")),
     }

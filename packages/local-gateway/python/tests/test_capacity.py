@@ -1,4 +1,7 @@
 import asyncio
+import time
+
+from traitlets import HasTraits, Unicode
 
 from kernelwarden_gateway import capacity
 
@@ -138,3 +141,54 @@ def test_a_kernel_that_answered_kernel_info_is_no_longer_recorded_as_starting():
     for kernel_id in ("a", "b", "c", "gone"):
         capacity._answered(km, kernel_id)
     assert [kernels[k].execution_state for k in ("a", "b", "c")] == ["idle", "busy", "idle"]
+
+
+class Provisioner:
+    def __init__(self, pid):
+        self.pid = pid
+
+
+class TraitKernel(HasTraits):
+    # jupyter_server 2's kernels: execution_state is a trait, set from the status messages its subscription receives.
+    execution_state = Unicode(None, allow_none=True)
+
+    def __init__(self, pid):
+        super().__init__()
+        self.provisioner = Provisioner(pid)
+        self.execution_state = "starting"
+
+
+def test_a_process_that_answered_is_not_starting_again_when_its_own_starting_status_comes_late_but_a_new_one_is():
+    kernel = TraitKernel(100)
+    capacity._answered(FakeManager({"a": kernel}), "a")
+    assert kernel.execution_state == "idle"
+    kernel.execution_state = "busy"
+    kernel.execution_state = "starting"  # the first process's own status, received after its reply
+    assert kernel.execution_state == "idle"
+    kernel.provisioner.pid = 101  # restarted: a new process starts as any
+    kernel.execution_state = "starting"
+    assert kernel.execution_state == "starting"
+    capacity._answered(FakeManager({"a": kernel}), "a")
+    assert kernel.execution_state == "idle"
+    kernel.execution_state = "starting"
+    assert kernel.execution_state == "idle"
+
+
+def test_a_channels_socket_waits_for_the_create_to_see_its_kernel_info_reply_and_no_longer_than_asked():
+    async def scenario():
+        started = time.monotonic()
+        await capacity.held_start_ended("never-held", at_most=5)
+        assert time.monotonic() - started < 1
+        ended = capacity._holds["k"] = asyncio.Event()
+        waiter = asyncio.ensure_future(capacity.held_start_ended("k", at_most=5))
+        await asyncio.sleep(0.05)
+        assert not waiter.done()
+        ended.set()
+        await asyncio.wait_for(waiter, 2)
+        capacity._holds["k"] = asyncio.Event()
+        started = time.monotonic()
+        await capacity.held_start_ended("k", at_most=0.1)
+        assert time.monotonic() - started >= 0.1
+        del capacity._holds["k"]
+
+    run(scenario())

@@ -106,7 +106,7 @@ def test_a_forked_child_runs_the_code_as_the_interpreter_would_with_its_own_cwd_
     assert found["argv"] == ["-c", "-f", "c.json"]
     assert found["orig_argv"] in (None, [sys.executable, "-c", REPORT, "-f", "c.json"])
     assert found["cwd"] == str(work)
-    assert found["env"] == env
+    assert found["env"] == {**one.info["set_by_imports"], **env}
     assert found["cmdline"] == ["-f", "c.json"]
     assert not any(k.startswith(fork_launch.ROOM_ENV) for k in found["env"])
     assert found["stdin"] == ""
@@ -188,6 +188,53 @@ def test_a_preload_that_leaves_a_thread_makes_the_launcher_unsafe(launcher, tmp_
     assert "thread" in one.reason
     with pytest.raises(fork_launch.LauncherUnavailable, match="unsafe"):
         _start(one, "pass", tmp_path)
+
+
+def test_a_variable_the_imports_set_when_absent_is_set_so_in_a_child_and_a_childs_own_value_is_kept(launcher, tmp_path):
+    (tmp_path / "kw_sets_env.py").write_text(
+        "import os\nif 'KW_SET_BY_IMPORT' not in os.environ:\n    os.environ['KW_SET_BY_IMPORT'] = 'default'\n"
+    )
+    base = dict(os.environ, PYTHONPATH=str(tmp_path))
+    base.pop("KW_SET_BY_IMPORT", None)
+    one = launcher(preload=["kw_sets_env"], env=base)
+    assert one.info["set_by_imports"]["KW_SET_BY_IMPORT"] == "default"
+    process = _start(one, REPORT, tmp_path, env=base)
+    assert process.wait(30) == 0
+    process = _start(one, REPORT, tmp_path, env=dict(base, KW_SET_BY_IMPORT="own"))
+    assert process.wait(30) == 0
+    first, second = _report(tmp_path)
+    assert first["env"]["KW_SET_BY_IMPORT"] == "default"
+    assert second["env"]["KW_SET_BY_IMPORT"] == "own"
+
+
+INITIALISE = """
+import json, os, sys
+before = set(sys.modules)
+from ipykernel.kernelapp import IPKernelApp
+app = IPKernelApp.instance()
+app.initialize(["-f", sys.argv[-1]])
+with open(sys.argv[-2], "w") as out:
+    json.dump(sorted(set(sys.modules) - before), out)
+os._exit(0)
+"""
+
+
+def test_a_forked_kernel_imports_nothing_as_it_initialises(launcher, tmp_path):
+    # What a kernel's initialisation imports (ipykernel 7: the debugger, debugpy) is the launcher's already.
+    connection = tmp_path / "kernel.json"
+    connection.write_text(
+        json.dumps(
+            {"transport": "ipc", "ip": str(tmp_path / "k"), "key": "k", "signature_scheme": "hmac-sha256"}
+            | {
+                name: port
+                for port, name in enumerate(("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port"), 1)
+            }
+        )
+    )
+    one = launcher()
+    process = _start(one, INITIALISE, tmp_path, args=(str(tmp_path / "new.json"), str(connection)))
+    assert process.wait(60) == 0
+    assert json.loads((tmp_path / "new.json").read_text()) == []
 
 
 def test_a_preload_that_fails_is_reported_and_left_out(launcher):

@@ -283,6 +283,63 @@ describe('fast starts: Python kernels forked from a launcher', () => {
     void warm;
   });
 
+  it('ends a forked kernel that shuts down as the interpreter ends a cold one: threads joined, atexit run, files flushed, objects released', async () => {
+    const ticket = await acquire('exit');
+    const spec = join(ticket.kernelSpecDir, 'cold-python');
+    const out = freshDir('exit-files');
+    const forked = await GatewayKernel.start({ gateway: ticket, startupTimeoutMs: 60_000 });
+    const python = (await probe(forked)).executable;
+    mkdirSync(spec, { recursive: true });
+    writeFileSync(
+      join(spec, 'kernel.json'),
+      JSON.stringify({
+        argv: ['/usr/bin/env', python, '-m', 'ipykernel_launcher', '-f', '{connection_file}'],
+        display_name: 'cold',
+        language: 'python',
+      }),
+    );
+    const cold = await GatewayKernel.start({ gateway: ticket, kernelName: 'cold-python', startupTimeoutMs: 60_000 });
+    expect(launchers(ticket).kernels[forked.id]).toMatchObject({ launch: 'fork' });
+    expect(launchers(ticket).kernels[cold.id]).toMatchObject({ launch: 'exec' });
+    const leftBehind = (tag: string) => `
+import atexit, sys, threading, time, types
+out = ${JSON.stringify(join(out, tag))}
+def late():
+    time.sleep(0.3)
+    open(out + '-thread', 'w').write('joined')
+threading.Thread(target=late).start()
+atexit.register(lambda: open(out + '-atexit', 'w').write('ran'))
+held = types.ModuleType('kw_left_open')
+sys.modules['kw_left_open'] = held
+held.handle = open(out + '-open', 'w')
+held.handle.write('flushed')
+class Released:
+    def __init__(self, path):
+        self.path = path
+    def __del__(self):
+        open(self.path, 'w').write('released')
+kept = Released(out + '-del')
+`;
+    const files = (tag: string) =>
+      Object.fromEntries(
+        readdirSync(out)
+          .filter((name) => name.startsWith(`${tag}-`))
+          .map((name) => [name.slice(tag.length + 1), readFileSync(join(out, name), 'utf8')]),
+      );
+    for (const [tag, kernel] of [
+      ['forked', forked],
+      ['cold', cold],
+    ] as const) {
+      expect(await kernel.execute(leftBehind(tag))).toMatchObject({ status: 'ok' });
+      const marker = { name: KERNEL_MARKER_ENV, value: (await probe(kernel)).environ.KERNELWARDEN_KERNEL! };
+      await kernel.shutdown();
+      await waitFor(`kernel ${tag} to exit`, () => processesCarrying(marker).length === 0);
+    }
+    const expected = { thread: 'joined', atexit: 'ran', open: 'flushed', del: 'released' };
+    expect(files('cold')).toEqual(expected);
+    expect(files('forked')).toEqual(expected);
+  });
+
   it("execs every kernel with launcher 'exec', and forks the preloaded modules' kernels with them imported", async () => {
     const plain = await acquire('exec', { launcher: 'exec' });
     await using cold = await GatewayKernel.start({ gateway: plain, startupTimeoutMs: 60_000 });

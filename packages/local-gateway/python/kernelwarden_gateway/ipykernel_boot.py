@@ -36,6 +36,8 @@ def _kw_unbounded(self, kind, *args, **kwargs):
 
 
 zmq.Context.socket = _kw_unbounded
+# A kernel forked from a launcher finds the kernel machinery imported already; a cold one imports it here.
+_kw_forked = "ipykernel.kernelapp" in sys.modules
 from ipykernel import iostream as _kw_io  # noqa: E402
 from ipykernel import kernelapp as _kw_app  # noqa: E402
 
@@ -97,4 +99,41 @@ def _kw_initialize_then_cwd(self, argv=None):
 
 _kw_app.IPKernelApp.init_path = lambda self: None
 _kw_app.IPKernelApp.initialize = _kw_initialize_then_cwd
+
+
+def _kw_exit_as_the_interpreter_would():
+    """Ends a forked kernel that shut down: what the interpreter does at exit that code can see, then _exit.
+
+    Python's exit joins the non-daemon threads, runs the atexit functions (IPython's clears the user's namespaces, so
+    their objects are released and their files flushed) and flushes the standard streams; then it tears every module
+    down. In a forked kernel that teardown writes to every page it shares with its launcher (~30 ms of copy-on-write
+    faults) for nothing anyone sees: files still open are flushed instead, and the process ends with status 0.
+    """
+    import atexit
+    import gc
+    import io
+    import threading
+
+    shutdown = getattr(threading, "_shutdown", None)
+    if shutdown is not None:
+        shutdown()
+    atexit._run_exitfuncs()
+    gc.collect()
+    for obj in gc.get_objects():
+        if isinstance(obj, (io.BufferedWriter, io.BufferedRandom, io.TextIOWrapper)):
+            try:
+                if not obj.closed:
+                    obj.flush()
+            except Exception:  # noqa: BLE001 (a stream that cannot flush is left, as at exit)
+                pass
+    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001
+            pass
+    os._exit(0)
+
+
 runpy.run_module("ipykernel_launcher", run_name="__main__", alter_sys=True)
+if _kw_forked:
+    _kw_exit_as_the_interpreter_would()

@@ -1,9 +1,11 @@
+import { createHash } from 'node:crypto';
 import { once } from 'node:events';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { Duplex } from 'node:stream';
 import { GatewayResponseTooLargeError } from '@kernelwarden/gateway-client';
 import { afterEach, describe, expect, it } from 'vitest';
-import { loopbackRequest } from './guarded-transport.js';
+import { guardedTransport, loopbackRequest } from './guarded-transport.js';
 
 const servers: Server[] = [];
 afterEach(async () => {
@@ -91,5 +93,43 @@ describe('loopbackRequest', () => {
     });
     expect(answer.status).toBe(200);
     expect(JSON.parse(await answer.text())).toEqual({ ok: 'x'.repeat(5000) });
+  });
+});
+
+describe('guardedTransport', () => {
+  it("sends WebSocket frames with an all-zero masking key, the payload as written (the verified loopback server's only)", async () => {
+    const frames: Buffer[] = [];
+    const upgraded: Duplex[] = [];
+    const server = createServer();
+    servers.push(server);
+    server.on('upgrade', (req, socket: Duplex) => {
+      upgraded.push(socket);
+      const accept = createHash('sha1')
+        .update(`${req.headers['sec-websocket-key']}258EAFA5-E914-47DA-95CA-C5AB0DC85B11`)
+        .digest('base64');
+      socket.write(
+        `HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${accept}\r\n\r\n`,
+      );
+      socket.on('data', (chunk: Buffer) => frames.push(chunk));
+    });
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    const { port } = server.address() as AddressInfo;
+    const baseUrl = `http://127.0.0.1:${port}`;
+    const { WebSocket } = guardedTransport(baseUrl, port, process.pid);
+    const socket = new WebSocket(`ws://127.0.0.1:${port}/api/kernels/k/channels`);
+    await new Promise((resolve, reject) => {
+      socket.addEventListener('open', resolve);
+      socket.addEventListener('error', reject);
+    });
+    socket.send('{"hello":"kernel"}');
+    for (let i = 0; i < 100 && Buffer.concat(frames).length < 24; i++) await new Promise((r) => setTimeout(r, 10));
+    socket.close();
+    for (const raw of upgraded) raw.destroy();
+    const frame = Buffer.concat(frames);
+    expect(frame[0]).toBe(0x81); // FIN, text
+    expect(frame[1]).toBe(0x80 | 18); // masked (as a client must), 18 bytes
+    expect([...frame.subarray(2, 6)]).toEqual([0, 0, 0, 0]);
+    expect(frame.subarray(6, 24).toString()).toBe('{"hello":"kernel"}');
   });
 });

@@ -1,5 +1,5 @@
 import { type ExecuteOptions, type ExecuteResult, type Output, withDeadline } from '@kernelwarden/core';
-import { GatewayKernel, type WebSocketClass } from '@kernelwarden/gateway-client';
+import { type EnvironmentStep, GatewayKernel, type WebSocketClass } from '@kernelwarden/gateway-client';
 import type { IsolationPolicy } from '@kernelwarden/isolation';
 import { createRSlot, startIRKernel } from '@kernelwarden/r-kernel';
 import { KernelSession, type SlotFactoryContext } from '@kernelwarden/supervisor';
@@ -40,6 +40,12 @@ export interface StackHooks {
    * does not wait for its reply (the kernel runs them in that order). A bootstrap that fails is ignored.
    */
   bootstrap?: Partial<Record<Language, string>>;
+  /**
+   * When a Python kernel's start waits for its cwd/env step (gateway-client's `environmentStep`): `'ahead'` sends the
+   * cell behind it at once (`kernelwarden run`, whose one cell fails with the step's error if the step fails).
+   * @defaultValue `'wait'`
+   */
+  environmentStep?: EnvironmentStep;
   /**
    * Wraps the WebSocket class of the gateway client (absent: gateway-client's own for a remote gateway): `run
    * NOTEBOOK.ipynb`'s message tap (`createMessageTap().wrap`).
@@ -171,7 +177,12 @@ function composeSession(
     signal: ctx.signal,
   });
   const python = (ctx: SlotFactoryContext) =>
-    starting('python', async () => GatewayKernel.start(await startOptions('python', ctx)));
+    starting('python', async () =>
+      GatewayKernel.start({
+        ...(await startOptions('python', ctx)),
+        ...(extra.environmentStep ? { environmentStep: extra.environmentStep } : {}),
+      }),
+    );
   const bootstraps: Partial<Record<Language, string>> = { ...extra.bootstrap };
   if (env.PYTHONPATH) bootstraps.python = pythonPathCode(env.PYTHONPATH) + (bootstraps.python ?? '');
   const bootstrap =

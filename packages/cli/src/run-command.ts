@@ -157,6 +157,8 @@ class ScriptRun {
       onNotice: (message) => io.stderr.write(`kernelwarden: ${message}\n`),
       signal: this.#cell.signal,
       bootstrap: { [options.language]: script.code },
+      // The script's cell follows the kernel's cwd/env step without waiting a round trip for it.
+      environmentStep: 'ahead',
       onKernelStarting: (language) => this.#spinner.start(`starting the ${language === 'r' ? 'R' : 'Python'} kernel…`),
       onKernelStarted: () => this.#spinner.stop(),
     });

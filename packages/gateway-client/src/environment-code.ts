@@ -34,3 +34,26 @@ export function environmentCode(
     `Failed to initialize kernel environment: cwd/env are supported for Python and R kernels, not "${name || 'unknown'}"`,
   );
 }
+
+/** What every cell of a kernel whose environment step (sent ahead) failed raises instead of running. */
+const REFUSAL = 'the cwd/env of this kernel could not be set: it runs nothing';
+
+/**
+ * The environment step of an IPython kernel sent ahead of the cells that follow it: if it fails, it first makes every
+ * later cell of the kernel raise before any of its code runs (an IPython input transformer that replaces the cell),
+ * then raises its own error; it prints nothing and leaves no names behind either way.
+ */
+export function environmentCodeAhead(cwd: string | undefined, env: Record<string, string> | undefined): string {
+  const lines = ['import os as _kernelwarden_os', 'try:'];
+  if (cwd !== undefined) lines.push(`    _kernelwarden_os.chdir(${JSON.stringify(cwd)})`);
+  if (env !== undefined) lines.push(`    _kernelwarden_os.environ.update(${JSON.stringify(env)})`);
+  lines.push(
+    '    pass',
+    'except BaseException:',
+    `    get_ipython().input_transformers_cleanup.insert(0, lambda lines: ['raise RuntimeError("${REFUSAL}")\\n'])`,
+    '    raise',
+    'finally:',
+    '    del _kernelwarden_os',
+  );
+  return lines.join('\n');
+}

@@ -29,6 +29,8 @@ export const DEFAULT_PROTOCOL: WireProtocol = 'auto';
 export const DEFAULT_MAX_FRAME_BYTES = 64 * 1024 * 1024;
 /** The stall workaround (unsolicited pongs) is on. */
 export const DEFAULT_STALL_WORKAROUND = true;
+/** A start waits for its environment step (`environmentStep`). */
+export const DEFAULT_ENVIRONMENT_STEP: EnvironmentStep = 'wait';
 /** Reopening a dropped channels socket: 6 attempts, 100 ms doubling up to 3 s, each open bounded at 10 s. */
 export const DEFAULT_RECONNECT: ReconnectPolicy = {
   attempts: 6,
@@ -109,6 +111,15 @@ export interface GatewayKernelStartOptions {
   launchEnv?: Record<string, string>;
   /** Code run (silently) once the kernel is ready; a failing prelude fails the start. */
   prelude?: string;
+  /**
+   * When the start's environment step (`cwd`, `env`) is waited for. `'wait'`: the start resolves once it ran, and
+   * rejects with `KernelStartError` if it failed. `'ahead'`: on an IPython kernel without a `prelude`, the start sends
+   * it and resolves, so the first cell follows it without a round trip between them (the kernel runs them in that
+   * order); if it fails, no later cell runs any code in that kernel (the step makes each one raise instead), and every
+   * execution not settled yet, and every later one, rejects with the step's `KernelStartError`. Other kernels wait.
+   * @defaultValue {@link DEFAULT_ENVIRONMENT_STEP}
+   */
+  environmentStep?: EnvironmentStep;
   /**
    * Aborts the start: it rejects at once with the signal's reason, and the kernel (if created) is deleted in the
    * background, retried as `cleanupRetry` says until the gateway confirms it.
@@ -250,6 +261,9 @@ export interface GatewayKernelConnectOptions extends Omit<GatewayKernelStartOpti
 }
 
 /** `GatewayKernelStartOptions` validated, with every default applied and `gateway` made a `GatewayClient`. */
+/** When a start's environment step is waited for (`GatewayKernelStartOptions.environmentStep`). */
+export type EnvironmentStep = 'wait' | 'ahead';
+
 export interface ResolvedGatewayKernelOptions {
   readonly client: GatewayClient;
   readonly kernelName: string;
@@ -257,6 +271,7 @@ export interface ResolvedGatewayKernelOptions {
   readonly env: Readonly<Record<string, string>> | undefined;
   readonly launchEnv: Readonly<Record<string, string>> | undefined;
   readonly prelude: string | undefined;
+  readonly environmentStep: EnvironmentStep;
   readonly signal: AbortSignal | undefined;
   readonly startupTimeoutMs: number;
   readonly protocol: WireProtocol;
@@ -311,6 +326,7 @@ const startSchema = lazy(() => {
       .refine((e) => !('KERNEL_ID' in e), { message: "must not set KERNEL_ID: each create sends its own kernel's id" })
       .optional(),
     prelude: z.string().optional(),
+    environmentStep: z.enum(['wait', 'ahead']).optional(),
     signal: z.instanceof(AbortSignal).optional(),
     startupTimeoutMs: ms.optional(),
     protocol: z.enum(['auto', 'v1', 'legacy']).optional(),
@@ -366,6 +382,7 @@ export function resolveGatewayKernelOptions(options: GatewayKernelStartOptions):
     env: o.env,
     launchEnv: o.launchEnv,
     prelude: o.prelude,
+    environmentStep: o.environmentStep ?? DEFAULT_ENVIRONMENT_STEP,
     signal: o.signal,
     startupTimeoutMs:
       o.startupTimeoutMs ??

@@ -1,4 +1,4 @@
-import { mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { ExecuteResult, Output } from '@kernelwarden/core';
 import { kernelPids, testGateway } from '@kernelwarden/test-env';
@@ -347,6 +347,47 @@ describe('GatewayKernel environment step on the real server', () => {
       "import os\nprint(os.getcwd())\nprint(os.environ['KW_GREETING'])\nprint(PRELUDE_RAN)",
     );
     expect(result.stdout).toBe(`${dir}\nhello "there"\nTrue\n`);
+  });
+
+  it("sends the environment step ahead ('ahead'): the first cell, sent at once behind it, runs in that cwd and env", async () => {
+    const dir = join(testGateway().root, 'py-cwd-ahead');
+    mkdirSync(dir, { recursive: true });
+    await using kernel = await GatewayKernel.start({
+      gateway: gateway(),
+      cwd: dir,
+      env: { KW_GREETING: 'ahead' },
+      environmentStep: 'ahead',
+    });
+    const result = await kernel.execute("import os\nprint(os.getcwd())\nprint(os.environ['KW_GREETING'])");
+    expect(result.stdout).toBe(`${dir}\nahead\n`);
+    expect((await kernel.execute('print(sorted(k for k in dir() if "kernelwarden" in k))')).stdout).toBe('[]\n');
+  });
+
+  it('refuses every cell of a kernel whose environment step sent ahead failed, and none of their code runs', async () => {
+    const marker = join(testGateway().root, `ahead-ran-${Date.now()}`);
+    await using kernel = await GatewayKernel.start({
+      gateway: gateway(),
+      cwd: join(testGateway().root, 'no-such-directory'),
+      environmentStep: 'ahead',
+    });
+    const cell = `open(${JSON.stringify(marker)}, 'w').write('ran')`;
+    const first = kernel.execute(cell).catch((e: unknown) => e);
+    const second = kernel.execute(cell).catch((e: unknown) => e);
+    for (const error of [await first, await second]) {
+      expect(KernelStartError.isInstance(error)).toBe(true);
+      expect((error as Error).message).toMatch(/^Failed to initialize kernel environment: FileNotFoundError: /);
+    }
+    await expect(kernel.execute(cell)).rejects.toThrow(/^Failed to initialize kernel environment/);
+    // The kernel itself runs nothing any more, whoever sends the cell: another client attached to it gets an error.
+    const other = await GatewayKernel.connect({ gateway: gateway(), kernelId: kernel.id });
+    try {
+      const refused = await other.execute(cell);
+      expect(refused.status).toBe('error');
+      expect(refused.error?.evalue).toContain('could not be set: it runs nothing');
+    } finally {
+      other.detach();
+    }
+    expect(existsSync(marker)).toBe(false);
   });
 
   it('fails the start with KernelStartError when the prelude raises, and deletes the kernel', async () => {

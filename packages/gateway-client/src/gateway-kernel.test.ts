@@ -72,6 +72,55 @@ describe('GatewayKernel lifecycle (seed behaviours)', () => {
     expect(lastSocket().readyState).toBe(FakeWebSocket.CLOSED);
   });
 
+  it("sends the first cell before the environment step's reply with environmentStep 'ahead', and fails both when the step fails", async () => {
+    using _hook = gatewayFetch('kernel-ahead');
+    let step!: { request: JupyterMessage; replies: Parameters<NonNullable<typeof KernelSocket.script.execute>>[1] };
+    KernelSocket.script = {
+      execute: (request, replies, n) => {
+        // A kernel runs its requests in order: the cell behind the step is not answered before it.
+        if (n === 1) step = { request, replies };
+      },
+    };
+    const kernel = await start({ cwd: '/nowhere', environmentStep: 'ahead' });
+    const cell = kernel.execute('print(1)').catch((e: unknown) => e);
+    await settleIo();
+    const executes = lastSocket().kernel.requests.filter((r) => r.header.msg_type === 'execute_request');
+    expect(executes.map((r) => (r.content as { code: string }).code)).toEqual([
+      expect.stringContaining('chdir("/nowhere")'),
+      'print(1)',
+    ]);
+    step.replies.send('iopub', 'status', { execution_state: 'busy' }, step.request);
+    step.replies.send(
+      'shell',
+      'execute_reply',
+      { status: 'error', ename: 'FileNotFoundError', evalue: "No such file or directory: '/nowhere'", traceback: [] },
+      step.request,
+    );
+    step.replies.send('iopub', 'status', { execution_state: 'idle' }, step.request);
+    const error = await cell;
+    expect(KernelStartError.isInstance(error)).toBe(true);
+    expect((error as Error).message).toBe(
+      "Failed to initialize kernel environment: FileNotFoundError: No such file or directory: '/nowhere'",
+    );
+    await expect(kernel.execute('print(2)')).rejects.toBe(error);
+    await kernel.shutdown();
+  });
+
+  it("waits for the environment step's reply by default before the start resolves", async () => {
+    using _hook = gatewayFetch('kernel-wait');
+    let replied = false;
+    KernelSocket.script = {
+      execute: (request, replies) =>
+        setTimeout(() => {
+          replied = true;
+          replies.ok(request);
+        }, 20),
+    };
+    const kernel = await start({ cwd: '/tmp' });
+    expect(replied).toBe(true);
+    await kernel.shutdown();
+  });
+
   it('rejects a timed-out prelude with TimeoutError "Failed to initialize kernel prelude" and cleans up', async () => {
     using hook = gatewayFetch('kernel-prelude');
     KernelSocket.script = { execute: (req, replies, n) => (n === 1 ? replies.ok(req) : undefined) };

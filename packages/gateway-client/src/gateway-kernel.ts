@@ -9,7 +9,7 @@ import {
 import { cellRequest } from './cell-request.js';
 import type { KernelChannel } from './channel.js';
 import { type CollectCellOptions, type CollectedCell, collectCell } from './collect-cell.js';
-import { type KernelDeathReason, KernelDiedError } from './errors.js';
+import { type KernelDeathReason, KernelDiedError, type KernelStartError } from './errors.js';
 import type { GatewayClient, KernelModel } from './gateway-client.js';
 import {
   type GatewayKernelConnectOptions,
@@ -26,7 +26,7 @@ import type { GatewayKernelEventMap, GatewayKernelListener, KernelStatus } from 
 import { environmentStep, swapKilledKernel } from './kernel-kill.js';
 import { assembleKernelParts, startingKernel } from './kernel-parts.js';
 import { KernelShutdown } from './kernel-shutdown.js';
-import { type StartingKernel, startKernel, startPlaced } from './kernel-start.js';
+import { type StartingKernel, startKernel, startPlaced, startStepError } from './kernel-start.js';
 import { LimitDeaths } from './limit-deaths.js';
 import { type LivenessPoll, probeKernel } from './liveness.js';
 import { MessageSequence } from './message-sequence.js';
@@ -62,6 +62,8 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
   readonly #channel: KernelChannel;
   readonly #handshake: Handshake;
   readonly #cells: PendingCells;
+  /** The failure of an environment step sent ahead (`environmentStep: 'ahead'`): every execution rejects with it. */
+  #refused: KernelStartError | undefined;
   readonly #drain: InterruptDrain;
   readonly #restarts: RestartRecovery;
   readonly #poll: LivenessPoll;
@@ -174,6 +176,16 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
         this.#startWatch = watch;
       },
       step: (code, opts) => this.#execute(code, opts, false),
+      stepAhead: (code) => {
+        this.#execute(code, { silent: true, storeHistory: false }, false).then(
+          (result) => {
+            if (result.status === 'ok' || result.cancelled) return;
+            this.#refused = startStepError('environment', result);
+            this.#cells.failAll(this.#refused);
+          },
+          () => {}, // the kernel died or was closed: its cells are failed as such
+        );
+      },
       ready: () => {
         if (this.#status === 'starting' || this.#status === 'busy') this.#setStatus('idle');
       },
@@ -239,6 +251,7 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
 
   #execute(code: string, opts: ExecuteOptions, interruptOnCancel: boolean, direct = false): Promise<ExecuteResult> {
     if (!this.#alive) return Promise.reject(this.#notAlive());
+    if (this.#refused) return Promise.reject(this.#refused);
     const { msg, cell } = cellRequest(code, opts, {
       sessionId: this.sessionId,
       stopOnError: this.#opts.stopOnError,

@@ -52,6 +52,7 @@ export {
 } from './gateway-client-options.js';
 export { GatewayKernel } from './gateway-kernel.js';
 export type {
+  EnvironmentStep,
   GatewayKernelConnectOptions,
   GatewayKernelStartOptions,
   ResolvedGatewayKernelOptions,
@@ -62,6 +63,7 @@ export {
   DEFAULT_CLEANUP_TIMEOUT_MS,
   DEFAULT_CREATE_ATTEMPTS,
   DEFAULT_CREATE_RETRY_DELAY_MS,
+  DEFAULT_ENVIRONMENT_STEP,
   DEFAULT_HEARTBEAT_MS,
   DEFAULT_IDLE_GRACE_MS,
   DEFAULT_INTERRUPT_DRAIN_MS,

@@ -250,7 +250,7 @@ function messageTargets(
 export function startingKernel(
   channel: KernelChannel,
   handshake: Handshake,
-  own: Pick<StartingKernel, 'watch' | 'step' | 'ready' | 'shutdown' | 'abandon'>,
+  own: Pick<StartingKernel, 'watch' | 'step' | 'stepAhead' | 'ready' | 'shutdown' | 'abandon'>,
 ): StartingKernel {
   return {
     ...own,

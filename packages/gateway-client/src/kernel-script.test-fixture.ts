@@ -92,7 +92,12 @@ export function scriptedKernel(
             ? script.kernelInfoStatus(request, infos)
             : script.kernelInfoStatus !== false;
         if (status) replies.send('iopub', 'status', { execution_state: 'busy' }, request);
-        replies.send('shell', 'kernel_info_reply', { status: 'ok', language_info: { name: 'python' } }, request);
+        replies.send(
+          'shell',
+          'kernel_info_reply',
+          { status: 'ok', implementation: 'ipython', language_info: { name: 'python' } },
+          request,
+        );
         if (status) replies.send('iopub', 'status', { execution_state: 'idle' }, request);
         return;
       }

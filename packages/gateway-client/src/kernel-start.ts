@@ -5,7 +5,7 @@ import {
   type ExecuteOptions,
   type ExecuteResult,
 } from '@kernelwarden/core';
-import { environmentCode } from './environment-code.js';
+import { environmentCode, environmentCodeAhead } from './environment-code.js';
 import { GatewayBusyError, GatewayCapacityError, GatewayUnavailableError, KernelStartError } from './errors.js';
 import type { GatewayClient, GatewayRouter, KernelModel } from './gateway-client.js';
 import type { ResolvedGatewayKernelOptions } from './gateway-kernel-options.js';
@@ -23,6 +23,11 @@ export interface StartingKernel {
   readonly info: KernelInfo | undefined;
   /** Runs a cell of the start (not interrupted when the start's signal aborts). */
   step(code: string, opts: ExecuteOptions): Promise<ExecuteResult>;
+  /**
+   * Sends the environment step without waiting for it: if it fails, the kernel refuses every execution with its
+   * `KernelStartError` (those not settled yet included).
+   */
+  stepAhead(code: string): void;
   /** The start succeeded. */
   ready(): void;
   /** Closes the socket, settles everything pending, and DELETEs the kernel. */
@@ -154,8 +159,12 @@ async function runStartSteps(
 ): Promise<void> {
   const step = (code: string, opts: ExecuteOptions) => kernel.step(code, opts);
   if (opts.cwd !== undefined || opts.env !== undefined) {
-    const code = environmentCode(kernel.info?.language ?? '', opts.cwd, opts.env);
-    await runStartStep(step, code, 'environment', scope);
+    if (opts.environmentStep === 'ahead' && !opts.prelude && kernel.info?.content.implementation === 'ipython') {
+      kernel.stepAhead(environmentCodeAhead(opts.cwd, opts.env));
+    } else {
+      const code = environmentCode(kernel.info?.language ?? '', opts.cwd, opts.env);
+      await runStartStep(step, code, 'environment', scope);
+    }
   }
   if (opts.prelude) await runStartStep(step, opts.prelude, 'prelude', scope);
 }
@@ -275,8 +284,11 @@ export async function runStartStep(
     }
     throw scope.signal.reason;
   }
-  if (result.status !== 'ok') {
-    const why = result.error ? `: ${result.error.ename}: ${result.error.evalue}` : ` (status ${result.status})`;
-    throw new KernelStartError(`Failed to initialize kernel ${step}${why}`);
-  }
+  if (result.status !== 'ok') throw startStepError(step, result);
+}
+
+/** The error of a start step whose cell did not end `ok`. */
+export function startStepError(step: 'environment' | 'prelude', result: ExecuteResult): KernelStartError {
+  const why = result.error ? `: ${result.error.ename}: ${result.error.evalue}` : ` (status ${result.status})`;
+  return new KernelStartError(`Failed to initialize kernel ${step}${why}`);
 }

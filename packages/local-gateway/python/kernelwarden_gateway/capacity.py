@@ -16,6 +16,7 @@ DELETE /api/kernels/{id} (both still authenticated and authorized as jupyter-ser
 """
 
 import asyncio
+import concurrent.futures
 import json
 import queue
 import re
@@ -124,8 +125,13 @@ def requested_wait(model, max_wait):
     return max_wait
 
 
-def _answered(km, kernel_id):
-    """The kernel answered kernel_info: the server records it idle, not 'starting'.
+def _answered(km, kernel_id, info=None):
+    """The kernel answered kernel_info (`info`, the reply's content): the server records it idle, not 'starting', and
+    keeps the reply for the kernel's first channels WebSocket.
+
+    jupyter-server asks a kernel for kernel_info as the first WebSocket to it opens, and keeps the answer on the
+    kernel for later ones (`_kernel_info_future`, 1.23 and 2.x alike): given this one, the WebSocket opens without
+    that round trip to the kernel.
 
     The server learns a kernel's state from the status messages of its own iopub subscription, made as the kernel was
     launched; a kernel that booted before that subscription took effect (a forked one, in milliseconds) published its
@@ -155,6 +161,10 @@ def _answered(km, kernel_id):
         kernel._kernelwarden_answered_pid = pid
     if getattr(kernel, "execution_state", None) == "starting":
         kernel.execution_state = "idle"
+    if isinstance(info, dict) and info.get("status") == "ok" and not hasattr(kernel, "_kernel_info_future"):
+        known = concurrent.futures.Future()
+        known.set_result(info)
+        kernel._kernel_info_future = known
 
 
 def _not_starting_again(change):
@@ -197,7 +207,7 @@ async def hold_until_ready(km, kernel_id):
                 while True:
                     reply = await ensure_async(client.shell_channel.get_msg(timeout=1.0))
                     if reply.get("parent_header", {}).get("msg_id") == msg_id:
-                        _answered(km, kernel_id)
+                        _answered(km, kernel_id, reply.get("content"))
                         return
             except queue.Empty:
                 continue

@@ -192,3 +192,17 @@ def test_a_channels_socket_waits_for_the_create_to_see_its_kernel_info_reply_and
         del capacity._holds["k"]
 
     run(scenario())
+
+
+def test_the_kernel_info_a_create_saw_is_kept_for_the_first_websocket_but_an_error_or_an_earlier_one_is_not():
+    kernels = {"a": FakeKernel("starting"), "b": FakeKernel("starting"), "c": FakeKernel("starting")}
+    earlier = object()
+    kernels["c"]._kernel_info_future = earlier
+    km = FakeManager(kernels)
+    info = {"status": "ok", "protocol_version": "5.3", "language_info": {"name": "python"}}
+    capacity._answered(km, "a", info)
+    capacity._answered(km, "b", {"status": "error"})
+    capacity._answered(km, "c", info)
+    assert kernels["a"]._kernel_info_future.result(timeout=0) == info
+    assert not hasattr(kernels["b"], "_kernel_info_future")
+    assert kernels["c"]._kernel_info_future is earlier

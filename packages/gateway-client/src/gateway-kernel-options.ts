@@ -116,7 +116,7 @@ export interface GatewayKernelStartOptions {
    * rejects with `KernelStartError` if it failed. `'ahead'`: on an IPython kernel without a `prelude`, the start sends
    * it and resolves, so the first cell follows it without a round trip between them (the kernel runs them in that
    * order); if it fails, no later cell runs any code in that kernel (the step makes each one raise instead), and every
-   * execution not settled yet, and every later one, rejects with the step's `KernelStartError`. Other kernels wait.
+   * unsettled execution, and every later one, rejects with the step's `KernelStartError`. Other kernels wait.
    * @defaultValue {@link DEFAULT_ENVIRONMENT_STEP}
    */
   environmentStep?: EnvironmentStep;

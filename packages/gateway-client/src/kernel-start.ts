@@ -25,7 +25,7 @@ export interface StartingKernel {
   step(code: string, opts: ExecuteOptions): Promise<ExecuteResult>;
   /**
    * Sends the environment step without waiting for it: if it fails, the kernel refuses every execution with its
-   * `KernelStartError` (those not settled yet included).
+   * `KernelStartError` (the unsettled ones included).
    */
   stepAhead(code: string): void;
   /** The start succeeded. */

@@ -79,8 +79,10 @@ describe('GatewayKernel lifecycle (seed behaviours)', () => {
       execute: (request, replies, n) => {
         // A kernel runs its requests in order: the cell behind the step is not answered before it.
         if (n === 1) step = { request, replies };
+        else queued.push(request);
       },
     };
+    const queued: JupyterMessage[] = [];
     const kernel = await start({ cwd: '/nowhere', environmentStep: 'ahead' });
     const cell = kernel.execute('print(1)').catch((e: unknown) => e);
     await settleIo();
@@ -97,6 +99,10 @@ describe('GatewayKernel lifecycle (seed behaviours)', () => {
       step.request,
     );
     step.replies.send('iopub', 'status', { execution_state: 'idle' }, step.request);
+    // The kernel aborts the queued cell (stop_on_error), answered in the same read as the step's end.
+    step.replies.send('iopub', 'status', { execution_state: 'busy' }, queued[0]);
+    step.replies.send('shell', 'execute_reply', { status: 'aborted' }, queued[0]);
+    step.replies.send('iopub', 'status', { execution_state: 'idle' }, queued[0]);
     const error = await cell;
     expect(KernelStartError.isInstance(error)).toBe(true);
     expect((error as Error).message).toBe(

@@ -64,6 +64,11 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
   readonly #cells: PendingCells;
   /** The failure of an environment step sent ahead (`environmentStep: 'ahead'`): every execution rejects with it. */
   #refused: KernelStartError | undefined;
+  /**
+   * An environment step sent ahead, until it ended ok: resolves then, rejects with its failure. A cell sent meanwhile
+   * settles only after it, whatever its own reply said first (an `aborted` reply can overtake the step's idle status).
+   */
+  #ahead: Promise<void> | undefined;
   readonly #drain: InterruptDrain;
   readonly #restarts: RestartRecovery;
   readonly #poll: LivenessPoll;
@@ -177,14 +182,21 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
       },
       step: (code, opts) => this.#execute(code, opts, false),
       stepAhead: (code) => {
-        this.#execute(code, { silent: true, storeHistory: false }, false).then(
+        const ahead = this.#execute(code, { silent: true, storeHistory: false }, false).then(
           (result) => {
+            if (this.#ahead === ahead) this.#ahead = undefined;
             if (result.status === 'ok' || result.cancelled) return;
             this.#refused = startStepError('environment', result);
             this.#cells.failAll(this.#refused);
+            throw this.#refused;
           },
-          () => {}, // the kernel died or was closed: its cells are failed as such
+          () => {
+            // The kernel died or was closed: its cells are failed as such.
+            if (this.#ahead === ahead) this.#ahead = undefined;
+          },
         );
+        ahead.catch(() => {});
+        this.#ahead = ahead;
       },
       ready: () => {
         if (this.#status === 'starting' || this.#status === 'busy') this.#setStatus('idle');
@@ -278,7 +290,10 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
     // A cell of a kernel replacement runs while other requests wait at the gate for it.
     if (direct) send();
     else this.#gate.whenOpen(send);
-    return cell.result;
+    const ahead = this.#ahead;
+    if (!ahead) return cell.result;
+    cell.result.catch(() => {});
+    return ahead.then(() => cell.result);
   }
 
   /**

@@ -12,11 +12,7 @@ export function environmentCode(
 ): string {
   const name = language.toLowerCase();
   if (name === 'python') {
-    const lines = ['import os as _kernelwarden_os'];
-    if (cwd !== undefined) lines.push(`_kernelwarden_os.chdir(${JSON.stringify(cwd)})`);
-    if (env !== undefined) lines.push(`_kernelwarden_os.environ.update(${JSON.stringify(env)})`);
-    lines.push('del _kernelwarden_os');
-    return lines.join('\n');
+    return ['import os as _kernelwarden_os', ...pythonSteps(cwd, env, ''), 'del _kernelwarden_os'].join('\n');
   }
   if (name === 'r') {
     const lines: string[] = [];
@@ -44,9 +40,7 @@ const REFUSAL = 'the cwd/env of this kernel could not be set: it runs nothing';
  * then raises its own error; it prints nothing and leaves no names behind either way.
  */
 export function environmentCodeAhead(cwd: string | undefined, env: Record<string, string> | undefined): string {
-  const lines = ['import os as _kernelwarden_os', 'try:'];
-  if (cwd !== undefined) lines.push(`    _kernelwarden_os.chdir(${JSON.stringify(cwd)})`);
-  if (env !== undefined) lines.push(`    _kernelwarden_os.environ.update(${JSON.stringify(env)})`);
+  const lines = ['import os as _kernelwarden_os', 'try:', ...pythonSteps(cwd, env, '    ')];
   lines.push(
     '    pass',
     'except BaseException:',
@@ -56,4 +50,12 @@ export function environmentCodeAhead(cwd: string | undefined, env: Record<string
     '    del _kernelwarden_os',
   );
   return lines.join('\n');
+}
+
+/** The Python statements of the step (`os` imported as `_kernelwarden_os`), each line starting with `indent`. */
+function pythonSteps(cwd: string | undefined, env: Record<string, string> | undefined, indent: string): string[] {
+  const lines: string[] = [];
+  if (cwd !== undefined) lines.push(`${indent}_kernelwarden_os.chdir(${JSON.stringify(cwd)})`);
+  if (env !== undefined) lines.push(`${indent}_kernelwarden_os.environ.update(${JSON.stringify(env)})`);
+  return lines;
 }

@@ -187,7 +187,6 @@ export class GatewayKernel implements KernelHandle, AsyncDisposable {
             if (this.#ahead === ahead) this.#ahead = undefined;
             if (result.status === 'ok' || result.cancelled) return;
             this.#refused = startStepError('environment', result);
-            this.#cells.failAll(this.#refused);
             throw this.#refused;
           },
           () => {
